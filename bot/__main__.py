@@ -1,0 +1,87 @@
+"""The `countersign` command: run | serve | migrate | doctor."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+
+from bot.config import Settings, SettingsError, load_settings
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="countersign", description="A human-in-the-loop AI assistant for Slack."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("run", help="start the bot (Socket Mode if SLACK_APP_TOKEN is set)")
+    serve = commands.add_parser("serve", help="start the bot in HTTP mode")
+    serve.add_argument("--host", default="0.0.0.0")  # noqa: S104 - a server binds all by default
+    serve.add_argument("--port", type=int, default=3000)
+    commands.add_parser("migrate", help="bring the database schema up to date")
+    commands.add_parser("doctor", help="check configuration, database, Slack and the model")
+    return parser
+
+
+async def _run(settings: Settings, command: str, host: str, port: int) -> int:
+    from bot.app import Countersign
+    from bot.server import run_socket_mode, serve_http
+
+    countersign = Countersign.build(settings)
+    if command == "run" and settings.socket_mode:
+        await run_socket_mode(countersign)
+    else:
+        await serve_http(countersign, host, port)
+    return 0
+
+
+async def _migrate(settings: Settings) -> int:
+    from bot.db.migrate import upgrade_to_head
+    from bot.db.session import Database
+
+    db = Database.from_url(settings.database_url)
+    try:
+        await upgrade_to_head(db)
+    finally:
+        await db.dispose()
+    print(f"database is up to date ({db.engine.url.render_as_string(hide_password=True)})")
+    return 0
+
+
+async def _doctor(settings: Settings) -> int:
+    from bot.doctor import run_checks
+
+    checks = await run_checks(settings)
+    for check in checks:
+        print(check.line())
+    failed = [c for c in checks if not c.ok]
+    print("all checks passed" if not failed else f"{len(failed)} check(s) failed")
+    return 1 if failed else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        settings = load_settings()
+        if args.command == "serve":
+            settings.require_http_mode()
+        if args.command == "run" and not settings.socket_mode:
+            settings.require_http_mode()
+    except SettingsError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 2
+    from bot.logs import configure
+
+    configure(settings.log_level)
+    if args.command == "migrate":
+        return asyncio.run(_migrate(settings))
+    if args.command == "doctor":
+        return asyncio.run(_doctor(settings))
+    host = getattr(args, "host", "0.0.0.0")  # noqa: S104
+    port = getattr(args, "port", 3000)
+    return asyncio.run(_run(settings, args.command, host, port))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""Composition root: settings -> database, Slack client, model client, Bolt app, services.
+
+Nothing here runs at import time; `Countersign.build` makes every long-lived object once and
+hands it to whoever needs it.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.config import Settings
+from bot.conversation.turn import Conversations, TurnSettings
+from bot.db.migrate import upgrade_to_head
+from bot.db.session import Database
+from bot.llm import LLM, make_client
+from bot.slack import listeners
+from bot.slack.edit_budget import EditBudget
+from bot.slack.ratelimit import retry_handlers
+from bot.tasks import TaskGroup
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Countersign:
+    settings: Settings
+    db: Database
+    slack: AsyncWebClient
+    llm: LLM
+    budget: EditBudget
+    tasks: TaskGroup
+    conversations: Conversations
+    bolt: AsyncApp
+
+    @classmethod
+    def build(cls, settings: Settings) -> Countersign:
+        budget = EditBudget(settings.slack_edit_budget_per_minute)
+
+        def on_rate_limited(method: str, seconds: float) -> None:
+            log.warning("Slack rate-limited %s for %.1fs", method, seconds)
+            if method == "chat.update":
+                budget.pause(seconds)
+
+        slack = AsyncWebClient(
+            token=settings.slack_bot_token.get_secret_value(),
+            base_url=str(settings.slack_api_url),
+            retry_handlers=retry_handlers(on_rate_limited),
+        )
+        db = Database.from_url(settings.database_url)
+        llm = LLM(make_client(settings), settings.llm_model)
+        conversations = Conversations(
+            db,
+            llm,
+            slack,
+            budget,
+            TurnSettings(
+                system_prompt=settings.system_prompt,
+                history_window=settings.history_window_messages,
+                max_chars=settings.slack_message_max_chars,
+                min_edit_interval=settings.slack_edit_min_interval_seconds,
+            ),
+        )
+        signing_secret = settings.slack_signing_secret
+        bolt = AsyncApp(
+            client=slack,
+            signing_secret=signing_secret.get_secret_value() if signing_secret else "",
+            logger=logging.getLogger("slack_bolt"),
+        )
+        tasks = TaskGroup()
+        listeners.register(bolt, conversations, tasks)
+        return cls(settings, db, slack, llm, budget, tasks, conversations, bolt)
+
+    async def start(self) -> None:
+        """Run pending migrations before any event is handled."""
+        await upgrade_to_head(self.db)
+
+    async def shutdown(self) -> None:
+        """Let live replies finish (or finalise them with a note), then release resources."""
+        log.info("shutting down: %d turn(s) in flight", self.tasks.running)
+        await self.tasks.drain(self.settings.shutdown_grace_seconds)
+        await self.budget.stop()
+        await self.llm.client.close()
+        await self.db.dispose()

@@ -1,0 +1,184 @@
+"""Settings: read once from the environment (and `.env`) into one typed object.
+
+Every problem is reported at once, naming the variable and what it should hold; the CLI turns a
+`SettingsError` into that message and exit code 2, with no traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import (
+    AliasChoices,
+    Field,
+    HttpUrl,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are Countersign, a helpful assistant working inside Slack. Answer concisely and use "
+    "Markdown where it helps. Several teammates may speak in one thread; each user message "
+    "carries the speaker's Slack user id in its `name`."
+)
+
+# What each variable should hold, used to turn pydantic's errors into plain instructions.
+HINTS: dict[str, str] = {
+    "SLACK_BOT_TOKEN": "the Bot User OAuth Token (xoxb-…) from the app's OAuth & Permissions page",
+    "SLACK_APP_TOKEN": "an app-level token (xapp-…) with connections:write, for Socket Mode",
+    "SLACK_SIGNING_SECRET": "the Signing Secret from the app's Basic Information page",
+    "SLACK_API_URL": "the Slack Web API base URL ending in /api/, e.g. https://slack.com/api/",
+    "OPENAI_API_KEY": "the API key of your OpenAI-compatible server (any text for Ollama)",
+    "OPENAI_BASE_URL": "the server's base URL, e.g. https://api.openai.com/v1 or "
+    "http://localhost:11434/v1 for Ollama",
+    "LLM_MODEL": "the model name, e.g. gpt-4o-mini or llama3.1",
+    "DATABASE_URL": "sqlite:///path/to/file.db or postgresql://user:pass@host/db",
+    "REDIS_URL": "redis://host:6379/0, or leave unset",
+    "SYSTEM_PROMPT": "the system prompt text",
+    "SYSTEM_PROMPT_FILE": "the path of a readable text file holding the system prompt",
+    "HISTORY_WINDOW_MESSAGES": "a whole number of messages, at least 2",
+    "SLACK_EDIT_BUDGET_PER_MINUTE": "chat.update calls per minute for the workspace, 1 to 600",
+    "SLACK_EDIT_MIN_INTERVAL_SECONDS": "seconds between two edits of one reply, 0.1 to 60",
+    "SLACK_MESSAGE_MAX_CHARS": "characters per Slack message before a reply continues, 500-3900",
+    "LLM_TIMEOUT_SECONDS": "seconds to wait for the model (per read), 1 to 600",
+    "LLM_MAX_RETRIES": "how often the openai SDK retries a failed request, 0 to 10",
+    "SHUTDOWN_GRACE_SECONDS": "seconds to let live replies finish on SIGTERM, 0 to 600",
+    "LOG_LEVEL": "DEBUG, INFO, WARNING or ERROR",
+}
+
+
+class SettingsError(Exception):
+    """Settings are missing or invalid; `problems` holds one line per variable."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+    def render(self) -> str:
+        lines = ["Countersign cannot start: its configuration needs attention."]
+        lines += [f"  - {p}" for p in self.problems]
+        lines.append("Set these as environment variables or in a .env file (see README.md).")
+        return "\n".join(lines)
+
+
+def _default_database_url() -> str:
+    return "sqlite:///countersign.db"
+
+
+class Settings(BaseSettings):
+    """All configuration of one Countersign process."""
+
+    model_config = SettingsConfigDict(
+        env_file=".env", env_file_encoding="utf-8", extra="ignore", case_sensitive=False
+    )
+
+    slack_bot_token: SecretStr
+    slack_app_token: SecretStr | None = None
+    slack_signing_secret: SecretStr | None = None
+    slack_api_url: HttpUrl = HttpUrl("https://slack.com/api/")
+
+    openai_api_key: SecretStr
+    openai_base_url: HttpUrl | None = None
+    llm_model: str = "gpt-4o-mini"
+    llm_timeout_seconds: Annotated[float, Field(ge=1, le=600)] = 60.0
+    llm_max_retries: Annotated[int, Field(ge=0, le=10)] = 2
+
+    database_url: str = Field(default_factory=_default_database_url)
+    redis_url: str | None = None
+
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    system_prompt_file: Path | None = None
+    history_window_messages: Annotated[int, Field(ge=2, le=10_000)] = 40
+
+    slack_edit_budget_per_minute: Annotated[int, Field(ge=1, le=600)] = 50
+    slack_edit_min_interval_seconds: Annotated[float, Field(ge=0.1, le=60)] = 1.0
+    slack_message_max_chars: Annotated[int, Field(ge=500, le=3900)] = 3500
+
+    shutdown_grace_seconds: Annotated[float, Field(ge=0, le=600)] = 20.0
+    log_level: str = Field(default="INFO", validation_alias=AliasChoices("LOG_LEVEL"))
+
+    @field_validator("slack_bot_token")
+    @classmethod
+    def _bot_token_shape(cls, v: SecretStr) -> SecretStr:
+        if not v.get_secret_value().startswith("xoxb-"):
+            raise ValueError("must start with xoxb-")
+        return v
+
+    @field_validator("slack_app_token")
+    @classmethod
+    def _app_token_shape(cls, v: SecretStr | None) -> SecretStr | None:
+        if v is not None and not v.get_secret_value():
+            return None
+        if v is not None and not v.get_secret_value().startswith("xapp-"):
+            raise ValueError("must start with xapp-")
+        return v
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_scheme(cls, v: str) -> str:
+        scheme = v.split("://", 1)[0].split("+", 1)[0].lower() if "://" in v else ""
+        if scheme not in {"sqlite", "postgres", "postgresql"}:
+            raise ValueError("must be a sqlite:/// or postgresql:// URL")
+        return v
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, v: str | None) -> str | None:
+        if v and not v.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must be a redis:// URL")
+        return v or None
+
+    @field_validator("log_level")
+    @classmethod
+    def _log_level(cls, v: str) -> str:
+        if v.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+            raise ValueError("must be one of DEBUG, INFO, WARNING, ERROR")
+        return v.upper()
+
+    @model_validator(mode="after")
+    def _prompt_file(self) -> Settings:
+        if self.system_prompt_file is not None:
+            try:
+                self.system_prompt = self.system_prompt_file.read_text(encoding="utf-8")
+            except OSError as exc:
+                raise ValueError(
+                    f"SYSTEM_PROMPT_FILE: cannot read {self.system_prompt_file} ({exc.strerror})"
+                ) from exc
+        return self
+
+    @property
+    def socket_mode(self) -> bool:
+        return self.slack_app_token is not None
+
+    def require_http_mode(self) -> None:
+        """HTTP mode verifies every request's signature, so it needs the signing secret."""
+        if self.slack_signing_secret is None:
+            raise SettingsError(
+                [f"SLACK_SIGNING_SECRET is missing: set it to {HINTS['SLACK_SIGNING_SECRET']}."]
+            )
+
+
+def _describe(error: dict[str, Any]) -> str:
+    loc = error.get("loc") or ()
+    name = str(loc[0]).upper() if loc else ""
+    message = str(error.get("msg", "is invalid"))
+    if message.startswith("Value error, "):
+        message = message.removeprefix("Value error, ")
+    if not name and ":" in message:  # raised by a model validator, already names itself
+        return message
+    hint = HINTS.get(name, "a valid value")
+    if error.get("type") == "missing":
+        return f"{name} is missing: set it to {hint}."
+    return f"{name} is invalid ({message}): set it to {hint}."
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build the settings or raise `SettingsError` listing every problem."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise SettingsError([_describe(dict(e)) for e in exc.errors()]) from None

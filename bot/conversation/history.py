@@ -1,0 +1,88 @@
+"""The window of stored messages sent to the model.
+
+A window is a suffix of the conversation. It never begins with `tool` messages whose assistant
+`tool_calls` message fell outside it: the model would see results of calls it never made. It
+never ends between an assistant's calls and their results either, because it is a suffix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, TypeVar
+
+from openai.types.chat import ChatCompletionMessageParam
+
+
+class StoredMessage(Protocol):
+    @property
+    def role(self) -> str: ...
+    @property
+    def content(self) -> str | None: ...
+    @property
+    def tool_calls(self) -> list[dict[str, Any]] | None: ...
+    @property
+    def tool_call_id(self) -> str | None: ...
+    @property
+    def slack_user(self) -> str | None: ...
+
+
+def window_start(roles: Sequence[str], max_messages: int) -> int:
+    """Index where the window of at most `max_messages` begins."""
+    start = max(0, len(roles) - max_messages)
+    while start < len(roles) and roles[start] == "tool":
+        start += 1
+    return start
+
+
+M = TypeVar("M", bound=StoredMessage)
+
+
+def window(messages: Sequence[M], max_messages: int) -> list[M]:
+    return list(messages[window_start([m.role for m in messages], max_messages) :])
+
+
+def to_openai(message: StoredMessage) -> ChatCompletionMessageParam:
+    role = str(message.role)
+    if role == "tool":
+        return {
+            "role": "tool",
+            "tool_call_id": message.tool_call_id or "",
+            "content": message.content or "",
+        }
+    if role == "assistant":
+        out: dict[str, Any] = {"role": "assistant", "content": message.content}
+        if message.tool_calls:
+            out["tool_calls"] = message.tool_calls
+        return out  # type: ignore[return-value]
+    if role == "user":
+        user: dict[str, Any] = {"role": "user", "content": message.content or ""}
+        if message.slack_user:
+            user["name"] = message.slack_user
+        return user  # type: ignore[return-value]
+    return {"role": "system", "content": message.content or ""}
+
+
+def build_prompt(
+    system_prompt: str, messages: Sequence[StoredMessage], max_messages: int
+) -> list[ChatCompletionMessageParam]:
+    prompt: list[ChatCompletionMessageParam] = [{"role": "system", "content": system_prompt}]
+    prompt += [to_openai(m) for m in window(messages, max_messages)]
+    return prompt
+
+
+def is_valid_history(messages: Sequence[StoredMessage]) -> bool:
+    """Every tool result follows the assistant call it answers, and every call is answered
+    before the next non-tool message."""
+    pending: set[str] = set()
+    for m in messages:
+        role = str(m.role)
+        if role == "tool":
+            if m.tool_call_id not in pending:
+                return False
+            pending.discard(m.tool_call_id)
+            continue
+        if pending:
+            return False
+        if role == "assistant" and m.tool_calls:
+            pending = {str(c["id"]) for c in m.tool_calls}
+    return True

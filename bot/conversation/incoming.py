@@ -1,0 +1,81 @@
+"""A user's Slack message, parsed once from the event payload into what a turn needs."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from bot.slack.render import unescape
+
+DM_TIMELINE = ""  # thread key of a DM's main timeline
+
+
+@dataclass(frozen=True)
+class Incoming:
+    team_id: str
+    channel_id: str
+    user_id: str
+    text: str
+    ts: str
+    thread_ts: str | None
+    event_id: str | None
+    is_dm: bool
+    mentions_bot: bool
+
+    @property
+    def conversation_key(self) -> str:
+        """Which conversation the message belongs to: its thread, or a DM's main timeline."""
+        if self.thread_ts:
+            return self.thread_ts
+        return DM_TIMELINE if self.is_dm else self.ts
+
+    @property
+    def reply_thread_ts(self) -> str | None:
+        """Where the bot answers: in the thread; unthreaded in a DM's main timeline."""
+        key = self.conversation_key
+        return key or None
+
+    @property
+    def joins_existing_thread(self) -> bool:
+        return bool(self.thread_ts) and self.thread_ts != self.ts
+
+    def delivery_keys(self) -> list[str]:
+        """Dedup keys: Slack's event id, and channel+ts, which `app_mention` and
+        `message.channels` deliveries of one message share."""
+        keys = [f"msg:{self.team_id}:{self.channel_id}:{self.ts}"]
+        if self.event_id:
+            keys.append(f"evt:{self.event_id}")
+        return keys
+
+
+def strip_mention(text: str, bot_user_id: str | None) -> str:
+    if bot_user_id:
+        text = re.sub(rf"<@{re.escape(bot_user_id)}(\|[^>]*)?>", "", text)
+    return unescape(text).strip()
+
+
+def parse_event(body: dict[str, Any], bot_user_id: str | None) -> Incoming | None:
+    """The Incoming message of an `app_mention` or `message` event, or None to ignore it."""
+    event = body.get("event") or {}
+    subtype = event.get("subtype")
+    if subtype not in (None, "file_share", "thread_broadcast"):
+        return None  # edits, deletions, joins, bot messages…
+    user = event.get("user")
+    if not user or event.get("bot_id") or user == bot_user_id:
+        return None
+    raw = str(event.get("text") or "")
+    mentions = bool(bot_user_id) and f"<@{bot_user_id}" in raw or event.get("type") == "app_mention"
+    channel_type = event.get("channel_type")
+    channel = str(event.get("channel") or "")
+    return Incoming(
+        team_id=str(body.get("team_id") or event.get("team") or ""),
+        channel_id=channel,
+        user_id=str(user),
+        text=strip_mention(raw, bot_user_id),
+        ts=str(event.get("ts") or ""),
+        thread_ts=event.get("thread_ts"),
+        event_id=body.get("event_id"),
+        is_dm=channel_type == "im" or (channel_type is None and channel.startswith("D")),
+        mentions_bot=mentions,
+    )

@@ -1,0 +1,1 @@
+"""Persistence: typed models, engine and session handling, repositories, migrations."""

@@ -1,0 +1,130 @@
+"""Queries. Repositories take a session and never commit: the caller's transaction does."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.db.models import Conversation, Message, ProcessedEvent, Role, utcnow
+
+
+async def claim_delivery(session: AsyncSession, keys: Sequence[str]) -> bool:
+    """Record Slack delivery keys; False if any of them was already recorded.
+
+    Runs in a savepoint so a duplicate leaves the caller's transaction usable.
+    """
+    try:
+        async with session.begin_nested():
+            session.add_all([ProcessedEvent(key=k) for k in dict.fromkeys(keys)])
+            await session.flush()
+    except IntegrityError:
+        return False
+    return True
+
+
+async def find_conversation(
+    session: AsyncSession, team_id: str, channel_id: str, thread_ts: str
+) -> Conversation | None:
+    return await session.scalar(
+        select(Conversation).where(
+            Conversation.team_id == team_id,
+            Conversation.channel_id == channel_id,
+            Conversation.thread_ts == thread_ts,
+        )
+    )
+
+
+async def get_or_create_conversation(
+    session: AsyncSession, team_id: str, channel_id: str, thread_ts: str, started_by: str
+) -> tuple[Conversation, bool]:
+    """The conversation of this thread, creating it if needed; True when it is new."""
+    found = await find_conversation(session, team_id, channel_id, thread_ts)
+    if found is not None:
+        return found, False
+    conversation = Conversation(
+        team_id=team_id, channel_id=channel_id, thread_ts=thread_ts, started_by=started_by
+    )
+    try:
+        async with session.begin_nested():
+            session.add(conversation)
+            await session.flush()
+    except IntegrityError:  # another worker created it a moment ago
+        found = await find_conversation(session, team_id, channel_id, thread_ts)
+        assert found is not None
+        return found, False
+    return conversation, True
+
+
+async def add_message(
+    session: AsyncSession,
+    conversation: Conversation,
+    role: Role,
+    content: str | None,
+    *,
+    slack_ts: str | None = None,
+    slack_user: str | None = None,
+    tool_calls: list[dict[str, Any]] | None = None,
+    tool_call_id: str | None = None,
+    tool_name: str | None = None,
+    prompt_tokens: int | None = None,
+    completion_tokens: int | None = None,
+) -> Message:
+    """Store a message and keep the conversation's counters in step (one atomic UPDATE)."""
+    message = Message(
+        conversation_id=conversation.id,
+        role=role,
+        content=content,
+        slack_ts=slack_ts,
+        slack_user=slack_user,
+        tool_calls=tool_calls,
+        tool_call_id=tool_call_id,
+        tool_name=tool_name,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+    )
+    session.add(message)
+    await session.flush()
+    await session.execute(
+        update(Conversation)
+        .where(Conversation.id == conversation.id)
+        .values(
+            message_count=Conversation.message_count + 1,
+            prompt_tokens=Conversation.prompt_tokens + (prompt_tokens or 0),
+            completion_tokens=Conversation.completion_tokens + (completion_tokens or 0),
+            updated_at=utcnow(),
+        )
+    )
+    return message
+
+
+async def has_message_with_ts(session: AsyncSession, conversation_id: int, slack_ts: str) -> bool:
+    found = await session.scalar(
+        select(Message.id).where(
+            Message.conversation_id == conversation_id, Message.slack_ts == slack_ts
+        )
+    )
+    return found is not None
+
+
+async def recent_messages(
+    session: AsyncSession, conversation_id: int, limit: int
+) -> list[Message]:
+    """The last `limit` messages of a conversation, oldest first."""
+    rows = await session.scalars(
+        select(Message)
+        .where(Message.conversation_id == conversation_id)
+        .order_by(Message.id.desc())
+        .limit(limit)
+    )
+    return list(reversed(rows.all()))
+
+
+async def all_messages(session: AsyncSession, conversation_id: int) -> list[Message]:
+    rows = await session.scalars(
+        select(Message).where(Message.conversation_id == conversation_id).order_by(Message.id)
+    )
+    return list(rows.all())

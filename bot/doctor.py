@@ -1,0 +1,116 @@
+"""`countersign doctor`: check settings, database, Slack and the model, and say how to fix
+whatever is wrong."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import openai
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy import text
+
+from bot.config import Settings
+from bot.db.session import Database
+from bot.llm import make_client
+
+TIMEOUT_SECONDS = 15
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+    def line(self) -> str:
+        return f"[{'ok' if self.ok else 'FAIL'}] {self.name}: {self.detail}"
+
+
+async def check_database(settings: Settings) -> Check:
+    db = Database.from_url(settings.database_url)
+    try:
+        async with asyncio.timeout(TIMEOUT_SECONDS), db.engine.connect() as connection:
+            await connection.execute(text("SELECT 1"))
+    except Exception as exc:  # report any driver error in words
+        return Check(
+            "database",
+            False,
+            f"cannot connect ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}). "
+            "Check DATABASE_URL and that the server is running.",
+        )
+    finally:
+        await db.dispose()
+    return Check("database", True, f"connected ({db.engine.url.get_backend_name()})")
+
+
+async def check_slack(settings: Settings) -> Check:
+    client = AsyncWebClient(
+        token=settings.slack_bot_token.get_secret_value(),
+        base_url=str(settings.slack_api_url),
+        timeout=TIMEOUT_SECONDS,
+    )
+    try:
+        response = await client.auth_test()
+    except SlackApiError as exc:
+        error = exc.response.get("error")
+        fix = {
+            "invalid_auth": "SLACK_BOT_TOKEN is not valid: copy the Bot User OAuth Token again.",
+            "not_authed": "SLACK_BOT_TOKEN is empty.",
+            "account_inactive": "the app was uninstalled: reinstall it to the workspace.",
+            "token_revoked": "the token was revoked: reinstall the app and copy the new token.",
+        }.get(str(error), "see https://api.slack.com/methods/auth.test for this error.")
+        return Check("slack", False, f"auth.test said {error}: {fix}")
+    except Exception as exc:  # network errors come in many types
+        return Check(
+            "slack",
+            False,
+            f"cannot reach {settings.slack_api_url} ({type(exc).__name__}). "
+            "Check SLACK_API_URL and the network.",
+        )
+    return Check(
+        "slack", True, f"authenticated as {response.get('user')} in {response.get('team')}"
+    )
+
+
+async def check_llm(settings: Settings) -> Check:
+    client = make_client(settings).with_options(max_retries=0, timeout=TIMEOUT_SECONDS)
+    try:
+        models = [m.id async for m in client.models.list()]
+    except openai.AuthenticationError:
+        return Check("llm", False, "the server rejected OPENAI_API_KEY.")
+    except openai.APIConnectionError:
+        return Check(
+            "llm",
+            False,
+            f"cannot reach {client.base_url}. Check OPENAI_BASE_URL and that the server runs.",
+        )
+    except openai.APIStatusError as exc:
+        return Check("llm", False, f"the server answered {exc.status_code} to GET /models.")
+    finally:
+        await client.close()
+    if models and settings.llm_model not in models:
+        shown = ", ".join(sorted(models)[:8])
+        return Check(
+            "llm",
+            False,
+            f"model {settings.llm_model!r} is not served here (available: {shown}). "
+            "Set LLM_MODEL to one of them.",
+        )
+    return Check("llm", True, f"{client.base_url} serves {settings.llm_model}")
+
+
+async def run_checks(settings: Settings) -> list[Check]:
+    mode = "Socket Mode" if settings.socket_mode else "HTTP mode"
+    config = Check("settings", True, f"loaded; the bot will run in {mode}")
+    if not settings.socket_mode and settings.slack_signing_secret is None:
+        config = Check(
+            "settings",
+            False,
+            "neither SLACK_APP_TOKEN (Socket Mode) nor SLACK_SIGNING_SECRET (HTTP mode) is set.",
+        )
+    rest = await asyncio.gather(
+        check_database(settings), check_slack(settings), check_llm(settings)
+    )
+    return [config, *rest]

@@ -1,0 +1,172 @@
+"""The model's side: one OpenAI-compatible streaming call turned into typed events.
+
+Tool-call fragments are accumulated by `index`, the way OpenAI streams them: the first fragment
+of a call carries its id and name, later ones carry pieces of the arguments, and fragments of
+several calls may interleave.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+import openai
+from openai import AsyncOpenAI
+from openai.types.chat import ChatCompletionChunk, ChatCompletionMessageParam
+
+from bot.config import Settings
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # raw JSON text as the model produced it; validated by the tool layer
+
+    def as_openai(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True)
+class Finished:
+    finish_reason: str
+    tool_calls: list[ToolCall]
+    usage: Usage | None
+
+
+StreamEvent = TextDelta | Finished
+
+
+class LLMError(Exception):
+    """The model could not produce a complete reply; `user_message` is safe to show."""
+
+    def __init__(self, user_message: str) -> None:
+        super().__init__(user_message)
+        self.user_message = user_message
+
+
+@dataclass
+class _PartialCall:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+class ToolCallAccumulator:
+    """Assembles streamed tool-call fragments by index into complete calls."""
+
+    def __init__(self) -> None:
+        self._calls: dict[int, _PartialCall] = {}
+
+    def add(self, fragments: Iterable[Any]) -> None:
+        for fragment in fragments:
+            call = self._calls.setdefault(fragment.index, _PartialCall())
+            if fragment.id:
+                call.id = fragment.id
+            function = fragment.function
+            if function is not None:
+                if function.name:
+                    call.name += function.name
+                if function.arguments:
+                    call.arguments.append(function.arguments)
+
+    def calls(self) -> list[ToolCall]:
+        return [
+            ToolCall(id=c.id, name=c.name, arguments="".join(c.arguments) or "{}")
+            for _, c in sorted(self._calls.items())
+        ]
+
+
+def make_client(settings: Settings) -> AsyncOpenAI:
+    """The SDK client: its own retries (429, 5xx, connection errors) and a read timeout that
+    also bounds the silence between two streamed chunks."""
+    return AsyncOpenAI(
+        api_key=settings.openai_api_key.get_secret_value(),
+        base_url=str(settings.openai_base_url) if settings.openai_base_url else None,
+        timeout=openai.Timeout(settings.llm_timeout_seconds, connect=10.0),
+        max_retries=settings.llm_max_retries,
+    )
+
+
+def _explain(exc: BaseException) -> str:
+    if isinstance(exc, openai.APITimeoutError):
+        return "the model did not answer in time"
+    if isinstance(exc, openai.RateLimitError):
+        return "the model service is rate limiting us (429); try again in a minute"
+    if isinstance(exc, openai.AuthenticationError):
+        return "the model service rejected our API key (check OPENAI_API_KEY)"
+    if isinstance(exc, openai.NotFoundError):
+        return "the model service does not know this model (check LLM_MODEL)"
+    if isinstance(exc, openai.APIStatusError):
+        return f"the model service returned an error ({exc.status_code})"
+    if isinstance(exc, openai.APIConnectionError | httpx2.TransportError):
+        return "the connection to the model service broke off"
+    return "the model service sent something I could not read"
+
+
+class LLM:
+    """Streams chat completions from any OpenAI-compatible server."""
+
+    def __init__(self, client: AsyncOpenAI, model: str) -> None:
+        self.client = client
+        self.model = model
+
+    async def stream(
+        self,
+        messages: list[ChatCompletionMessageParam],
+        tools: list[dict[str, Any]] | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """Yield text deltas as they arrive, then one `Finished`; raise `LLMError` on failure."""
+        accumulator = ToolCallAccumulator()
+        finish_reason: str | None = None
+        usage: Usage | None = None
+        extra: dict[str, Any] = {"tools": tools} if tools else {}
+        try:
+            stream = await self.client.chat.completions.create(
+                model=self.model,
+                messages=messages,
+                stream=True,
+                stream_options={"include_usage": True},
+                **extra,
+            )
+            async with stream:
+                async for chunk in stream:
+                    for event in self._read_chunk(chunk, accumulator):
+                        yield event
+                    if chunk.choices and chunk.choices[0].finish_reason:
+                        finish_reason = chunk.choices[0].finish_reason
+                    if chunk.usage is not None:
+                        usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+        except (openai.OpenAIError, httpx2.HTTPError) as exc:
+            raise LLMError(_explain(exc)) from exc
+        if finish_reason is None:
+            raise LLMError("the model's answer was cut off before it finished")
+        yield Finished(finish_reason, accumulator.calls(), usage)
+
+    @staticmethod
+    def _read_chunk(
+        chunk: ChatCompletionChunk, accumulator: ToolCallAccumulator
+    ) -> Iterable[TextDelta]:
+        if not chunk.choices:
+            return ()
+        delta = chunk.choices[0].delta
+        if delta.tool_calls:
+            accumulator.add(delta.tool_calls)
+        return (TextDelta(delta.content),) if delta.content else ()

@@ -1,0 +1,97 @@
+"""Runtimes: HTTP mode (aiohttp: `POST /slack/events`, `GET /healthz`) and Socket Mode.
+
+Both stop cleanly on SIGTERM/SIGINT: no new events, live replies finish or are finalised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+from aiohttp import web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from sqlalchemy import text
+
+from bot.app import Countersign
+
+log = logging.getLogger(__name__)
+
+EVENTS_PATH = "/slack/events"
+
+
+def http_app(countersign: Countersign) -> web.Application:
+    async def slack_events(request: web.Request) -> web.Response:
+        bolt_request = await to_bolt_request(request)
+        return await to_aiohttp_response(await countersign.bolt.async_dispatch(bolt_request))
+
+    async def healthz(_request: web.Request) -> web.Response:
+        try:
+            async with asyncio.timeout(2):
+                async with countersign.db.engine.connect() as connection:
+                    await connection.execute(text("SELECT 1"))
+        except Exception as exc:  # any database failure makes us unhealthy
+            log.warning("health check failed: %s", exc)
+            return web.json_response({"ok": False, "database": "unreachable"}, status=503)
+        return web.json_response({"ok": True, "replies_in_flight": countersign.tasks.running})
+
+    application = web.Application()
+    application.router.add_post(EVENTS_PATH, slack_events)
+    application.router.add_get("/healthz", healthz)
+    return application
+
+
+def _stop_on_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+
+async def serve_http(
+    countersign: Countersign,
+    host: str,
+    port: int,
+    stop: asyncio.Event | None = None,
+    started: asyncio.Future[int] | None = None,
+) -> None:
+    """Serve until `stop` is set (or a signal arrives); `started` receives the bound port."""
+    countersign.settings.require_http_mode()
+    own_stop = stop is None
+    stop = stop or asyncio.Event()
+    await countersign.start()
+    runner = web.AppRunner(http_app(countersign), handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    bound = runner.addresses[0][1] if runner.addresses else port
+    log.info("HTTP mode: listening on http://%s:%s%s", host, bound, EVENTS_PATH)
+    if started is not None:
+        started.set_result(int(bound))
+    if own_stop:
+        _stop_on_signals(stop)
+    try:
+        await stop.wait()
+    finally:
+        await countersign.shutdown()
+        await runner.cleanup()
+
+
+async def run_socket_mode(countersign: Countersign, stop: asyncio.Event | None = None) -> None:
+    """Socket Mode: Slack pushes events over a WebSocket opened with `apps.connections.open`
+    on the configured Slack API URL (the handler reuses the app's Web API client)."""
+    token = countersign.settings.slack_app_token
+    assert token is not None
+    own_stop = stop is None
+    stop = stop or asyncio.Event()
+    await countersign.start()
+    handler = AsyncSocketModeHandler(countersign.bolt, token.get_secret_value())
+    if own_stop:
+        _stop_on_signals(stop)
+    await handler.connect_async()
+    log.info("Socket Mode: connected")
+    try:
+        await stop.wait()
+    finally:
+        await handler.close_async()
+        await countersign.shutdown()

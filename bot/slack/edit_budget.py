@@ -1,0 +1,173 @@
+"""One `chat.update` budget per workspace, shared fairly by every live reply.
+
+Slack allows about 50 `chat.update` calls per minute per workspace, and an app that keeps
+hitting 429 risks being disabled. Three rules decide who may edit next:
+
+* the window: never more than `per_minute` grants in any minute (plus a safety margin), the way
+  Slack counts;
+* finals first: a reply's final edit goes before any intermediate one, and intermediate edits
+  leave one slot per open reply in reserve so that every reply can always land its final text;
+* pacing: intermediate edits are spread at the sustainable rate (a small token bucket), and among
+  waiting replies the one whose text was refreshed longest ago goes first.
+
+A 429 (reported by `RateLimitNotifier`) pauses everyone until `Retry-After` has passed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+WINDOW_SECONDS = 60.0
+WINDOW_MARGIN_SECONDS = 1.5  # our clock and Slack's disagree by the request's travel time
+
+
+class Editor(Protocol):
+    """What the budget needs to know about a reply that wants to edit."""
+
+    @property
+    def wants_final(self) -> bool: ...
+
+    @property
+    def last_edit_at(self) -> float | None: ...
+
+
+@dataclass(order=True)
+class _Waiter:
+    seq: int
+    editor: Editor = field(compare=False)
+    future: asyncio.Future[None] = field(compare=False)
+
+
+class EditBudget:
+    def __init__(
+        self,
+        per_minute: int = 50,
+        *,
+        burst: int = 5,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.per_minute = per_minute
+        self.window = WINDOW_SECONDS + WINDOW_MARGIN_SECONDS
+        self.rate = per_minute / WINDOW_SECONDS  # intermediate edits per second
+        self.burst = float(min(burst, per_minute))
+        self._clock = clock
+        self._tokens = self.burst
+        self._refilled_at = clock()
+        self._granted: deque[float] = deque()
+        self._paused_until = 0.0
+        self._open: set[int] = set()
+        self._waiters: list[_Waiter] = []
+        self._seq = itertools.count()
+        self._wake = asyncio.Event()
+        self._dispatcher: asyncio.Task[None] | None = None
+        self.granted_total = 0
+        self.rate_limited_total = 0
+
+    # -- replies ---------------------------------------------------------------------------
+    def open(self, editor: Editor) -> None:
+        """A reply started: keep a final edit in reserve for it."""
+        self._open.add(id(editor))
+
+    def close(self, editor: Editor) -> None:
+        self._open.discard(id(editor))
+        self._wake.set()
+
+    async def acquire(self, editor: Editor) -> None:
+        """Wait for permission to make one `chat.update` call."""
+        loop = asyncio.get_running_loop()
+        waiter = _Waiter(next(self._seq), editor, loop.create_future())
+        self._waiters.append(waiter)
+        self._ensure_dispatcher()
+        self._wake.set()
+        try:
+            await waiter.future
+        except asyncio.CancelledError:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+            raise
+
+    def poke(self) -> None:
+        """Something about a waiter changed (e.g. it now wants its final edit)."""
+        self._wake.set()
+
+    def pause(self, seconds: float) -> None:
+        """Slack said 429: nobody edits until Retry-After has passed."""
+        self.rate_limited_total += 1
+        self._paused_until = max(self._paused_until, self._clock() + seconds)
+        self._wake.set()
+
+    # -- dispatch --------------------------------------------------------------------------
+    def _ensure_dispatcher(self) -> None:
+        if self._dispatcher is None or self._dispatcher.done():
+            self._dispatcher = asyncio.get_running_loop().create_task(
+                self._dispatch(), name="edit-budget"
+            )
+
+    async def stop(self) -> None:
+        if self._dispatcher is not None:
+            self._dispatcher.cancel()
+            await asyncio.gather(self._dispatcher, return_exceptions=True)
+
+    def _refill(self, now: float) -> None:
+        self._tokens = min(self.burst, self._tokens + (now - self._refilled_at) * self.rate)
+        self._refilled_at = now
+        while self._granted and self._granted[0] <= now - self.window:
+            self._granted.popleft()
+
+    def _grant(self, waiter: _Waiter, now: float, intermediate: bool) -> None:
+        self._waiters.remove(waiter)
+        self._granted.append(now)
+        self.granted_total += 1
+        if intermediate:
+            self._tokens -= 1
+        if not waiter.future.done():
+            waiter.future.set_result(None)
+
+    def _step(self, now: float) -> float | None:
+        """Grant what may go now; return seconds until something may change (None: idle)."""
+        self._refill(now)
+        self._waiters = [w for w in self._waiters if not w.future.done()]
+        if not self._waiters:
+            return None
+        if now < self._paused_until:
+            return self._paused_until - now
+        free = self.per_minute - len(self._granted)
+        window_frees_in = (self._granted[0] + self.window - now) if self._granted else 0.0
+        finals = [w for w in self._waiters if w.editor.wants_final]
+        if finals:
+            if free > 0:
+                self._grant(min(finals), now, intermediate=False)
+                return 0.0
+            return window_frees_in
+        reserve = len(self._open)
+        if free <= reserve:
+            # With no grant in the window to expire, only a reply closing can change this.
+            return window_frees_in if self._granted else None
+        if self._tokens < 1:
+            return (1 - self._tokens) / self.rate
+        oldest = min(
+            self._waiters,
+            key=lambda w: (
+                w.editor.last_edit_at if w.editor.last_edit_at is not None else float("-inf"),
+                w.seq,
+            ),
+        )
+        self._grant(oldest, now, intermediate=True)
+        return 0.0
+
+    async def _dispatch(self) -> None:
+        while True:
+            self._wake.clear()
+            delay = self._step(self._clock())
+            if delay == 0.0:
+                continue
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=delay)
+            except TimeoutError:
+                pass

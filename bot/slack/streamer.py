@@ -1,0 +1,164 @@
+"""The live reply: a placeholder at once, edits as text arrives, a final edit that always lands.
+
+The model's stream only appends to `source`; a separate pump task turns the latest text into
+Slack messages whenever the workspace's `EditBudget` lets it, so edits are paced by time and
+budget, never by how many tokens arrived. Each pass renders the whole text and reconciles it with
+what Slack shows: changed messages are edited, new continuation messages are posted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.slack.edit_budget import EditBudget
+from bot.slack.render import to_mrkdwn
+from bot.slack.split import split_message
+
+log = logging.getLogger(__name__)
+
+PLACEHOLDER = "_Thinking…_"
+CURSOR = " ▍"
+
+
+class ReplyStream:
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        budget: EditBudget,
+        channel: str,
+        thread_ts: str | None,
+        *,
+        max_chars: int = 3500,
+        min_interval: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.budget = budget
+        self.channel = channel
+        self.thread_ts = thread_ts
+        self.max_chars = max_chars
+        self.min_interval = min_interval
+        self._clock = clock
+        self.source = ""
+        self.footer = ""
+        self.shown: list[str] = []  # text of each Slack message as last sent
+        self.message_ts: list[str] = []
+        self._final = False
+        self._last_edit_at: float | None = None
+        self._changed = asyncio.Event()
+        self._final_requested = asyncio.Event()
+        self._pump: asyncio.Task[None] | None = None
+        self.broken = False
+
+    # -- what the budget reads -------------------------------------------------------------
+    @property
+    def wants_final(self) -> bool:
+        return self._final
+
+    @property
+    def last_edit_at(self) -> float | None:
+        return self._last_edit_at
+
+    # -- the model's side ------------------------------------------------------------------
+    async def start(self) -> str:
+        """Post the placeholder; returns its ts."""
+        response = await self.client.chat_postMessage(
+            channel=self.channel, thread_ts=self.thread_ts, text=PLACEHOLDER
+        )
+        ts = str(response["ts"])
+        self.message_ts.append(ts)
+        self.shown.append(PLACEHOLDER)
+        self.budget.open(self)
+        self._pump = asyncio.get_running_loop().create_task(self._run(), name=f"reply-{ts}")
+        return ts
+
+    def append(self, text: str) -> None:
+        if text and not self._final:
+            self.source += text
+            self._changed.set()
+
+    async def finish(self, footer: str = "") -> list[str]:
+        """Make the complete text visible (plus an optional footer) and wait until it is."""
+        self.footer = footer
+        self._final = True
+        self._changed.set()
+        self._final_requested.set()
+        self.budget.poke()
+        if self._pump is not None:
+            await self._pump
+        return self.message_ts
+
+    # -- the Slack side --------------------------------------------------------------------
+    def desired(self) -> list[str]:
+        body = to_mrkdwn(self.source)
+        if self.footer:
+            body = f"{body}\n\n{self.footer}" if body else self.footer
+        if not self._final:
+            body = (body + CURSOR) if body else PLACEHOLDER
+        return split_message(body or " ", self.max_chars)
+
+    async def _wait_for_interval(self) -> None:
+        if self._last_edit_at is None or self._final:
+            return
+        delay = self._last_edit_at + self.min_interval - self._clock()
+        if delay > 0:
+            try:  # a final edit does not wait for the interval
+                await asyncio.wait_for(self._final_requested.wait(), timeout=delay)
+            except TimeoutError:
+                pass
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                await self._changed.wait()
+                await self._wait_for_interval()
+                await self.budget.acquire(self)
+                self._changed.clear()
+                final = self._final
+                try:
+                    await self._reconcile(self.desired(), permit_held=True)
+                except SlackApiError as exc:
+                    if exc.response.get("error") != "ratelimited":
+                        raise
+                    self._changed.set()  # still refused after the SDK's retry: try again
+                    continue
+                if final and not self._changed.is_set():
+                    return
+        except SlackApiError as exc:
+            self.broken = True
+            log.warning("reply in %s stopped updating: %s", self.channel, exc.response.get("error"))
+        finally:
+            self.budget.close(self)
+
+    async def _reconcile(self, desired: list[str], *, permit_held: bool) -> None:
+        for index, text in enumerate(desired):
+            if index < len(self.message_ts):
+                if self.shown[index] == text:
+                    continue
+                if not permit_held:
+                    await self.budget.acquire(self)
+                permit_held = False
+                await self.client.chat_update(
+                    channel=self.channel, ts=self.message_ts[index], text=text
+                )
+                self._last_edit_at = self._clock()
+            else:
+                response = await self.client.chat_postMessage(
+                    channel=self.channel, thread_ts=self.thread_ts, text=text
+                )
+                self.message_ts.append(str(response["ts"]))
+            self.shown[index : index + 1] = [text]
+        for index in range(len(desired), len(self.message_ts)):
+            # The text got shorter than before (rare: a re-render moved a cut); blank the rest.
+            if self.shown[index] != "…":
+                await self.budget.acquire(self)
+                await self.client.chat_update(
+                    channel=self.channel, ts=self.message_ts[index], text="…"
+                )
+                self.shown[index] = "…"

@@ -1,0 +1,219 @@
+"""A fake OpenAI-compatible server: real HTTP (SSE) on 127.0.0.1 for the real `openai` client.
+
+Each request to `/v1/chat/completions` takes the next `Script` (or the default one) and plays it:
+time to first token, a token rate, text, tool calls streamed in fragments (interleaved by index),
+usage, and failures: an HTTP status for the first N attempts, a stream cut off after N tokens,
+or a hang. Every request body is recorded with its arrival time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from tests.fakes.server import ThreadedServer
+
+API_KEY = "sk-test-key-0000"
+MODEL = "fake-model"
+
+
+def tokens_of(text: str) -> list[str]:
+    """Split text into word-sized tokens that join back to exactly `text`."""
+    return re.findall(r"\s*\S+|\s+", text)
+
+
+@dataclass(frozen=True)
+class ScriptedToolCall:
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass
+class Script:
+    text: str = ""
+    tool_calls: list[ScriptedToolCall] = field(default_factory=list)
+    time_to_first_token: float = 0.0
+    tokens_per_second: float | None = None  # None: as fast as possible
+    fail_status: int | None = None  # answer this status instead of streaming...
+    fail_times: int = 1  # ...this many times (the SDK retries), then stream normally
+    cut_after_tokens: int | None = None  # drop the connection after this many tokens
+    hang_after_tokens: int | None = None  # stop sending (without closing) after this many
+    prompt_tokens: int = 42
+    argument_fragment_size: int = 5
+
+
+@dataclass(frozen=True)
+class Received:
+    body: dict[str, Any]
+    at: float
+
+
+class FakeOpenAI:
+    def __init__(self, default: Script | None = None) -> None:
+        self.default = default or Script(text="Hello from the fake model.")
+        self.requests: list[Received] = []
+        self.first_token_at: list[float] = []
+        self.last_token_at: list[float] = []
+        self._scripts: deque[Script] = deque()
+        self._failures_left: dict[int, int] = {}
+        self._lock = threading.Lock()
+        self._hangs: list[asyncio.Event] = []
+        self._server = ThreadedServer(self._build())
+
+    def start(self) -> FakeOpenAI:
+        self._server.start()
+        return self
+
+    def stop(self) -> None:
+        self.release_hangs()
+        self._server.stop()
+
+    @property
+    def base_url(self) -> str:
+        return f"{self._server.url}/v1"
+
+    def script(self, *scripts: Script) -> None:
+        with self._lock:
+            self._scripts.extend(scripts)
+
+    def release_hangs(self) -> None:
+        for event in self._hangs:
+            self._server.loop.call_soon_threadsafe(event.set)
+
+    def _build(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._completions)
+        app.router.add_get("/v1/models", self._models)
+        return app
+
+    async def _models(self, request: web.Request) -> web.Response:
+        if request.headers.get("Authorization") != f"Bearer {API_KEY}":
+            return web.json_response({"error": {"message": "bad key"}}, status=401)
+        return web.json_response(
+            {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "fake"}]}
+        )
+
+    def _next_script(self) -> Script:
+        with self._lock:
+            script = self._scripts[0] if self._scripts else self.default
+            if script.fail_status is not None:
+                left = self._failures_left.setdefault(id(script), script.fail_times)
+                if left > 0:
+                    self._failures_left[id(script)] = left - 1
+                    return script
+            if self._scripts:
+                self._scripts.popleft()
+            return Script(**{**script.__dict__, "fail_status": None})
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.requests.append(Received(body, time.monotonic()))
+        if request.headers.get("Authorization") != f"Bearer {API_KEY}":
+            return web.json_response({"error": {"message": "bad key"}}, status=401)
+        script = self._next_script()
+        if script.fail_status is not None:
+            return web.json_response(
+                {"error": {"message": "scripted failure", "type": "server_error"}},
+                status=script.fail_status,
+            )
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await self._play(script, body, request, response)
+        return response
+
+    async def _play(
+        self,
+        script: Script,
+        body: dict[str, Any],
+        request: web.Request,
+        response: web.StreamResponse,
+    ) -> None:
+        created = int(time.time())
+
+        async def send(delta: dict[str, Any], finish: str | None = None) -> None:
+            chunk = {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": body.get("model", MODEL),
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+            await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+
+        await asyncio.sleep(script.time_to_first_token)
+        tokens = tokens_of(script.text)
+        interval = 1 / script.tokens_per_second if script.tokens_per_second else 0.0
+        await send({"role": "assistant", "content": ""})
+        start = time.monotonic()
+        for n, token in enumerate(tokens):
+            if script.cut_after_tokens is not None and n >= script.cut_after_tokens:
+                assert request.transport is not None
+                request.transport.abort()
+                return
+            if script.hang_after_tokens is not None and n >= script.hang_after_tokens:
+                hang = asyncio.Event()
+                self._hangs.append(hang)
+                await hang.wait()
+                return
+            if interval:
+                await asyncio.sleep(max(0.0, start + n * interval - time.monotonic()))
+            await send({"content": token})
+            if n == 0:
+                self.first_token_at.append(time.monotonic())
+        if tokens:
+            self.last_token_at.append(time.monotonic())
+        await self._send_tool_calls(script, send)
+        finish = "tool_calls" if script.tool_calls else "stop"
+        await send({}, finish)
+        if (body.get("stream_options") or {}).get("include_usage"):
+            usage_chunk = {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": body.get("model", MODEL),
+                "choices": [],
+                "usage": {
+                    "prompt_tokens": script.prompt_tokens,
+                    "completion_tokens": len(tokens),
+                    "total_tokens": script.prompt_tokens + len(tokens),
+                },
+            }
+            await response.write(f"data: {json.dumps(usage_chunk)}\n\n".encode())
+        await response.write(b"data: [DONE]\n\n")
+
+    @staticmethod
+    async def _send_tool_calls(script: Script, send: Any) -> None:
+        """First fragment of each call: id + name; then argument pieces, calls interleaved."""
+        size = script.argument_fragment_size
+        pieces = [
+            [c.arguments[i : i + size] for i in range(0, len(c.arguments), size)]
+            for c in script.tool_calls
+        ]
+        for index, call in enumerate(script.tool_calls):
+            await send(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call.id,
+                            "type": "function",
+                            "function": {"name": call.name, "arguments": ""},
+                        }
+                    ]
+                }
+            )
+        longest = max((len(p) for p in pieces), default=0)
+        for step in range(longest):
+            for index, call_pieces in enumerate(pieces):
+                if step < len(call_pieces):
+                    fragment = {"index": index, "function": {"arguments": call_pieces[step]}}
+                    await send({"tool_calls": [fragment]})

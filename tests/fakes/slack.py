@@ -1,0 +1,306 @@
+"""A fake Slack Web API: real HTTP on 127.0.0.1, used through the real `slack_sdk` clients.
+
+It keeps channels and messages, records every call (method, arguments, time, HTTP status),
+and enforces per-method rate limits the way Slack does: over the limit it answers 429 with
+`Retry-After` and `{"ok": false, "error": "ratelimited"}`. It also serves Socket Mode: the URL
+returned by `apps.connections.open` is a WebSocket on which tests push envelopes and read acks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import math
+import threading
+import time
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+from tests.fakes.server import ThreadedServer
+
+BOT_TOKEN = "xoxb-test-token"
+APP_TOKEN = "xapp-test-token"
+TEAM_ID = "T0TEST"
+BOT_USER_ID = "UBOT"
+BOT_ID = "BBOT"
+MAX_TEXT = 4000  # chat.update answers msg_too_long near here in practice
+
+
+@dataclass(frozen=True)
+class Call:
+    method: str
+    args: dict[str, Any]
+    at: float  # time.monotonic() when received
+    status: int
+    ok: bool
+
+
+@dataclass
+class Limit:
+    """`calls` per `per_seconds`, counted per workspace or per channel (sliding window)."""
+
+    calls: int
+    per_seconds: float = 60.0
+    per_channel: bool = False
+
+
+@dataclass
+class StoredMessage:
+    ts: str
+    text: str
+    user: str | None
+    bot_id: str | None
+    thread_ts: str | None
+    edits: int = 0
+
+
+@dataclass
+class FakeSlack:
+    limits: dict[str, Limit] = field(default_factory=dict)
+    calls: list[Call] = field(default_factory=list)
+    channels: dict[str, list[StoredMessage]] = field(default_factory=lambda: defaultdict(list))
+    # every text a message showed, in order: ts -> [posted text, edit 1, edit 2, ...]
+    history: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    fail_methods: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ts = itertools.count(1)
+        self._windows: dict[tuple[str, str], deque[float]] = defaultdict(deque)
+        self._server = ThreadedServer(self._build())
+        self._sockets: list[web.WebSocketResponse] = []
+        self.socket_acks: list[dict[str, Any]] = []
+        self.socket_connected = threading.Event()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> FakeSlack:
+        self._server.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.stop()
+
+    @property
+    def api_url(self) -> str:
+        return f"{self._server.url}/api/"
+
+    # -- what tests read ---------------------------------------------------------------------
+    def calls_to(self, method: str) -> list[Call]:
+        with self._lock:
+            return [c for c in self.calls if c.method == method]
+
+    def thread(self, channel: str, thread_ts: str | None = None) -> list[StoredMessage]:
+        with self._lock:
+            messages = list(self.channels[channel])
+        if thread_ts is None:
+            return messages
+        return [m for m in messages if m.thread_ts == thread_ts or m.ts == thread_ts]
+
+    def bot_messages(self, channel: str) -> list[StoredMessage]:
+        return [m for m in self.thread(channel) if m.bot_id == BOT_ID]
+
+    def add_user_message(
+        self, channel: str, text: str, user: str = "UALICE", thread_ts: str | None = None
+    ) -> str:
+        """A message a person wrote (as Slack would store it); returns its ts."""
+        with self._lock:
+            ts = self._next_ts()
+            self.channels[channel].append(StoredMessage(ts, text, user, None, thread_ts))
+        return ts
+
+    # -- internals ---------------------------------------------------------------------------
+    def _next_ts(self) -> str:
+        n = next(self._ts)
+        return f"{1_700_000_000 + n // 1000}.{n % 1000:06d}"
+
+    def _find(self, channel: str, ts: str) -> StoredMessage | None:
+        return next((m for m in self.channels[channel] if m.ts == ts), None)
+
+    def _rate_limited(self, method: str, args: dict[str, Any], now: float) -> float | None:
+        limit = self.limits.get(method)
+        if limit is None:
+            return None
+        key = (method, str(args.get("channel", "")) if limit.per_channel else "*")
+        window = self._windows[key]
+        while window and window[0] <= now - limit.per_seconds:
+            window.popleft()
+        if len(window) >= limit.calls:
+            return window[0] + limit.per_seconds - now
+        window.append(now)
+        return None
+
+    def _build(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/api/{method}", self._handle)
+        app.router.add_get("/socket", self._socket)
+        return app
+
+    async def _read_args(self, request: web.Request) -> dict[str, Any]:
+        args: dict[str, Any] = dict(request.query)
+        if request.content_type == "application/json":
+            args.update(await request.json())
+        else:
+            form = await request.post()
+            args.update({k: str(v) for k, v in form.items()})
+        return args
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        args = await self._read_args(request)
+        now = time.monotonic()
+        auth = request.headers.get("Authorization", "")
+        token = auth.removeprefix("Bearer ") or str(args.get("token", ""))
+        with self._lock:
+            wait = self._rate_limited(method, args, now)
+            if wait is not None:
+                self.calls.append(Call(method, args, now, 429, False))
+                return web.json_response(
+                    {"ok": False, "error": "ratelimited"},
+                    status=429,
+                    headers={"Retry-After": str(max(1, math.ceil(wait)))},
+                )
+            expected = APP_TOKEN if method == "apps.connections.open" else BOT_TOKEN
+            if token != expected:
+                body: dict[str, Any] = {"ok": False, "error": "invalid_auth"}
+            elif method in self.fail_methods:
+                body = {"ok": False, "error": self.fail_methods[method]}
+            else:
+                body = self._dispatch(method, args, request)
+            self.calls.append(Call(method, args, now, 200, bool(body.get("ok"))))
+        return web.json_response(body)
+
+    def _dispatch(self, method: str, args: dict[str, Any], request: web.Request) -> dict[str, Any]:
+        handler = {
+            "auth.test": self._auth_test,
+            "chat.postMessage": self._post_message,
+            "chat.update": self._update,
+            "conversations.replies": self._replies,
+            "apps.connections.open": self._connections_open,
+        }.get(method)
+        if handler is None:
+            return {"ok": False, "error": "unknown_method"}
+        return handler(args, request)
+
+    def _auth_test(self, _args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
+        return {
+            "ok": True,
+            "url": "https://test.slack.com/",
+            "team": "Test Team",
+            "user": "countersign",
+            "team_id": TEAM_ID,
+            "user_id": BOT_USER_ID,
+            "bot_id": BOT_ID,
+        }
+
+    def _post_message(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
+        text = str(args.get("text") or "")
+        channel = str(args.get("channel") or "")
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        if len(text) > MAX_TEXT:
+            return {"ok": False, "error": "msg_too_long"}
+        ts = self._next_ts()
+        thread_ts = args.get("thread_ts") or None
+        self.channels[channel].append(StoredMessage(ts, text, BOT_USER_ID, BOT_ID, thread_ts))
+        self.history[ts].append(text)
+        return {"ok": True, "channel": channel, "ts": ts, "message": {"text": text, "ts": ts}}
+
+    def _update(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
+        channel, ts = str(args.get("channel")), str(args.get("ts"))
+        text = str(args.get("text") or "")
+        message = self._find(channel, ts)
+        if message is None:
+            return {"ok": False, "error": "message_not_found"}
+        if len(text) > MAX_TEXT:
+            return {"ok": False, "error": "msg_too_long"}
+        message.text = text
+        message.edits += 1
+        self.history[ts].append(text)
+        return {"ok": True, "channel": channel, "ts": ts, "text": text}
+
+    def _replies(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
+        channel, ts = str(args.get("channel")), str(args.get("ts"))
+        messages = [
+            {
+                "type": "message",
+                "ts": m.ts,
+                "text": m.text,
+                **({"user": m.user} if m.user else {}),
+                **({"bot_id": m.bot_id} if m.bot_id else {}),
+                **({"thread_ts": m.thread_ts} if m.thread_ts else {}),
+            }
+            for m in self.channels[channel]
+            if m.ts == ts or m.thread_ts == ts
+        ]
+        if not messages:
+            return {"ok": False, "error": "thread_not_found"}
+        return {"ok": True, "messages": messages, "has_more": False}
+
+    def _connections_open(self, _args: dict[str, Any], request: web.Request) -> dict[str, Any]:
+        return {"ok": True, "url": f"ws://{request.host}/socket"}
+
+    # -- Socket Mode -------------------------------------------------------------------------
+    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        await ws.send_json({"type": "hello", "num_connections": 1})
+        self._sockets.append(ws)
+        self.socket_connected.set()
+        async for message in ws:
+            if message.type == WSMsgType.TEXT:
+                self.socket_acks.append(json.loads(message.data))
+        return ws
+
+    def push_socket_event(self, body: dict[str, Any], envelope_id: str) -> None:
+        """Deliver an Events API payload over Socket Mode, as Slack does."""
+        envelope = {
+            "envelope_id": envelope_id,
+            "type": "events_api",
+            "accepts_response_payload": False,
+            "retry_attempt": 0,
+            "retry_reason": "",
+            "payload": body,
+        }
+
+        async def send() -> None:
+            await self._sockets[-1].send_json(envelope)
+
+        self._server.call(send())
+
+    def close_sockets(self) -> None:
+        async def close() -> None:
+            for ws in self._sockets:
+                await ws.close()
+
+        self._server.call(close())
+
+
+def event_body(
+    event: dict[str, Any], event_id: str, team_id: str = TEAM_ID
+) -> dict[str, Any]:
+    """An Events API envelope (`event_callback`) around `event`."""
+    return {
+        "token": "legacy-verification-token",
+        "team_id": team_id,
+        "api_app_id": "A0TEST",
+        "event": event,
+        "type": "event_callback",
+        "event_id": event_id,
+        "event_time": int(time.time()),
+        "authorizations": [
+            {"team_id": team_id, "user_id": BOT_USER_ID, "is_bot": True, "enterprise_id": None}
+        ],
+    }
+
+
+async def wait_until(predicate: Any, timeout: float = 10.0, interval: float = 0.01) -> None:
+    """Poll `predicate` until it is true; fail the test with a clear message on timeout."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await asyncio.sleep(interval)

@@ -1,0 +1,130 @@
+"""The bot under test, served in HTTP mode on 127.0.0.1, driven through its front door:
+signed Events API requests in, recorded Slack and model calls out."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from slack_sdk.signature import SignatureVerifier
+
+from bot.app import Countersign
+from bot.config import Settings
+from bot.server import EVENTS_PATH, serve_http
+from tests.fakes import openai as fake_openai
+from tests.fakes import slack as fake_slack
+
+SIGNING_SECRET = "test-signing-secret"
+
+
+def make_settings(
+    slack: fake_slack.FakeSlack, model: fake_openai.FakeOpenAI, database_url: str, **extra: Any
+) -> Settings:
+    values: dict[str, Any] = {
+        "slack_bot_token": fake_slack.BOT_TOKEN,
+        "slack_app_token": None,
+        "slack_signing_secret": SIGNING_SECRET,
+        "slack_api_url": slack.api_url,
+        "openai_api_key": fake_openai.API_KEY,
+        "openai_base_url": model.base_url,
+        "llm_model": fake_openai.MODEL,
+        "llm_timeout_seconds": 5,
+        "llm_max_retries": 2,
+        "database_url": database_url,
+        "shutdown_grace_seconds": 5,
+    }
+    values.update(extra)
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+@dataclass
+class RunningBot:
+    countersign: Countersign
+    url: str
+    stop: asyncio.Event
+    task: asyncio.Task[None]
+    session: aiohttp.ClientSession
+    signing_secret: str = SIGNING_SECRET
+    _event_ids: int = field(default=0)
+
+    def next_event_id(self) -> str:
+        self._event_ids += 1
+        return f"Ev{self._event_ids:08d}"
+
+    async def post_raw(
+        self, body: bytes, headers: dict[str, str]
+    ) -> tuple[int, str]:
+        async with self.session.post(self.url + EVENTS_PATH, data=body, headers=headers) as r:
+            return r.status, await r.text()
+
+    def signed_headers(self, body: bytes, timestamp: int | None = None) -> dict[str, str]:
+        ts = str(timestamp if timestamp is not None else int(time.time()))
+        signature = SignatureVerifier(self.signing_secret).generate_signature(
+            timestamp=ts, body=body.decode()
+        )
+        return {
+            "Content-Type": "application/json",
+            "X-Slack-Request-Timestamp": ts,
+            "X-Slack-Signature": signature,
+        }
+
+    async def send_event(
+        self,
+        event: dict[str, Any],
+        event_id: str | None = None,
+        retry_num: int | None = None,
+    ) -> int:
+        body = json.dumps(
+            fake_slack.event_body(event, event_id or self.next_event_id())
+        ).encode()
+        headers = self.signed_headers(body)
+        if retry_num is not None:
+            headers["X-Slack-Retry-Num"] = str(retry_num)
+            headers["X-Slack-Retry-Reason"] = "http_timeout"
+        status, _ = await self.post_raw(body, headers)
+        return status
+
+    async def mention(
+        self, channel: str, text: str, slack: fake_slack.FakeSlack, user: str = "UALICE",
+        thread_ts: str | None = None,
+    ) -> str:
+        """A person mentions the bot: the message is stored in the fake, then delivered."""
+        full = f"<@{fake_slack.BOT_USER_ID}> {text}"
+        ts = slack.add_user_message(channel, full, user=user, thread_ts=thread_ts)
+        event: dict[str, Any] = {
+            "type": "app_mention", "user": user, "text": full, "ts": ts, "channel": channel,
+            "event_ts": ts,
+        }
+        if thread_ts:
+            event["thread_ts"] = thread_ts
+        assert await self.send_event(event) == 200
+        return ts
+
+    async def idle(self, timeout: float = 30.0) -> None:
+        """Wait until every turn has finished."""
+        deadline = time.monotonic() + timeout
+        await asyncio.sleep(0.05)
+        while self.countersign.tasks.running:
+            if time.monotonic() > deadline:
+                raise AssertionError("turns still running")
+            await asyncio.sleep(0.02)
+
+
+async def start_bot(settings: Settings) -> RunningBot:
+    countersign = Countersign.build(settings)
+    stop = asyncio.Event()
+    started: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(serve_http(countersign, "127.0.0.1", 0, stop, started))
+    port = await asyncio.wait_for(started, 30)
+    session = aiohttp.ClientSession()
+    return RunningBot(countersign, f"http://127.0.0.1:{port}", stop, task, session)
+
+
+async def stop_bot(bot: RunningBot) -> None:
+    bot.stop.set()
+    await asyncio.wait_for(bot.task, 60)
+    await bot.session.close()
