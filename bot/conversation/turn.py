@@ -22,6 +22,7 @@ from bot.db.models import Conversation, Role
 from bot.db.session import Database
 from bot.llm import LLM, Finished, LLMError, TextDelta
 from bot.slack.edit_budget import EditBudget
+from bot.slack.errors import slack_error
 from bot.slack.render import unescape
 from bot.slack.streamer import ReplyStream
 
@@ -170,7 +171,7 @@ class Conversations:
                 if not cursor:
                     break
         except SlackApiError as exc:
-            log.warning("could not read the earlier thread: %s", exc.response.get("error"))
+            log.warning("could not read the earlier thread: %s", slack_error(exc))
         return found[-self.settings.history_window :]
 
     async def _respond(self, conversation: Conversation, stream: ReplyStream) -> None:

@@ -6,9 +6,11 @@ hitting 429 risks being disabled. Three rules decide who may edit next:
 * the window: never more than `per_minute` grants in any minute (plus a safety margin), the way
   Slack counts;
 * finals first: a reply's final edit goes before any intermediate one, and intermediate edits
-  leave one slot per open reply in reserve so that every reply can always land its final text;
-* pacing: intermediate edits are spread at the sustainable rate (a small token bucket), and among
-  waiting replies the one whose text was refreshed longest ago goes first.
+  leave one slot per open reply in reserve, plus a little headroom for replies about to start,
+  so that every reply can always land its final text;
+* pacing: intermediate edits are spread at the sustainable rate by a token bucket whose burst
+  (half the budget) lets a wave of new replies each show its first words at once; among waiting
+  replies the one whose text was refreshed longest ago goes first.
 
 A 429 (reported by `RateLimitNotifier`) pauses everyone until `Retry-After` has passed.
 """
@@ -49,13 +51,15 @@ class EditBudget:
         self,
         per_minute: int = 50,
         *,
-        burst: int = 5,
+        burst: int | None = None,
+        headroom: int | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.per_minute = per_minute
         self.window = WINDOW_SECONDS + WINDOW_MARGIN_SECONDS
         self.rate = per_minute / WINDOW_SECONDS  # intermediate edits per second
-        self.burst = float(min(burst, per_minute))
+        self.burst = float(burst if burst is not None else max(1, per_minute // 2))
+        self.headroom = headroom if headroom is not None else per_minute // 10
         self._clock = clock
         self._tokens = self.burst
         self._refilled_at = clock()
@@ -145,7 +149,7 @@ class EditBudget:
                 self._grant(min(finals), now, intermediate=False)
                 return 0.0
             return window_frees_in
-        reserve = len(self._open)
+        reserve = len(self._open) + self.headroom
         if free <= reserve:
             # With no grant in the window to expire, only a reply closing can change this.
             return window_frees_in if self._granted else None

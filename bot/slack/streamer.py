@@ -17,6 +17,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.edit_budget import EditBudget
+from bot.slack.errors import slack_error
 from bot.slack.render import to_mrkdwn
 from bot.slack.split import split_message
 
@@ -124,7 +125,7 @@ class ReplyStream:
                 try:
                     await self._reconcile(self.desired(), permit_held=True)
                 except SlackApiError as exc:
-                    if exc.response.get("error") != "ratelimited":
+                    if slack_error(exc) != "ratelimited":
                         raise
                     self._changed.set()  # still refused after the SDK's retry: try again
                     continue
@@ -132,7 +133,7 @@ class ReplyStream:
                     return
         except SlackApiError as exc:
             self.broken = True
-            log.warning("reply in %s stopped updating: %s", self.channel, exc.response.get("error"))
+            log.warning("reply in %s stopped updating: %s", self.channel, slack_error(exc))
         finally:
             self.budget.close(self)
 

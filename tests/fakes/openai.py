@@ -1,6 +1,7 @@
 """A fake OpenAI-compatible server: real HTTP (SSE) on 127.0.0.1 for the real `openai` client.
 
-Each request to `/v1/chat/completions` takes the next `Script` (or the default one) and plays it:
+Each request to `/v1/chat/completions` takes the next `Script` (or the default one) and plays it
+(a retried request takes the next one, so three failures in a row are three scripts):
 time to first token, a token rate, text, tool calls streamed in fragments (interleaved by index),
 usage, and failures: an HTTP status for the first N attempts, a stream cut off after N tokens,
 or a hang. Every request body is recorded with its arrival time.
@@ -43,8 +44,7 @@ class Script:
     tool_calls: list[ScriptedToolCall] = field(default_factory=list)
     time_to_first_token: float = 0.0
     tokens_per_second: float | None = None  # None: as fast as possible
-    fail_status: int | None = None  # answer this status instead of streaming...
-    fail_times: int = 1  # ...this many times (the SDK retries), then stream normally
+    fail_status: int | None = None  # answer this HTTP status instead of streaming
     cut_after_tokens: int | None = None  # drop the connection after this many tokens
     hang_after_tokens: int | None = None  # stop sending (without closing) after this many
     prompt_tokens: int = 42
@@ -64,7 +64,6 @@ class FakeOpenAI:
         self.first_token_at: list[float] = []
         self.last_token_at: list[float] = []
         self._scripts: deque[Script] = deque()
-        self._failures_left: dict[int, int] = {}
         self._lock = threading.Lock()
         self._hangs: list[asyncio.Event] = []
         self._server = ThreadedServer(self._build())
@@ -104,15 +103,7 @@ class FakeOpenAI:
 
     def _next_script(self) -> Script:
         with self._lock:
-            script = self._scripts[0] if self._scripts else self.default
-            if script.fail_status is not None:
-                left = self._failures_left.setdefault(id(script), script.fail_times)
-                if left > 0:
-                    self._failures_left[id(script)] = left - 1
-                    return script
-            if self._scripts:
-                self._scripts.popleft()
-            return Script(**{**script.__dict__, "fail_status": None})
+            return self._scripts.popleft() if self._scripts else self.default
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()

@@ -135,13 +135,15 @@ class FakeSlack:
 
     def _build(self) -> web.Application:
         app = web.Application()
-        app.router.add_post("/api/{method}", self._handle)
+        app.router.add_route("*", "/api/{method}", self._handle)
         app.router.add_get("/socket", self._socket)
         return app
 
     async def _read_args(self, request: web.Request) -> dict[str, Any]:
         args: dict[str, Any] = dict(request.query)
-        if request.content_type == "application/json":
+        if request.method == "GET":
+            pass
+        elif request.content_type == "application/json":
             args.update(await request.json())
         else:
             form = await request.post()
