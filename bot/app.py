@@ -17,7 +17,7 @@ from bot.conversation.turn import Conversations, TurnSettings
 from bot.db.migrate import upgrade_to_head
 from bot.db.session import Database
 from bot.llm import LLM, make_client
-from bot.slack import listeners
+from bot.slack import commands, listeners
 from bot.slack.edit_budget import EditBudget
 from bot.slack.ratelimit import retry_handlers
 from bot.tasks import TaskGroup
@@ -72,6 +72,7 @@ class Countersign:
         )
         tasks = TaskGroup()
         listeners.register(bolt, conversations, tasks)
+        commands.register(bolt)
         return cls(settings, db, slack, llm, budget, tasks, conversations, bolt)
 
     async def start(self) -> None:

@@ -88,10 +88,10 @@ async def run_socket_mode(countersign: Countersign, stop: asyncio.Event | None =
     handler = AsyncSocketModeHandler(countersign.bolt, token.get_secret_value())
     if own_stop:
         _stop_on_signals(stop)
-    await handler.connect_async()
+    await handler.connect_async()  # type: ignore[no-untyped-call]
     log.info("Socket Mode: connected")
     try:
         await stop.wait()
     finally:
-        await handler.close_async()
+        await handler.close_async()  # type: ignore[no-untyped-call]
         await countersign.shutdown()

@@ -16,22 +16,28 @@ from tests.fakes.openai import FakeOpenAI
 from tests.fakes.slack import FakeSlack
 from tests.harness import RunningBot, make_settings, start_bot, stop_bot
 
-POSTGRES_URL = os.environ.get(
-    "TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
+POSTGRES_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 
 @pytest.fixture(autouse=True)
 def _no_real_network(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests talk only to loopback: no Slack, no OpenAI, whatever the environment says."""
-    for name in ("OPENAI_BASE_URL", "SLACK_API_URL", "OPENAI_API_KEY", "SLACK_BOT_TOKEN",
-                 "SLACK_APP_TOKEN", "DATABASE_URL"):
+    for name in (
+        "OPENAI_BASE_URL",
+        "SLACK_API_URL",
+        "OPENAI_API_KEY",
+        "SLACK_BOT_TOKEN",
+        "SLACK_APP_TOKEN",
+        "DATABASE_URL",
+    ):
         monkeypatch.delenv(name, raising=False)
     real_connect = socket.socket.connect
 
     def guarded(self: socket.socket, address: object) -> None:
-        if isinstance(address, tuple) and address and address[0] not in (
-            "127.0.0.1", "::1", "localhost"
+        if (
+            isinstance(address, tuple)
+            and address
+            and address[0] not in ("127.0.0.1", "::1", "localhost")
         ):
             raise RuntimeError(f"test tried to reach {address!r}: only loopback is allowed")
         real_connect(self, address)  # type: ignore[arg-type]

@@ -38,7 +38,7 @@ def make_settings(
         "shutdown_grace_seconds": 5,
     }
     values.update(extra)
-    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+    return Settings(_env_file=None, **values)
 
 
 @dataclass
@@ -55,9 +55,7 @@ class RunningBot:
         self._event_ids += 1
         return f"Ev{self._event_ids:08d}"
 
-    async def post_raw(
-        self, body: bytes, headers: dict[str, str]
-    ) -> tuple[int, str]:
+    async def post_raw(self, body: bytes, headers: dict[str, str]) -> tuple[int, str]:
         async with self.session.post(self.url + EVENTS_PATH, data=body, headers=headers) as r:
             return r.status, await r.text()
 
@@ -66,6 +64,7 @@ class RunningBot:
         signature = SignatureVerifier(self.signing_secret).generate_signature(
             timestamp=ts, body=body.decode()
         )
+        assert signature is not None
         return {
             "Content-Type": "application/json",
             "X-Slack-Request-Timestamp": ts,
@@ -78,9 +77,7 @@ class RunningBot:
         event_id: str | None = None,
         retry_num: int | None = None,
     ) -> int:
-        body = json.dumps(
-            fake_slack.event_body(event, event_id or self.next_event_id())
-        ).encode()
+        body = json.dumps(fake_slack.event_body(event, event_id or self.next_event_id())).encode()
         headers = self.signed_headers(body)
         if retry_num is not None:
             headers["X-Slack-Retry-Num"] = str(retry_num)
@@ -89,14 +86,22 @@ class RunningBot:
         return status
 
     async def mention(
-        self, channel: str, text: str, slack: fake_slack.FakeSlack, user: str = "UALICE",
+        self,
+        channel: str,
+        text: str,
+        slack: fake_slack.FakeSlack,
+        user: str = "UALICE",
         thread_ts: str | None = None,
     ) -> str:
         """A person mentions the bot: the message is stored in the fake, then delivered."""
         full = f"<@{fake_slack.BOT_USER_ID}> {text}"
         ts = slack.add_user_message(channel, full, user=user, thread_ts=thread_ts)
         event: dict[str, Any] = {
-            "type": "app_mention", "user": user, "text": full, "ts": ts, "channel": channel,
+            "type": "app_mention",
+            "user": user,
+            "text": full,
+            "ts": ts,
+            "channel": channel,
             "event_ts": ts,
         }
         if thread_ts:

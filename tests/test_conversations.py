@@ -7,7 +7,7 @@ from sqlalchemy import func, select
 
 from bot.db.models import Conversation, Message, ProcessedEvent, Role
 from tests.fakes.openai import FakeOpenAI, Script
-from tests.fakes.slack import BOT_ID, BOT_USER_ID, FakeSlack
+from tests.fakes.slack import BOT_USER_ID, FakeSlack
 from tests.harness import RunningBot
 
 
@@ -23,8 +23,14 @@ async def test_dm_is_a_conversation_answered_in_the_dm(
     for text in ("hello", "are you there?"):
         ts = fake_slack.add_user_message("D1", text)
         await bot.send_event(
-            {"type": "message", "channel_type": "im", "channel": "D1", "user": "UALICE",
-             "text": text, "ts": ts}
+            {
+                "type": "message",
+                "channel_type": "im",
+                "channel": "D1",
+                "user": "UALICE",
+                "text": text,
+                "ts": ts,
+            }
         )
         await bot.idle()
     replies = fake_slack.bot_messages("D1")
@@ -45,8 +51,15 @@ async def test_thread_reply_continues_without_a_new_mention(
     await bot.idle()
     follow = fake_slack.add_user_message("C1", "and a follow-up", user="UBOB", thread_ts=root)
     await bot.send_event(
-        {"type": "message", "channel_type": "channel", "channel": "C1", "user": "UBOB",
-         "text": "and a follow-up", "ts": follow, "thread_ts": root}
+        {
+            "type": "message",
+            "channel_type": "channel",
+            "channel": "C1",
+            "user": "UBOB",
+            "text": "and a follow-up",
+            "ts": follow,
+            "thread_ts": root,
+        }
     )
     await bot.idle()
     assert [m.text for m in fake_slack.bot_messages("C1")] == ["First answer.", "Second answer."]
@@ -61,13 +74,26 @@ async def test_thread_the_bot_is_not_in_is_ignored(
     root = fake_slack.add_user_message("C1", "people talking")
     reply = fake_slack.add_user_message("C1", "among themselves", thread_ts=root)
     await bot.send_event(
-        {"type": "message", "channel_type": "channel", "channel": "C1", "user": "UALICE",
-         "text": "among themselves", "ts": reply, "thread_ts": root}
+        {
+            "type": "message",
+            "channel_type": "channel",
+            "channel": "C1",
+            "user": "UALICE",
+            "text": "among themselves",
+            "ts": reply,
+            "thread_ts": root,
+        }
     )
     top = fake_slack.add_user_message("C1", "top-level chatter")
     await bot.send_event(
-        {"type": "message", "channel_type": "channel", "channel": "C1", "user": "UALICE",
-         "text": "top-level chatter", "ts": top}
+        {
+            "type": "message",
+            "channel_type": "channel",
+            "channel": "C1",
+            "user": "UALICE",
+            "text": "top-level chatter",
+            "ts": top,
+        }
     )
     await bot.idle()
     assert fake_slack.bot_messages("C1") == []
@@ -88,7 +114,8 @@ async def test_first_mention_mid_thread_gets_the_earlier_thread_as_context(
         {"role": "user", "content": "what went wrong?", "name": "UCAROL"},
     ]
     replies = fake_slack.bot_messages("C1")
-    assert len(replies) == 1 and replies[0].thread_ts == root
+    assert len(replies) == 1
+    assert replies[0].thread_ts == root
 
 
 async def test_slack_retry_and_the_mention_message_pair_give_one_reply(
@@ -111,7 +138,8 @@ async def test_slack_retry_and_the_mention_message_pair_give_one_reply(
     assert [m.role for m in messages] == [Role.USER, Role.ASSISTANT]
     async with bot.countersign.db.transaction() as session:
         keys = set((await session.scalars(select(ProcessedEvent.key))).all())
-    assert "evt:EvA" in keys and f"msg:T0TEST:C1:{ts}" in keys
+    assert "evt:EvA" in keys
+    assert f"msg:T0TEST:C1:{ts}" in keys
 
 
 async def test_usage_and_counters_are_stored(
@@ -126,8 +154,11 @@ async def test_usage_and_counters_are_stored(
     assert assistant.slack_ts == fake_slack.bot_messages("C1")[0].ts
     async with bot.countersign.db.transaction() as session:
         conversation = (await session.scalars(select(Conversation))).one()
-    assert (conversation.message_count, conversation.prompt_tokens,
-            conversation.completion_tokens) == (2, 17, 3)
+    assert (
+        conversation.message_count,
+        conversation.prompt_tokens,
+        conversation.completion_tokens,
+    ) == (2, 17, 3)
     assert conversation.started_by == "UALICE"
 
 
@@ -137,8 +168,15 @@ async def test_edits_bot_messages_and_joins_are_ignored(
 ) -> None:
     ts = fake_slack.add_user_message("D1", "x")
     await bot.send_event(
-        {"type": "message", "subtype": subtype, "channel_type": "im", "channel": "D1",
-         "user": "UALICE", "text": "x", "ts": ts}
+        {
+            "type": "message",
+            "subtype": subtype,
+            "channel_type": "im",
+            "channel": "D1",
+            "user": "UALICE",
+            "text": "x",
+            "ts": ts,
+        }
     )
     await bot.idle()
     assert fake_model.requests == []

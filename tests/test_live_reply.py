@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import BOT_ID, FakeSlack
 from tests.harness import RunningBot
@@ -25,11 +27,14 @@ async def test_mention_streams_placeholder_then_edits_then_exact_text(
     assert shown[0] == "_Thinking…_"
     progressive = shown[1:-1]
     assert len(progressive) >= 3
-    for earlier, later in zip(progressive, progressive[1:], strict=False):
+    for earlier, later in itertools.pairwise(progressive):
         assert SCRIPTED.startswith(earlier.removesuffix(" ▍"))
         assert len(later) >= len(earlier)
     sent = fake_model.requests[-1].body
     assert sent["stream"] is True
     assert sent["stream_options"] == {"include_usage": True}
-    assert sent["messages"][-1] == {"role": "user", "content": "tell me sixty words",
-                                    "name": "UALICE"}
+    assert sent["messages"][-1] == {
+        "role": "user",
+        "content": "tell me sixty words",
+        "name": "UALICE",
+    }

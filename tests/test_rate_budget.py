@@ -33,12 +33,12 @@ async def test_twenty_concurrent_replies_stay_within_the_budget(
     limited_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
     fake_model.script(
-        *[Script(text=text_for(i), time_to_first_token=0.3, tokens_per_second=40)
-          for i in range(20)]
+        *[
+            Script(text=text_for(i), time_to_first_token=0.3, tokens_per_second=40)
+            for i in range(20)
+        ]
     )
-    await asyncio.gather(
-        *[limited_bot.mention(f"C{i}", "go", fake_slack) for i in range(20)]
-    )
+    await asyncio.gather(*[limited_bot.mention(f"C{i}", "go", fake_slack) for i in range(20)])
     await limited_bot.idle(timeout=60)
 
     finals = sorted(fake_slack.bot_messages(f"C{i}")[0].text for i in range(20))
@@ -51,8 +51,7 @@ async def test_twenty_concurrent_replies_stay_within_the_budget(
     # The budget is shared, not spent by the first replies alone: most replies showed
     # progress before their final text.
     progressed = sum(
-        1 for i in range(20)
-        if len(fake_slack.history[fake_slack.bot_messages(f"C{i}")[0].ts]) >= 3
+        1 for i in range(20) if len(fake_slack.history[fake_slack.bot_messages(f"C{i}")[0].ts]) >= 3
     )
     assert progressed >= 10
 

@@ -65,7 +65,9 @@ def parse_event(body: dict[str, Any], bot_user_id: str | None) -> Incoming | Non
     if not user or event.get("bot_id") or user == bot_user_id:
         return None
     raw = str(event.get("text") or "")
-    mentions = bool(bot_user_id) and f"<@{bot_user_id}" in raw or event.get("type") == "app_mention"
+    mentions = event.get("type") == "app_mention" or (
+        bool(bot_user_id) and f"<@{bot_user_id}" in raw
+    )
     channel_type = event.get("channel_type")
     channel = str(event.get("channel") or "")
     return Incoming(

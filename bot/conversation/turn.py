@@ -60,9 +60,7 @@ class Conversations:
         self.slack = slack
         self.budget = budget
         self.settings = settings
-        self._locks: weakref.WeakValueDictionary[int, asyncio.Lock] = (
-            weakref.WeakValueDictionary()
-        )
+        self._locks: weakref.WeakValueDictionary[int, asyncio.Lock] = weakref.WeakValueDictionary()
 
     def _lock(self, conversation_id: int) -> asyncio.Lock:
         lock = self._locks.get(conversation_id)

@@ -110,9 +110,7 @@ async def has_message_with_ts(session: AsyncSession, conversation_id: int, slack
     return found is not None
 
 
-async def recent_messages(
-    session: AsyncSession, conversation_id: int, limit: int
-) -> list[Message]:
+async def recent_messages(session: AsyncSession, conversation_id: int, limit: int) -> list[Message]:
     """The last `limit` messages of a conversation, oldest first."""
     rows = await session.scalars(
         select(Message)

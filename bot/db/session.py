@@ -59,9 +59,7 @@ def _sqlite_begin_immediate(connection: Any) -> None:
 def create_engine(raw_url: str) -> AsyncEngine:
     url = async_url(raw_url)
     if url.get_backend_name() == "sqlite":
-        engine = create_async_engine(
-            url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
-        )
+        engine = create_async_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         event.listen(engine.sync_engine, "begin", _sqlite_begin_immediate)
         return engine

@@ -18,6 +18,7 @@ A 429 (reported by `RateLimitNotifier`) pauses everyone until `Retry-After` has 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from collections import deque
@@ -171,7 +172,5 @@ class EditBudget:
             delay = self._step(self._clock())
             if delay == 0.0:
                 continue
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=delay)
-            except TimeoutError:
-                pass

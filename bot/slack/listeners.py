@@ -20,13 +20,13 @@ def register(app: AsyncApp, conversations: Conversations, tasks: TaskGroup) -> N
     async def on_message_event(body: dict[str, Any], context: AsyncBoltContext) -> None:
         bot_user_id = context.bot_user_id
         incoming = parse_event(body, bot_user_id)
-        if incoming is None or not incoming.text and not incoming.mentions_bot:
+        if incoming is None or (not incoming.text and not incoming.mentions_bot):
             return
         if not incoming.is_dm and not incoming.mentions_bot and not incoming.thread_ts:
             return  # top-level channel chatter that does not address the bot
         tasks.spawn(
-            conversations.handle(incoming, bot_user_id), name=f"turn-{incoming.channel_id}-"
-            f"{incoming.ts}"
+            conversations.handle(incoming, bot_user_id),
+            name=f"turn-{incoming.channel_id}-{incoming.ts}",
         )
 
     app.event("app_mention")(on_message_event)

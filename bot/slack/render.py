@@ -31,7 +31,7 @@ def _link_target(url: str) -> str:
 
 def _inline(tokens: Sequence[Token]) -> str:
     out: list[str] = []
-    link_stack: list[tuple[str, int]] = []
+    link_stack: list[tuple[str, int, bool]] = []
     for tok in tokens:
         kind = tok.type
         if kind == "text":
@@ -47,15 +47,18 @@ def _inline(tokens: Sequence[Token]) -> str:
         elif kind in ("softbreak", "hardbreak"):
             out.append("\n")
         elif kind == "link_open":
-            link_stack.append((str(tok.attrGet("href") or ""), len(out)))
+            autolink = tok.markup == "autolink"
+            link_stack.append((str(tok.attrGet("href") or ""), len(out), autolink))
         elif kind == "link_close" and link_stack:
-            href, start = link_stack.pop()
+            href, start, autolink = link_stack.pop()
             label = "".join(out[start:])
             del out[start:]
-            if href.startswith(("http://", "https://", "mailto:")):
+            if href.startswith(("http://", "https://")):
                 target = _link_target(href)
                 plain = escape(href)
                 out.append(f"<{target}>" if label in (plain, "") else f"<{target}|{label}>")
+            elif autolink:  # <x@y> or <mailto:…>: show what was written, inert
+                out.append(f"&lt;{label}&gt;")
             else:
                 out.append(label)
         elif kind == "image":

@@ -9,6 +9,7 @@ what Slack shows: changed messages are edited, new continuation messages are pos
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -109,10 +110,8 @@ class ReplyStream:
             return
         delay = self._last_edit_at + self.min_interval - self._clock()
         if delay > 0:
-            try:  # a final edit does not wait for the interval
+            with contextlib.suppress(TimeoutError):  # a final edit does not wait
                 await asyncio.wait_for(self._final_requested.wait(), timeout=delay)
-            except TimeoutError:
-                pass
 
     async def _run(self) -> None:
         try:

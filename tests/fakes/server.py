@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-
 T = TypeVar("T")
 
 

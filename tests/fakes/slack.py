@@ -281,9 +281,7 @@ class FakeSlack:
         self._server.call(close())
 
 
-def event_body(
-    event: dict[str, Any], event_id: str, team_id: str = TEAM_ID
-) -> dict[str, Any]:
+def event_body(event: dict[str, Any], event_id: str, team_id: str = TEAM_ID) -> dict[str, Any]:
     """An Events API envelope (`event_callback`) around `event`."""
     return {
         "token": "legacy-verification-token",

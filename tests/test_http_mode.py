@@ -1,0 +1,77 @@
+"""HTTP mode's front door: signatures, health, long replies, and url verification."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from tests.fakes.openai import FakeOpenAI, Script
+from tests.fakes.slack import BOT_USER_ID, FakeSlack, event_body
+from tests.harness import RunningBot
+
+
+async def test_unsigned_forged_and_stale_requests_are_rejected(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    text = f"<@{BOT_USER_ID}> post to #general now"
+    ts = fake_slack.add_user_message("C1", text)
+    body = json.dumps(
+        event_body(
+            {"type": "app_mention", "user": "UEVE", "text": text, "ts": ts, "channel": "C1"}, "EvX"
+        )
+    ).encode()
+    unsigned = {"Content-Type": "application/json"}
+    forged = {**bot.signed_headers(body), "X-Slack-Signature": "v0=" + "0" * 64}
+    stale = bot.signed_headers(body, timestamp=int(time.time()) - 10 * 60)
+    for headers in (unsigned, forged, stale):
+        status, _ = await bot.post_raw(body, headers)
+        assert status == 401
+    await bot.idle()
+    assert fake_model.requests == []
+    assert fake_slack.bot_messages("C1") == []
+
+
+async def test_url_verification_challenge(bot: RunningBot) -> None:
+    body = json.dumps({"type": "url_verification", "challenge": "abc123", "token": "t"}).encode()
+    status, answer = await bot.post_raw(body, bot.signed_headers(body))
+    assert status == 200
+    assert "abc123" in answer
+
+
+async def test_healthz(bot: RunningBot) -> None:
+    async with bot.session.get(bot.url + "/healthz") as response:
+        assert response.status == 200
+        assert (await response.json())["ok"] is True
+
+
+async def test_event_is_acknowledged_before_the_reply_is_done(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    fake_model.script(Script(text="slow answer", time_to_first_token=2.0))
+    text = f"<@{BOT_USER_ID}> hi"
+    ts = fake_slack.add_user_message("C1", text)
+    started = time.monotonic()
+    status = await bot.send_event(
+        {"type": "app_mention", "user": "UALICE", "text": text, "ts": ts, "channel": "C1"}
+    )
+    assert status == 200
+    assert time.monotonic() - started < 1.0  # well inside Slack's 3 s
+    await bot.idle()
+    assert fake_slack.bot_messages("C1")[0].text == "slow answer"
+
+
+async def test_twenty_thousand_characters_arrive_whole_across_messages(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    words = [f"w{i:05d}" for i in range(3334)]  # 6 chars + space each: ~23,000 characters
+    scripted = " ".join(words)
+    assert len(scripted) > 20_000
+    fake_model.script(Script(text=scripted, tokens_per_second=2000))
+    root = await bot.mention("C1", "write a lot", fake_slack)
+    await bot.idle(timeout=60)
+    replies = [m for m in fake_slack.bot_messages("C1") if m.thread_ts == root]
+    assert len(replies) >= 6
+    assert all(len(m.text) <= 4000 for m in replies)
+    assert " ".join(m.text for m in replies).split() == words
+    failed = [c for c in fake_slack.calls if not c.ok]
+    assert failed == []  # never msg_too_long, never rate limited

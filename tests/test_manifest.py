@@ -1,0 +1,65 @@
+"""manifest.yml is a Slack app manifest the bot can actually run with."""
+
+from __future__ import annotations
+
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.harness import RunningBot
+
+MANIFEST = Path(__file__).parent.parent / "manifest.yml"
+
+# Which bot scope each subscribed event needs (Slack's Events API reference).
+EVENT_SCOPES = {
+    "app_mention": "app_mentions:read",
+    "message.channels": "channels:history",
+    "message.groups": "groups:history",
+    "message.im": "im:history",
+    "app_home_opened": None,
+}
+
+
+def load() -> dict[str, Any]:
+    data = yaml.safe_load(MANIFEST.read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def test_manifest_declares_socket_mode_events_home_and_commands() -> None:
+    manifest = load()
+    settings, features = manifest["settings"], manifest["features"]
+    assert settings["socket_mode_enabled"] is True
+    assert settings["interactivity"]["is_enabled"] is True
+    assert features["app_home"]["home_tab_enabled"] is True
+    assert features["app_home"]["messages_tab_enabled"] is True
+    assert len(manifest["display_information"]["name"]) <= 35
+    assert len(features["bot_user"]["display_name"]) <= 80
+    commands = {c["command"]: c for c in features["slash_commands"]}
+    assert set(commands) == {"/history", "/approvals"}
+    assert all(len(c["description"]) <= 2000 for c in commands.values())
+    events = settings["event_subscriptions"]["bot_events"]
+    assert set(events) == set(EVENT_SCOPES)
+
+
+def test_manifest_asks_only_for_the_scopes_it_needs() -> None:
+    manifest = load()
+    scopes = set(manifest["oauth_config"]["scopes"]["bot"])
+    needed = {s for s in EVENT_SCOPES.values() if s} | {"chat:write", "commands"}
+    assert scopes == needed
+
+
+async def test_declared_commands_answer_ephemerally(bot: RunningBot) -> None:
+    for command in ("/history", "/approvals"):
+        body = urllib.parse.urlencode({
+            "command": command, "text": "", "user_id": "UALICE", "team_id": "T0TEST",
+            "channel_id": "C1", "response_url": "http://127.0.0.1:9/x", "trigger_id": "1.2",
+        }).encode()
+        headers = bot.signed_headers(body)
+        headers["Content-Type"] = "application/x-www-form-urlencoded"
+        status, answer = await bot.post_raw(body, headers)
+        assert status == 200
+        assert '"response_type": "ephemeral"' in answer or '"ephemeral"' in answer
+        assert "not available in this version" in answer
