@@ -4,4 +4,5 @@
 # to pytest, e.g. ./test.sh -k streaming
 set -euo pipefail
 source "$(dirname "$0")/scripts/bootstrap.sh"
+bootstrap
 exec "$UV" run --frozen pytest "$@"
