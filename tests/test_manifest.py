@@ -53,10 +53,17 @@ def test_manifest_asks_only_for_the_scopes_it_needs() -> None:
 
 async def test_declared_commands_answer_ephemerally(bot: RunningBot) -> None:
     for command in ("/history", "/approvals"):
-        body = urllib.parse.urlencode({
-            "command": command, "text": "", "user_id": "UALICE", "team_id": "T0TEST",
-            "channel_id": "C1", "response_url": "http://127.0.0.1:9/x", "trigger_id": "1.2",
-        }).encode()
+        body = urllib.parse.urlencode(
+            {
+                "command": command,
+                "text": "",
+                "user_id": "UALICE",
+                "team_id": "T0TEST",
+                "channel_id": "C1",
+                "response_url": "http://127.0.0.1:9/x",
+                "trigger_id": "1.2",
+            }
+        ).encode()
         headers = bot.signed_headers(body)
         headers["Content-Type"] = "application/x-www-form-urlencoded"
         status, answer = await bot.post_raw(body, headers)
