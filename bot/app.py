@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+import aiohttp
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -38,6 +39,7 @@ class Countersign:
 
     @classmethod
     def build(cls, settings: Settings) -> Countersign:
+        """Make every long-lived object; call it inside the running event loop."""
         budget = EditBudget(settings.slack_edit_budget_per_minute)
 
         def on_rate_limited(method: str, seconds: float) -> None:
@@ -45,9 +47,16 @@ class Countersign:
             if method == "chat.update":
                 budget.pause(seconds)
 
+        # One HTTP session for every Web API call: without it slack_sdk opens a new session
+        # (and TCP/TLS connection) per call, which costs each edit a handshake.
+        http = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=100, keepalive_timeout=30),
+            timeout=aiohttp.ClientTimeout(total=30),
+        )
         slack = AsyncWebClient(
             token=settings.slack_bot_token.get_secret_value(),
             base_url=str(settings.slack_api_url),
+            session=http,
             retry_handlers=retry_handlers(on_rate_limited),
         )
         db = Database.from_url(settings.database_url)
@@ -86,3 +95,5 @@ class Countersign:
         await self.budget.stop()
         await self.llm.client.close()
         await self.db.dispose()
+        if self.slack.session is not None:
+            await self.slack.session.close()

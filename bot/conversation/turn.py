@@ -18,6 +18,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.conversation.history import build_prompt
 from bot.conversation.incoming import Incoming
 from bot.db import repositories as repo
+from bot.db.claims import DeliveryClaims
 from bot.db.models import Conversation, Role
 from bot.db.session import Database
 from bot.llm import LLM, Finished, LLMError, TextDelta
@@ -60,6 +61,7 @@ class Conversations:
         self.slack = slack
         self.budget = budget
         self.settings = settings
+        self.claims = DeliveryClaims(db)
         self._locks: weakref.WeakValueDictionary[int, asyncio.Lock] = weakref.WeakValueDictionary()
 
     def _lock(self, conversation_id: int) -> asyncio.Lock:
@@ -69,19 +71,26 @@ class Conversations:
             self._locks[conversation_id] = lock
         return lock
 
-    async def _claim(self, incoming: Incoming) -> tuple[Conversation, bool] | None:
-        """The conversation this message belongs to, or None if it is not ours or a duplicate."""
+    async def _claim(self, incoming: Incoming) -> bool:
+        """True if this message is ours to answer and was not handled before.
+
+        Kept to the one write that must precede the placeholder (so that a duplicate never
+        posts one); a thread reply without a mention is ours only in a known conversation.
+        """
+        if not (incoming.mentions_bot or incoming.is_dm):
+            async with self.db.transaction() as session:
+                known = await repo.find_conversation(
+                    session, incoming.team_id, incoming.channel_id, incoming.conversation_key
+                )
+            if known is None:
+                return False  # a thread the bot is not part of
+        if not await self.claims.claim(incoming.delivery_keys()):
+            log.info("duplicate delivery of %s ignored", incoming.delivery_keys())
+            return False
+        return True
+
+    async def _conversation(self, incoming: Incoming) -> tuple[Conversation, bool]:
         async with self.db.transaction() as session:
-            known = await repo.find_conversation(
-                session, incoming.team_id, incoming.channel_id, incoming.conversation_key
-            )
-            if known is None and not (incoming.mentions_bot or incoming.is_dm):
-                return None  # a thread the bot is not part of
-            if not await repo.claim_delivery(session, incoming.delivery_keys()):
-                log.info("duplicate delivery of %s ignored", incoming.delivery_keys())
-                return None
-            if known is not None:
-                return known, False
             return await repo.get_or_create_conversation(
                 session,
                 incoming.team_id,
@@ -91,10 +100,8 @@ class Conversations:
             )
 
     async def handle(self, incoming: Incoming, bot_user_id: str | None = None) -> None:
-        claimed = await self._claim(incoming)
-        if claimed is None:
+        if not await self._claim(incoming):
             return
-        conversation, created = claimed
         stream = ReplyStream(
             self.slack,
             self.budget,
@@ -105,6 +112,7 @@ class Conversations:
         )
         placeholder = asyncio.create_task(stream.start())
         try:
+            conversation, created = await self._conversation(incoming)
             async with self._lock(conversation.id):
                 await self._record_user_message(conversation, created, incoming, bot_user_id)
                 await placeholder

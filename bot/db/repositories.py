@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -19,11 +20,30 @@ async def claim_delivery(session: AsyncSession, keys: Sequence[str]) -> bool:
     """
     try:
         async with session.begin_nested():
-            session.add_all([ProcessedEvent(key=k) for k in dict.fromkeys(keys)])
-            await session.flush()
+            await session.execute(insert(ProcessedEvent), [{"key": k} for k in dict.fromkeys(keys)])
     except IntegrityError:
         return False
     return True
+
+
+def _insert_ignoring_conflicts(session: AsyncSession) -> Any:
+    dialect = session.get_bind().dialect.name
+    return postgresql.insert if dialect == "postgresql" else sqlite.insert
+
+
+async def record_new_keys(session: AsyncSession, keys: Sequence[str]) -> set[str]:
+    """Insert the keys not recorded yet, in one statement; returns those this call inserted."""
+    unique = list(dict.fromkeys(keys))
+    if not unique:
+        return set()
+    insert_ = _insert_ignoring_conflicts(session)
+    statement = (
+        insert_(ProcessedEvent)
+        .values([{"key": k, "created_at": utcnow()} for k in unique])
+        .on_conflict_do_nothing(index_elements=["key"])
+        .returning(ProcessedEvent.key)
+    )
+    return set((await session.scalars(statement)).all())
 
 
 async def find_conversation(

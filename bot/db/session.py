@@ -7,6 +7,7 @@ listener, the streamer and the CLI can share one file.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -67,11 +68,20 @@ def create_engine(raw_url: str) -> AsyncEngine:
 
 
 class Database:
-    """Engine plus session factory; `transaction()` is the one place that commits."""
+    """Engine plus session factory; `transaction()` is the one place that commits.
+
+    On SQLite every transaction takes the write lock (BEGIN IMMEDIATE), and SQLite's busy
+    handler waits for a lock by sleeping in steps of up to 100 ms: twenty replies starting at
+    once would queue for seconds. Within one process an asyncio lock hands the database to one
+    transaction at a time instead, so waiting costs microseconds; other processes sharing the
+    file still fall back on the busy timeout.
+    """
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self.sessions = async_sessionmaker(engine, expire_on_commit=False)
+        self._serialise = engine.url.get_backend_name() == "sqlite"
+        self._write_lock = asyncio.Lock()
 
     @classmethod
     def from_url(cls, raw_url: str) -> Database:
@@ -79,8 +89,12 @@ class Database:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
-        async with self.sessions() as session, session.begin():
-            yield session
+        if self._serialise:
+            async with self._write_lock, self.sessions() as session, session.begin():
+                yield session
+        else:
+            async with self.sessions() as session, session.begin():
+                yield session
 
     async def dispose(self) -> None:
         await self.engine.dispose()

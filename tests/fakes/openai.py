@@ -57,13 +57,22 @@ class Received:
     at: float
 
 
+@dataclass
+class Played:
+    """When one scripted stream sent its first and last text token (time.monotonic())."""
+
+    text: str
+    first_token_at: float | None = None
+    last_token_at: float | None = None
+
+
 class FakeOpenAI:
     def __init__(self, default: Script | None = None) -> None:
         self.default = default or Script(text="Hello from the fake model.")
         self.requests: list[Received] = []
-        self.first_token_at: list[float] = []
-        self.last_token_at: list[float] = []
+        self.played: list[Played] = []
         self._scripts: deque[Script] = deque()
+        self._by_prompt: dict[str, Script] = {}
         self._lock = threading.Lock()
         self._hangs: list[asyncio.Event] = []
         self._server = ThreadedServer(self._build())
@@ -84,6 +93,12 @@ class FakeOpenAI:
         with self._lock:
             self._scripts.extend(scripts)
 
+    def script_for(self, prompt_contains: str, script: Script) -> None:
+        """Play `script` for the request whose last user message contains the given text
+        (for concurrent requests, whose order is not known in advance)."""
+        with self._lock:
+            self._by_prompt[prompt_contains] = script
+
     def release_hangs(self) -> None:
         for event in self._hangs:
             self._server.loop.call_soon_threadsafe(event.set)
@@ -101,8 +116,13 @@ class FakeOpenAI:
             {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "fake"}]}
         )
 
-    def _next_script(self) -> Script:
+    def _next_script(self, body: dict[str, Any]) -> Script:
+        users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+        last = str(users[-1].get("content", "")) if users else ""
         with self._lock:
+            for key, script in self._by_prompt.items():
+                if key in last:
+                    return script
             return self._scripts.popleft() if self._scripts else self.default
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
@@ -110,7 +130,7 @@ class FakeOpenAI:
         self.requests.append(Received(body, time.monotonic()))
         if request.headers.get("Authorization") != f"Bearer {API_KEY}":
             return web.json_response({"error": {"message": "bad key"}}, status=401)
-        script = self._next_script()
+        script = self._next_script(body)
         if script.fail_status is not None:
             return web.json_response(
                 {"error": {"message": "scripted failure", "type": "server_error"}},
@@ -144,6 +164,8 @@ class FakeOpenAI:
         tokens = tokens_of(script.text)
         interval = 1 / script.tokens_per_second if script.tokens_per_second else 0.0
         await send({"role": "assistant", "content": ""})
+        played = Played(script.text)
+        self.played.append(played)
         start = time.monotonic()
         for n, token in enumerate(tokens):
             if script.cut_after_tokens is not None and n >= script.cut_after_tokens:
@@ -159,9 +181,9 @@ class FakeOpenAI:
                 await asyncio.sleep(max(0.0, start + n * interval - time.monotonic()))
             await send({"content": token})
             if n == 0:
-                self.first_token_at.append(time.monotonic())
+                played.first_token_at = time.monotonic()
         if tokens:
-            self.last_token_at.append(time.monotonic())
+            played.last_token_at = time.monotonic()
         await self._send_tool_calls(script, send)
         finish = "tool_calls" if script.tool_calls else "stop"
         await send({}, finish)

@@ -65,6 +65,8 @@ class FakeSlack:
     channels: dict[str, list[StoredMessage]] = field(default_factory=lambda: defaultdict(list))
     # every text a message showed, in order: ts -> [posted text, edit 1, edit 2, ...]
     history: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    # the same with the time each text became visible (time.monotonic())
+    timeline: dict[str, list[tuple[float, str]]] = field(default_factory=lambda: defaultdict(list))
     fail_methods: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -209,6 +211,7 @@ class FakeSlack:
         thread_ts = args.get("thread_ts") or None
         self.channels[channel].append(StoredMessage(ts, text, BOT_USER_ID, BOT_ID, thread_ts))
         self.history[ts].append(text)
+        self.timeline[ts].append((time.monotonic(), text))
         return {"ok": True, "channel": channel, "ts": ts, "message": {"text": text, "ts": ts}}
 
     def _update(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
@@ -222,6 +225,7 @@ class FakeSlack:
         message.text = text
         message.edits += 1
         self.history[ts].append(text)
+        self.timeline[ts].append((time.monotonic(), text))
         return {"ok": True, "channel": channel, "ts": ts, "text": text}
 
     def _replies(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
