@@ -48,7 +48,14 @@ def script_text(reply: int, tokens: int) -> str:
     return " ".join(f"r{reply}t{i}" for i in range(tokens))
 
 
-async def run_scenario(replies: int, tokens: int, rate: float, ttft: float) -> dict[str, float]:
+async def run_scenario(
+    replies: int,
+    tokens: int,
+    rate: float,
+    ttft: float,
+    budget_per_minute: int = 50,
+    min_interval: float = 1.0,
+) -> dict[str, float]:
     slack = FakeSlack().start()
     model = FakeOpenAI().start()
     slack.limits["chat.update"] = Limit(50, 60.0)
@@ -57,7 +64,11 @@ async def run_scenario(replies: int, tokens: int, rate: float, ttft: float) -> d
     with tempfile.TemporaryDirectory() as tmp:
         bot = await start_bot(
             make_settings(
-                slack, model, f"sqlite:///{Path(tmp) / 'bench.db'}", slack_edit_budget_per_minute=50
+                slack,
+                model,
+                f"sqlite:///{Path(tmp) / 'bench.db'}",
+                slack_edit_budget_per_minute=budget_per_minute,
+                slack_edit_min_interval_seconds=min_interval,
             )
         )
         try:
@@ -149,6 +160,12 @@ async def main() -> None:
     parser.add_argument("--tokens", type=int, default=400)
     parser.add_argument("--rate", type=float, default=40.0)
     parser.add_argument("--ttft", type=float, default=0.3)
+    parser.add_argument(
+        "--compare-unpaced",
+        action="store_true",
+        help="also run the largest scenario as a bot that edits twice a second and ignores "
+        "the workspace budget (600/min configured against Slack's 50)",
+    )
     args = parser.parse_args()
     for replies in args.replies:
         figures = await run_scenario(replies, args.tokens, args.rate, args.ttft)
@@ -157,6 +174,12 @@ async def main() -> None:
             f"tokens at {args.rate:g}/s, {args.ttft * 1000:.0f} ms to first token",
             figures,
         )
+    if args.compare_unpaced:
+        replies = max(args.replies)
+        figures = await run_scenario(
+            replies, args.tokens, args.rate, args.ttft, budget_per_minute=600, min_interval=0.5
+        )
+        report(f"UNPACED for comparison: {replies} replies, edits every 0.5 s", figures)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\npeak RSS of the process (bot + both fakes): {peak:.0f} MiB")
 
