@@ -107,7 +107,8 @@ async def run_scenario(
         (message,) = slack.bot_messages(channel)
         timeline = slack.timeline[message.ts]
         stream = played[texts[i]]
-        assert stream.first_token_at is not None and stream.last_token_at is not None
+        assert stream.first_token_at is not None
+        assert stream.last_token_at is not None
         first_visible = next(t for t, text in timeline if text != PLACEHOLDER)
         complete = next((t for t, text in timeline if text == texts[i]), float("nan"))
         figures.append(

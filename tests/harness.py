@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -19,6 +23,29 @@ from tests.fakes import openai as fake_openai
 from tests.fakes import slack as fake_slack
 
 SIGNING_SECRET = "test-signing-secret"
+
+
+def clean_env(**values: str) -> dict[str, str]:
+    """This process's environment without any Countersign setting, plus `values`."""
+    prefixes = ("SLACK_", "OPENAI_", "LLM_", "DATABASE_", "SYSTEM_PROMPT", "HISTORY_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+    env.update(values)
+    return env
+
+
+def run_cli(
+    args: list[str], env: dict[str, str], cwd: Path, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run `python -m bot ARGS` as a user would, to completion."""
+    return subprocess.run(
+        [sys.executable, "-m", "bot", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def make_settings(
@@ -103,6 +130,32 @@ class RunningBot:
             "ts": ts,
             "channel": channel,
             "event_ts": ts,
+        }
+        if thread_ts:
+            event["thread_ts"] = thread_ts
+        assert await self.send_event(event) == 200
+        return ts
+
+    async def say(
+        self,
+        slack: fake_slack.FakeSlack,
+        channel: str,
+        text: str,
+        user: str = "UALICE",
+        thread_ts: str | None = None,
+        **extra: str,
+    ) -> str:
+        """A person writes a plain message (no mention): stored in the fake, then delivered
+        as a `message` event; a channel starting with D is a DM."""
+        ts = slack.add_user_message(channel, text, user=user, thread_ts=thread_ts)
+        event: dict[str, Any] = {
+            "type": "message",
+            "channel_type": "im" if channel.startswith("D") else "channel",
+            "channel": channel,
+            "user": user,
+            "text": text,
+            "ts": ts,
+            **extra,
         }
         if thread_ts:
             event["thread_ts"] = thread_ts

@@ -21,17 +21,7 @@ async def test_dm_is_a_conversation_answered_in_the_dm(
 ) -> None:
     fake_model.script(Script(text="Hi Alice."), Script(text="Still here."))
     for text in ("hello", "are you there?"):
-        ts = fake_slack.add_user_message("D1", text)
-        await bot.send_event(
-            {
-                "type": "message",
-                "channel_type": "im",
-                "channel": "D1",
-                "user": "UALICE",
-                "text": text,
-                "ts": ts,
-            }
-        )
+        await bot.say(fake_slack, "D1", text)
         await bot.idle()
     replies = fake_slack.bot_messages("D1")
     assert [r.text for r in replies] == ["Hi Alice.", "Still here."]
@@ -49,18 +39,7 @@ async def test_thread_reply_continues_without_a_new_mention(
     fake_model.script(Script(text="First answer."), Script(text="Second answer."))
     root = await bot.mention("C1", "question one", fake_slack)
     await bot.idle()
-    follow = fake_slack.add_user_message("C1", "and a follow-up", user="UBOB", thread_ts=root)
-    await bot.send_event(
-        {
-            "type": "message",
-            "channel_type": "channel",
-            "channel": "C1",
-            "user": "UBOB",
-            "text": "and a follow-up",
-            "ts": follow,
-            "thread_ts": root,
-        }
-    )
+    await bot.say(fake_slack, "C1", "and a follow-up", user="UBOB", thread_ts=root)
     await bot.idle()
     assert [m.text for m in fake_slack.bot_messages("C1")] == ["First answer.", "Second answer."]
     last = fake_model.requests[-1].body["messages"]
@@ -72,29 +51,8 @@ async def test_thread_the_bot_is_not_in_is_ignored(
     bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
     root = fake_slack.add_user_message("C1", "people talking")
-    reply = fake_slack.add_user_message("C1", "among themselves", thread_ts=root)
-    await bot.send_event(
-        {
-            "type": "message",
-            "channel_type": "channel",
-            "channel": "C1",
-            "user": "UALICE",
-            "text": "among themselves",
-            "ts": reply,
-            "thread_ts": root,
-        }
-    )
-    top = fake_slack.add_user_message("C1", "top-level chatter")
-    await bot.send_event(
-        {
-            "type": "message",
-            "channel_type": "channel",
-            "channel": "C1",
-            "user": "UALICE",
-            "text": "top-level chatter",
-            "ts": top,
-        }
-    )
+    await bot.say(fake_slack, "C1", "among themselves", thread_ts=root)
+    await bot.say(fake_slack, "C1", "top-level chatter")
     await bot.idle()
     assert fake_slack.bot_messages("C1") == []
     assert fake_model.requests == []
@@ -166,18 +124,7 @@ async def test_usage_and_counters_are_stored(
 async def test_edits_bot_messages_and_joins_are_ignored(
     bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI, subtype: str
 ) -> None:
-    ts = fake_slack.add_user_message("D1", "x")
-    await bot.send_event(
-        {
-            "type": "message",
-            "subtype": subtype,
-            "channel_type": "im",
-            "channel": "D1",
-            "user": "UALICE",
-            "text": "x",
-            "ts": ts,
-        }
-    )
+    await bot.say(fake_slack, "D1", "x", subtype=subtype)
     await bot.idle()
     assert fake_model.requests == []
     assert fake_slack.bot_messages("D1") == []

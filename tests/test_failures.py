@@ -33,18 +33,7 @@ async def messages(bot: RunningBot) -> list[Message]:
 async def assert_recovers(bot: RunningBot, slack: FakeSlack, model: FakeOpenAI, root: str) -> None:
     """After a failure the same thread still works and its history is well-formed."""
     model.script(Script(text="Recovered."))
-    follow = slack.add_user_message("C1", "try again", thread_ts=root)
-    await bot.send_event(
-        {
-            "type": "message",
-            "channel_type": "channel",
-            "channel": "C1",
-            "user": "UALICE",
-            "text": "try again",
-            "ts": follow,
-            "thread_ts": root,
-        }
-    )
+    await bot.say(slack, "C1", "try again", thread_ts=root)
     await bot.idle()
     assert slack.bot_messages("C1")[-1].text == "Recovered."
     stored = await messages(bot)

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,12 +10,13 @@ import pytest
 from sqlalchemy import inspect, text
 
 from bot.db import repositories as repo
+from bot.db.claims import DeliveryClaims
 from bot.db.migrate import upgrade_to_head
 from bot.db.models import Role
 from bot.db.session import Database
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack
-from tests.harness import make_settings, start_bot, stop_bot
+from tests.harness import clean_env, make_settings, run_cli, start_bot, stop_bot
 
 
 @pytest.fixture
@@ -43,22 +41,27 @@ async def test_migrations_create_the_schema_and_are_idempotent(db: Database) -> 
 
 
 async def test_delivery_keys_are_claimed_once(db: Database) -> None:
-    async with db.transaction() as session:
-        assert await repo.claim_delivery(session, ["evt:1", "msg:T:C:1"])
-    async with db.transaction() as session:
-        assert not await repo.claim_delivery(session, ["evt:2", "msg:T:C:1"])
-        assert await repo.claim_delivery(session, ["evt:3"])  # the transaction is still usable
-    async with db.transaction() as session:
-        assert not await repo.claim_delivery(session, ["evt:3"])
+    claims = DeliveryClaims(db)
+    assert await claims.claim(["evt:1", "msg:T:C:1"])
+    assert not await claims.claim(["evt:2", "msg:T:C:1"])  # the other event of one message
+    assert not await claims.claim(["evt:1", "msg:T:C:1"])  # Slack's retry
+    assert await claims.claim(["evt:3", "msg:T:C:3"])
 
 
-async def test_concurrent_claims_let_exactly_one_through(db: Database) -> None:
-    async def claim() -> bool:
-        async with db.transaction() as session:
-            return await repo.claim_delivery(session, ["evt:race"])
-
-    results = await asyncio.gather(*[claim() for _ in range(10)])
-    assert results.count(True) == 1
+async def test_concurrent_claims_on_two_replicas_let_exactly_one_through(
+    db: Database, database_url: str
+) -> None:
+    """Two processes' worth of claimers (separate engines) race for the same deliveries."""
+    other = Database.from_url(database_url)
+    try:
+        replicas = [DeliveryClaims(db), DeliveryClaims(other)]
+        attempts = [replicas[i % 2].claim([f"evt:{i}", f"msg:T:C:{i % 5}"]) for i in range(40)]
+        results = await asyncio.gather(*attempts)
+    finally:
+        await other.dispose()
+    assert results.count(True) == 5  # one winner per message
+    winners = {i % 5 for i, won in enumerate(results) if won}
+    assert winners == set(range(5))
 
 
 async def test_conversation_counters_and_message_order(db: Database) -> None:
@@ -145,17 +148,8 @@ async def test_sqlite_runs_in_wal_mode_with_a_busy_timeout(tmp_path: Path) -> No
 
 
 def test_migrate_command(database_url: str, tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "OPENAI_"))}
-    env.update({"SLACK_BOT_TOKEN": "xoxb-1", "OPENAI_API_KEY": "k", "DATABASE_URL": database_url})
+    env = clean_env(SLACK_BOT_TOKEN="xoxb-1", OPENAI_API_KEY="k", DATABASE_URL=database_url)
     for _ in range(2):
-        result = subprocess.run(
-            [sys.executable, "-m", "bot", "migrate"],
-            env=env,
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        result = run_cli(["migrate"], env, tmp_path)
         assert result.returncode == 0, result.stderr
         assert "database is up to date" in result.stdout

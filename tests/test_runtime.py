@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -21,7 +20,7 @@ from bot.server import run_socket_mode
 from tests.fakes import openai as fake_openai
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import APP_TOKEN, BOT_TOKEN, BOT_USER_ID, FakeSlack, event_body, wait_until
-from tests.harness import SIGNING_SECRET, make_settings
+from tests.harness import SIGNING_SECRET, clean_env, make_settings, run_cli
 
 
 async def test_socket_mode_uses_the_configured_api_url_and_replies(
@@ -61,24 +60,16 @@ def free_port() -> int:
 
 
 def bot_env(slack: FakeSlack, model: FakeOpenAI, tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("SLACK_", "OPENAI_", "LLM_", "DATABASE_"))
-    }
-    env.update(
-        {
-            "SLACK_BOT_TOKEN": BOT_TOKEN,
-            "SLACK_SIGNING_SECRET": SIGNING_SECRET,
-            "SLACK_API_URL": slack.api_url,
-            "OPENAI_API_KEY": fake_openai.API_KEY,
-            "OPENAI_BASE_URL": model.base_url,
-            "LLM_MODEL": fake_openai.MODEL,
-            "DATABASE_URL": f"sqlite:///{tmp_path / 'bot.db'}",
-        }
+    return clean_env(
+        SLACK_BOT_TOKEN=BOT_TOKEN,
+        SLACK_SIGNING_SECRET=SIGNING_SECRET,
+        SLACK_API_URL=slack.api_url,
+        OPENAI_API_KEY=fake_openai.API_KEY,
+        OPENAI_BASE_URL=model.base_url,
+        LLM_MODEL=fake_openai.MODEL,
+        DATABASE_URL=f"sqlite:///{tmp_path / 'bot.db'}",
+        **extra,
     )
-    env.update(extra)
-    return env
 
 
 async def start_process(env: dict[str, str], port: int, cwd: Path) -> subprocess.Popen[str]:
@@ -169,15 +160,7 @@ def test_doctor_reports_each_check(
     fake_slack: FakeSlack, fake_model: FakeOpenAI, tmp_path: Path
 ) -> None:
     env = bot_env(fake_slack, fake_model, tmp_path)
-    ok = subprocess.run(
-        [sys.executable, "-m", "bot", "doctor"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    ok = run_cli(["doctor"], env, tmp_path)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "[ok] database" in ok.stdout
     assert "[ok] slack" in ok.stdout
@@ -191,15 +174,7 @@ def test_doctor_reports_each_check(
             "DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
         }
     )
-    bad = subprocess.run(
-        [sys.executable, "-m", "bot", "doctor"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    bad = run_cli(["doctor"], env, tmp_path)
     assert bad.returncode == 1
     assert "[FAIL] slack: auth.test said invalid_auth" in bad.stdout
     assert "[FAIL] llm: model 'gpt-nope' is not served here" in bad.stdout

@@ -2,45 +2,28 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from bot.config import SettingsError, load_settings
 from bot.db.session import async_url
+from tests.harness import clean_env, run_cli
 
 BASE = {"SLACK_BOT_TOKEN": "xoxb-1", "OPENAI_API_KEY": "sk-x"}
-
-
-def run_cli(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    clean = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("SLACK_", "OPENAI_", "LLM_", "DATABASE_"))
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "bot", *args],
-        env={**clean, **env},
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 def test_missing_and_invalid_settings_are_all_named_with_exit_2(tmp_path: Path) -> None:
     result = run_cli(
         ["run"],
-        {
-            "SLACK_BOT_TOKEN": "xoxp-user-token",
-            "DATABASE_URL": "mysql://db/x",
-            "LLM_TIMEOUT_SECONDS": "-3",
-            "SLACK_API_URL": "not a url",
-        },
+        clean_env(
+            **{
+                "SLACK_BOT_TOKEN": "xoxp-user-token",
+                "DATABASE_URL": "mysql://db/x",
+                "LLM_TIMEOUT_SECONDS": "-3",
+                "SLACK_API_URL": "not a url",
+            }
+        ),
         tmp_path,
     )
     assert result.returncode == 2
@@ -55,7 +38,7 @@ def test_missing_and_invalid_settings_are_all_named_with_exit_2(tmp_path: Path) 
 
 
 def test_http_mode_without_signing_secret_is_refused(tmp_path: Path) -> None:
-    result = run_cli(["serve", "--port", "0"], BASE, tmp_path)
+    result = run_cli(["serve", "--port", "0"], clean_env(**BASE), tmp_path)
     assert result.returncode == 2
     assert "SLACK_SIGNING_SECRET is missing" in result.stderr
     assert "Traceback" not in result.stderr
@@ -98,3 +81,24 @@ def test_system_prompt_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 )
 def test_database_urls_work_as_users_paste_them(pasted: str, driver: str) -> None:
     assert async_url(pasted).drivername == driver
+
+
+def test_tokens_are_redacted_from_logs(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from bot.logs import RedactingFilter
+
+    record = logging.LogRecord(
+        "x",
+        logging.INFO,
+        __file__,
+        1,
+        "token %s and %s and %s",
+        ("xoxb-1234-abcd", "xapp-1-A1-xyz", "sk-abcdefghijkl"),
+        None,
+    )
+    assert RedactingFilter().filter(record)
+    message = record.getMessage()
+    for secret in ("xoxb-1234-abcd", "xapp-1-A1-xyz", "sk-abcdefghijkl"):
+        assert secret not in message
+    assert "[redacted]" in message

@@ -5,25 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.db.models import Conversation, Message, ProcessedEvent, Role, utcnow
-
-
-async def claim_delivery(session: AsyncSession, keys: Sequence[str]) -> bool:
-    """Record Slack delivery keys; False if any of them was already recorded.
-
-    Runs in a savepoint so a duplicate leaves the caller's transaction usable.
-    """
-    try:
-        async with session.begin_nested():
-            await session.execute(insert(ProcessedEvent), [{"key": k} for k in dict.fromkeys(keys)])
-    except IntegrityError:
-        return False
-    return True
 
 
 def _insert_ignoring_conflicts(session: AsyncSession) -> Any:
@@ -119,15 +106,6 @@ async def add_message(
         )
     )
     return message
-
-
-async def has_message_with_ts(session: AsyncSession, conversation_id: int, slack_ts: str) -> bool:
-    found = await session.scalar(
-        select(Message.id).where(
-            Message.conversation_id == conversation_id, Message.slack_ts == slack_ts
-        )
-    )
-    return found is not None
 
 
 async def recent_messages(session: AsyncSession, conversation_id: int, limit: int) -> list[Message]:

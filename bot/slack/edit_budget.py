@@ -54,11 +54,13 @@ class EditBudget:
         *,
         burst: int | None = None,
         headroom: int | None = None,
+        window_seconds: float = WINDOW_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.per_minute = per_minute
-        self.window = WINDOW_SECONDS + WINDOW_MARGIN_SECONDS
-        self.rate = per_minute / WINDOW_SECONDS  # intermediate edits per second
+        self.per_minute = per_minute  # grants allowed per window (a minute, as Slack counts)
+        margin = min(WINDOW_MARGIN_SECONDS, window_seconds * 0.025)
+        self.window = window_seconds + margin
+        self.rate = per_minute / window_seconds  # intermediate edits per second
         self.burst = float(burst if burst is not None else max(1, per_minute // 2))
         self.headroom = headroom if headroom is not None else per_minute // 10
         self._clock = clock

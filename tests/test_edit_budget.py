@@ -1,0 +1,93 @@
+"""The shared chat.update budget: the window is never exceeded, finals go first, waiting
+replies take turns, and a 429 pauses everyone. Windows are shortened to keep tests quick."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from bot.slack.edit_budget import EditBudget
+
+
+@dataclass
+class Editor:
+    name: str
+    wants_final: bool = False
+    last_edit_at: float | None = None
+
+
+async def test_grants_never_exceed_the_window_and_finals_always_land() -> None:
+    budget = EditBudget(20, window_seconds=1.0)
+    granted: list[tuple[float, str, bool]] = []
+    editors = [Editor(f"e{i}") for i in range(6)]
+
+    async def run(editor: Editor, edits: int) -> None:
+        budget.open(editor)
+        for n in range(edits):
+            editor.wants_final = n == edits - 1
+            await budget.acquire(editor)
+            editor.last_edit_at = time.monotonic()
+            granted.append((editor.last_edit_at, editor.name, editor.wants_final))
+        budget.close(editor)
+
+    await asyncio.wait_for(asyncio.gather(*[run(e, 8) for e in editors]), 20)
+    await budget.stop()
+    times = [t for t, _, _ in granted]
+    for i, start in enumerate(times):
+        in_window = [t for t in times[i:] if t < start + 1.0]
+        assert len(in_window) <= 20
+    assert sum(1 for _, _, final in granted if final) == 6
+
+
+async def test_final_edits_go_before_intermediate_ones() -> None:
+    budget = EditBudget(4, burst=4, headroom=0, window_seconds=2.0)
+    busy = Editor("busy")
+    budget.open(busy)
+    for _ in range(3):  # spend what the reserve allows
+        await budget.acquire(busy)
+    order: list[str] = []
+    waiting = Editor("waiting")
+    finishing = Editor("finishing")
+    budget.open(finishing)
+
+    async def take(editor: Editor) -> None:
+        await budget.acquire(editor)
+        order.append(editor.name)
+
+    intermediate = asyncio.create_task(take(waiting))
+    await asyncio.sleep(0.05)
+    assert order == []  # the last slot is reserved for an open reply's final edit
+    finishing.wants_final = True
+    budget.poke()
+    await asyncio.wait_for(take(finishing), 1)
+    assert order == ["finishing"]
+    intermediate.cancel()
+    await budget.stop()
+
+
+async def test_the_reply_refreshed_longest_ago_goes_next() -> None:
+    budget = EditBudget(100, burst=1, headroom=0, window_seconds=10.0)
+    fresh = Editor("fresh", last_edit_at=time.monotonic())
+    stale = Editor("stale", last_edit_at=time.monotonic() - 5)
+    never = Editor("never")
+    await budget.acquire(Editor("spends-the-burst"))
+    order: list[str] = []
+
+    async def take(editor: Editor) -> None:
+        await budget.acquire(editor)
+        order.append(editor.name)
+
+    await asyncio.wait_for(asyncio.gather(take(fresh), take(stale), take(never)), 5)
+    assert order == ["never", "stale", "fresh"]
+    await budget.stop()
+
+
+async def test_a_429_pauses_every_reply_for_retry_after() -> None:
+    budget = EditBudget(100, window_seconds=10.0)
+    budget.pause(0.4)
+    started = time.monotonic()
+    await asyncio.gather(budget.acquire(Editor("a")), budget.acquire(Editor("b", True)))
+    assert time.monotonic() - started >= 0.39
+    assert budget.rate_limited_total == 1
+    await budget.stop()
