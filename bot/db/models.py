@@ -18,7 +18,9 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -31,6 +33,23 @@ NAMING_CONVENTION = {
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC datetime on every backend (SQLite hands back naive values)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("naive datetime given; use bot.db.models.utcnow()")
+        return value.astimezone(UTC) if value is not None else None
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 class Base(DeclarativeBase):
@@ -60,10 +79,8 @@ class Conversation(Base):
     # The root ts of the thread; "" for a DM's main timeline.
     thread_ts: Mapped[str] = mapped_column(String(32))
     started_by: Mapped[str] = mapped_column(String(32), index=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), default=utcnow, index=True
-    )
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
     message_count: Mapped[int] = mapped_column(Integer, default=0)
     prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
     completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
@@ -91,7 +108,7 @@ class Message(Base):
     slack_user: Mapped[str | None] = mapped_column(String(32), index=True)
     prompt_tokens: Mapped[int | None] = mapped_column(Integer)
     completion_tokens: Mapped[int | None] = mapped_column(Integer)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class ProcessedEvent(Base):
@@ -100,6 +117,152 @@ class ProcessedEvent(Base):
     __tablename__ = "processed_events"
 
     key: Mapped[str] = mapped_column(String(200), primary_key=True)
-    created_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), default=utcnow, index=True
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
+
+
+class ProposalState(enum.StrEnum):
+    """Mirrors `bot.approvals.machine.State` (kept here so the schema has no service import)."""
+
+    PROPOSED = "proposed"
+    APPROVED = "approved"
+    DECLINED = "declined"
+    EXPIRED = "expired"
+    EXECUTING = "executing"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class Proposal(Base):
+    """One write the model asked for, waiting for (or past) a person's decision."""
+
+    __tablename__ = "proposals"
+    __table_args__ = (
+        Index("ix_proposals_state_expires_at", "state", "expires_at"),
+        Index("ix_proposals_card", "card_channel", "card_ts"),
     )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    team_id: Mapped[str] = mapped_column(String(32))
+    conversation_id: Mapped[int] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE"), index=True
+    )
+    assistant_message_id: Mapped[int] = mapped_column(
+        ForeignKey("messages.id", ondelete="CASCADE"), index=True
+    )
+    # The `tool` message that carries this call's result to the model (content NULL = pending).
+    result_message_id: Mapped[int] = mapped_column(ForeignKey("messages.id", ondelete="CASCADE"))
+    tool_call_id: Mapped[str] = mapped_column(String(128))
+    tool_name: Mapped[str] = mapped_column(String(128))
+    arguments: Mapped[dict[str, Any]] = mapped_column(JSON)
+    arguments_hash: Mapped[str] = mapped_column(String(64))
+    description: Mapped[str] = mapped_column(Text)
+    preview: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    requester: Mapped[str] = mapped_column(String(32), index=True)
+    idempotency_key: Mapped[str] = mapped_column(String(64), unique=True)
+    state: Mapped[ProposalState] = mapped_column(
+        Enum(
+            ProposalState,
+            native_enum=False,
+            length=16,
+            values_callable=lambda e: [m.value for m in e],
+        )
+    )
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    reminded_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    channel_id: Mapped[str] = mapped_column(String(32))
+    thread_ts: Mapped[str | None] = mapped_column(String(32))
+    card_channel: Mapped[str | None] = mapped_column(String(32))
+    card_ts: Mapped[str | None] = mapped_column(String(32))
+    approved_arguments: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    approved_hash: Mapped[str | None] = mapped_column(String(64))
+    decided_by: Mapped[str | None] = mapped_column(String(32))
+    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    decline_reason: Mapped[str | None] = mapped_column(Text)
+    lease_owner: Mapped[str | None] = mapped_column(String(64))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    result_link: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class ProposalApproval(Base):
+    """One approver's vote; a quorum of distinct approvers moves a proposal to approved."""
+
+    __tablename__ = "proposal_approvals"
+    __table_args__ = (UniqueConstraint("proposal_id", "approver"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    proposal_id: Mapped[int] = mapped_column(ForeignKey("proposals.id", ondelete="CASCADE"))
+    approver: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class AuditEntry(Base):
+    """Every transition, vote, edit and refused click, written in the same transaction."""
+
+    __tablename__ = "audit_log"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    proposal_id: Mapped[int] = mapped_column(
+        ForeignKey("proposals.id", ondelete="CASCADE"), index=True
+    )
+    from_state: Mapped[str | None] = mapped_column(String(16))
+    to_state: Mapped[str | None] = mapped_column(String(16))
+    event: Mapped[str] = mapped_column(String(32))
+    actor: Mapped[str] = mapped_column(String(64))
+    detail: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
+
+
+class ResumeRequest(Base):
+    """Outbox: a paused turn whose proposals are all settled, to be resumed exactly once.
+
+    Inserted in the transaction of the settling transition; a worker claims it with a
+    compare-and-set on `claimed_at`, so two workers never resume the same turn."""
+
+    __tablename__ = "resume_requests"
+    __table_args__ = (UniqueConstraint("assistant_message_id", "kind"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
+    assistant_message_id: Mapped[int] = mapped_column(ForeignKey("messages.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(32), default="resume")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    claimed_by: Mapped[str | None] = mapped_column(String(64))
+    claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), index=True)
+    done_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class Task(Base):
+    """The built-in `tasks` pack's team task board."""
+
+    __tablename__ = "tasks"
+    __table_args__ = (Index("ix_tasks_team_id_status", "team_id", "status"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    team_id: Mapped[str] = mapped_column(String(32))
+    title: Mapped[str] = mapped_column(String(300))
+    description: Mapped[str] = mapped_column(Text, default="")
+    assignee: Mapped[str | None] = mapped_column(String(32), index=True)
+    due_date: Mapped[str | None] = mapped_column(String(10))  # ISO date
+    priority: Mapped[str] = mapped_column(String(16), default="normal")
+    status: Mapped[str] = mapped_column(String(16), default="open")
+    created_by: Mapped[str] = mapped_column(String(32))
+    idempotency_key: Mapped[str | None] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class TaskComment(Base):
+    __tablename__ = "task_comments"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"), index=True)
+    author: Mapped[str] = mapped_column(String(32))
+    body: Mapped[str] = mapped_column(Text)
+    idempotency_key: Mapped[str | None] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -1,0 +1,78 @@
+"""The action state machine. `TRANSITIONS` is the single source of truth: the service, the
+repository's compare-and-set and the tests all read it."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class State(enum.StrEnum):
+    PROPOSED = "proposed"
+    APPROVED = "approved"
+    DECLINED = "declined"
+    EXPIRED = "expired"
+    EXECUTING = "executing"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class Event(enum.StrEnum):
+    APPROVE = "approve"
+    DECLINE = "decline"
+    EXPIRE = "expire"
+    START = "start"
+    SUCCEED = "succeed"
+    FAIL = "fail"
+    RETRY = "retry"
+    INTERRUPT = "interrupt"
+
+
+class Actor(enum.StrEnum):
+    APPROVER = "an authorised approver"
+    CLOCK = "the clock"
+    EXECUTOR = "the executor"
+    RECOVERY = "start-up recovery"
+
+
+@dataclass(frozen=True)
+class Transition:
+    source: State
+    event: Event
+    target: State
+    actor: Actor
+
+
+TRANSITIONS: tuple[Transition, ...] = (
+    Transition(State.PROPOSED, Event.APPROVE, State.APPROVED, Actor.APPROVER),
+    Transition(State.PROPOSED, Event.DECLINE, State.DECLINED, Actor.APPROVER),
+    Transition(State.PROPOSED, Event.EXPIRE, State.EXPIRED, Actor.CLOCK),
+    Transition(State.APPROVED, Event.START, State.EXECUTING, Actor.EXECUTOR),
+    Transition(State.EXECUTING, Event.SUCCEED, State.SUCCEEDED, Actor.EXECUTOR),
+    Transition(State.EXECUTING, Event.FAIL, State.FAILED, Actor.EXECUTOR),
+    Transition(State.FAILED, Event.RETRY, State.EXECUTING, Actor.APPROVER),
+    Transition(State.EXECUTING, Event.INTERRUPT, State.FAILED, Actor.RECOVERY),
+)
+
+TERMINAL: frozenset[State] = frozenset({State.SUCCEEDED, State.DECLINED, State.EXPIRED})
+# A paused turn resumes once every proposal of it is in one of these states.
+SETTLED: frozenset[State] = frozenset({*TERMINAL, State.FAILED})
+
+_TABLE: dict[tuple[State, Event], Transition] = {(t.source, t.event): t for t in TRANSITIONS}
+
+
+class TransitionNotAllowed(Exception):
+    """The event does not apply to the proposal's current state (e.g. already handled)."""
+
+    def __init__(self, state: State, event: Event) -> None:
+        super().__init__(f"cannot {event.value} a proposal that is {state.value}")
+        self.state = state
+        self.event = event
+
+
+def transition(state: State, event: Event) -> Transition:
+    """The transition `event` causes from `state`, or `TransitionNotAllowed`."""
+    found = _TABLE.get((state, event))
+    if found is None:
+        raise TransitionNotAllowed(state, event)
+    return found

@@ -1,0 +1,100 @@
+"""Who may approve what. Configured per tool or per pack in `APPROVAL_POLICIES` (JSON):
+
+    {"create_task": {"approvers": ["U01", "S02"], "approvals_required": 2},
+     "slack": {"approvers": ["S0OPS"], "four_eyes": true},
+     "*": {"expires_after_minutes": 30}}
+
+A tool's own entry wins over its pack's, which wins over "*". Without `approvers`, the person
+whose message led to the proposal approves. `four_eyes` forbids approving one's own proposal.
+User group ids (S…) are resolved to members through the Web API.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from slack_sdk.web.async_client import AsyncWebClient
+
+
+class PolicyConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    approvers: list[str] = Field(default_factory=list)
+    four_eyes: bool = False
+    approvals_required: int = Field(1, ge=1, le=10)
+    expires_after_minutes: float | None = Field(None, gt=0, le=7 * 24 * 60)
+
+
+@dataclass(frozen=True)
+class Policy:
+    approvers: tuple[str, ...]  # user ids and user group ids; empty: the requester
+    four_eyes: bool
+    approvals_required: int
+    expires_after_minutes: float | None
+
+
+class Policies:
+    def __init__(self, config: dict[str, PolicyConfig] | None = None) -> None:
+        self._config = config or {}
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any]) -> Policies:
+        return cls({key: PolicyConfig.model_validate(value) for key, value in raw.items()})
+
+    def for_tool(self, tool: str, pack: str) -> Policy:
+        merged: dict[str, Any] = {}
+        for key in ("*", pack, tool):
+            if key in self._config:
+                merged.update(self._config[key].model_dump(exclude_unset=True))
+        config = PolicyConfig.model_validate(merged)
+        return Policy(
+            tuple(config.approvers),
+            config.four_eyes,
+            config.approvals_required,
+            config.expires_after_minutes,
+        )
+
+
+class GroupMembers:
+    """Members of user groups (`usergroups.users.list`), cached for a few minutes."""
+
+    TTL_SECONDS = 300.0
+
+    def __init__(self, slack: AsyncWebClient) -> None:
+        self.slack = slack
+        self._cache: dict[str, tuple[float, frozenset[str]]] = {}
+
+    async def members(self, group_id: str) -> frozenset[str]:
+        cached = self._cache.get(group_id)
+        if cached and time.monotonic() - cached[0] < self.TTL_SECONDS:
+            return cached[1]
+        response = await self.slack.usergroups_users_list(usergroup=group_id)
+        users = frozenset(str(u) for u in response.get("users") or [])
+        self._cache[group_id] = (time.monotonic(), users)
+        return users
+
+
+@dataclass(frozen=True)
+class Verdict:
+    allowed: bool
+    reason: str = ""
+
+
+async def may_approve(policy: Policy, requester: str, user: str, groups: GroupMembers) -> Verdict:
+    if policy.four_eyes and user == requester:
+        return Verdict(False, "this action needs someone other than the requester to approve it")
+    if not policy.approvers:
+        if policy.four_eyes:
+            return Verdict(False, "no approvers are configured for this action")
+        if user == requester:
+            return Verdict(True)
+        return Verdict(False, f"only <@{requester}>, who asked for it, may decide")
+    if user in policy.approvers:
+        return Verdict(True)
+    for entry in policy.approvers:
+        if entry.startswith("S") and user in await groups.members(entry):
+            return Verdict(True)
+    return Verdict(False, "you are not one of the approvers of this action")

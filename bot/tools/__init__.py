@@ -1,0 +1,1 @@
+"""Tools the model may call: typed declarations, grouped in packs."""

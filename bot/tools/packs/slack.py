@@ -1,0 +1,217 @@
+"""`slack`: read and act in the workspace through the Web API.
+
+Text the model wants to post is escaped like every model text (`&`, `<`, `>`), so an approved
+message can never ping `@channel` or a user by smuggling mention syntax.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bot.slack.render import escape
+from bot.tools.registry import Change, Outcome, Preview, ToolContext, read_tool, write_tool
+
+PACK = "slack"
+
+CHANNEL = Field(pattern=r"^[CG][A-Z0-9]{2,}$", description="channel id, e.g. C012ABC")
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+
+class ChannelInfo(_Args):
+    channel: str = CHANNEL
+
+
+class RecentMessages(_Args):
+    channel: str = CHANNEL
+    limit: int = Field(20, ge=1, le=100)
+
+
+class LookupUser(_Args):
+    user: str | None = Field(None, pattern=r"^[UW][A-Z0-9]{2,}$", description="user id")
+    email: str | None = Field(None, max_length=200, description="or the user's email")
+
+
+class PostMessage(_Args):
+    channel: str = CHANNEL
+    text: str = Field(min_length=1, max_length=3000)
+
+
+class ScheduleMessage(_Args):
+    channel: str = CHANNEL
+    text: str = Field(min_length=1, max_length=3000)
+    post_at: datetime = Field(description="when to post, ISO 8601 with a time zone")
+
+
+class SetChannelTopic(_Args):
+    channel: str = CHANNEL
+    topic: str = Field(max_length=250)
+
+
+async def _channel(ctx: ToolContext, channel: str) -> dict[str, object]:
+    info = await ctx.slack.conversations_info(channel=channel)
+    data = info.get("channel") or {}
+    return dict(data)
+
+
+def _topic(channel: dict[str, object]) -> str:
+    topic = channel.get("topic")
+    return str(topic.get("value", "")) if isinstance(topic, dict) else ""
+
+
+@read_tool(
+    "get_channel_info",
+    "Name, topic and purpose of a channel.",
+    ChannelInfo,
+    label="Looking at the channel",
+)
+async def get_channel_info(args: ChannelInfo, ctx: ToolContext) -> Outcome:
+    data = await _channel(ctx, args.channel)
+    purpose = data.get("purpose")
+    result = {
+        "id": data.get("id"),
+        "name": data.get("name"),
+        "topic": _topic(data),
+        "purpose": purpose.get("value") if isinstance(purpose, dict) else None,
+        "members": data.get("num_members"),
+        "is_private": data.get("is_private"),
+    }
+    return Outcome(result, f"#{data.get('name')}")
+
+
+@read_tool(
+    "get_recent_messages",
+    "Recent messages of a channel the bot is a member of.",
+    RecentMessages,
+    label="Reading recent messages",
+)
+async def get_recent_messages(args: RecentMessages, ctx: ToolContext) -> Outcome:
+    history = await ctx.slack.conversations_history(channel=args.channel, limit=args.limit)
+    messages = [
+        {"user": m.get("user") or m.get("bot_id"), "ts": m.get("ts"), "text": m.get("text", "")}
+        for m in history.get("messages") or []
+    ]
+    return Outcome({"messages": messages}, f"{len(messages)} message(s)")
+
+
+@read_tool(
+    "lookup_user",
+    "Find a workspace member by id or email.",
+    LookupUser,
+    label="Looking up a person",
+)
+async def lookup_user(args: LookupUser, ctx: ToolContext) -> Outcome:
+    if args.user:
+        found = await ctx.slack.users_info(user=args.user)
+    elif args.email:
+        found = await ctx.slack.users_lookupByEmail(email=args.email)
+    else:
+        raise ValueError("give either user or email")
+    user = found.get("user") or {}
+    profile = user.get("profile") or {}
+    result = {
+        "id": user.get("id"),
+        "name": user.get("name"),
+        "real_name": user.get("real_name"),
+        "display_name": profile.get("display_name"),
+        "title": profile.get("title"),
+        "tz": user.get("tz"),
+        "is_bot": user.get("is_bot"),
+    }
+    return Outcome(result, str(result["real_name"] or result["name"]))
+
+
+async def _channel_label(ctx: ToolContext, channel: str) -> str:
+    try:
+        return f"#{(await _channel(ctx, channel)).get('name') or channel}"
+    except Exception:  # the label is for people; the id still identifies it
+        return channel
+
+
+async def _preview_post(args: PostMessage, ctx: ToolContext) -> Preview:
+    where = await _channel_label(ctx, args.channel)
+    return Preview(f"Post a message in {where}", (Change("message", None, args.text),))
+
+
+@write_tool(
+    "post_message",
+    "Post a message in a channel (a person must approve it first).",
+    PostMessage,
+    preview=_preview_post,
+)
+async def post_message(args: PostMessage, ctx: ToolContext) -> Outcome:
+    posted = await ctx.slack.chat_postMessage(channel=args.channel, text=escape(args.text))
+    link = await _permalink(ctx, args.channel, str(posted["ts"]))
+    return Outcome(
+        {"posted": True, "channel": args.channel, "ts": posted["ts"]}, "Message posted", link
+    )
+
+
+async def _permalink(ctx: ToolContext, channel: str, ts: str) -> str | None:
+    try:
+        found = await ctx.slack.chat_getPermalink(channel=channel, message_ts=ts)
+    except Exception:  # a missing link must not turn a done write into a failure
+        return None
+    return str(found.get("permalink")) if found.get("permalink") else None
+
+
+async def _preview_schedule(args: ScheduleMessage, ctx: ToolContext) -> Preview:
+    where = await _channel_label(ctx, args.channel)
+    when = args.post_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return Preview(
+        f"Schedule a message in {where} for {when}",
+        (Change("message", None, args.text), Change("post at", None, when)),
+    )
+
+
+@write_tool(
+    "schedule_message",
+    "Schedule a message for later in a channel (a person must approve it first).",
+    ScheduleMessage,
+    preview=_preview_schedule,
+)
+async def schedule_message(args: ScheduleMessage, ctx: ToolContext) -> Outcome:
+    post_at = int(args.post_at.timestamp())
+    if post_at <= int(datetime.now(UTC).timestamp()):
+        raise ValueError("post_at is in the past")
+    done = await ctx.slack.chat_scheduleMessage(
+        channel=args.channel, text=escape(args.text), post_at=post_at
+    )
+    return Outcome(
+        {"scheduled": True, "scheduled_message_id": done.get("scheduled_message_id")},
+        "Message scheduled",
+    )
+
+
+async def _preview_topic(args: SetChannelTopic, ctx: ToolContext) -> Preview:
+    data = await _channel(ctx, args.channel)
+    return Preview(
+        f"Set the topic of #{data.get('name') or args.channel}",
+        (Change("topic", _topic(data) or None, args.topic or None),),
+    )
+
+
+@write_tool(
+    "set_channel_topic",
+    "Change a channel's topic (a person must approve it first).",
+    SetChannelTopic,
+    preview=_preview_topic,
+    destructive=True,
+)
+async def set_channel_topic(args: SetChannelTopic, ctx: ToolContext) -> Outcome:
+    await ctx.slack.conversations_setTopic(channel=args.channel, topic=args.topic)
+    return Outcome({"topic": args.topic}, "Topic set")
+
+
+TOOLS = [
+    get_channel_info,
+    get_recent_messages,
+    lookup_user,
+    post_message,
+    schedule_message,
+    set_channel_topic,
+]

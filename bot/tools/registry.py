@@ -1,0 +1,213 @@
+"""A tool is declared once, typed: name, description, a pydantic model for its arguments (whose
+strict JSON schema goes to the model), and for write tools a plain-language preview built from
+the target's current state. A tool with a preview requires approval; one without is read-only
+and runs at once.
+
+Packs are modules with a `TOOLS` list; `TOOL_PACKS` names the modules to load, so a team adds
+its own pack without touching this code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import openai
+from pydantic import BaseModel, ValidationError
+
+if TYPE_CHECKING:
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from bot.db.session import Database
+
+A = TypeVar("A", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One previewed field: what it is now and what it will be."""
+
+    field: str
+    old: str | None
+    new: str | None
+
+    def as_json(self) -> dict[str, str | None]:
+        return {"field": self.field, "old": self.old, "new": self.new}
+
+
+@dataclass(frozen=True)
+class Preview:
+    description: str  # "Create task 'Fix login bug' assigned to @dana, due Friday"
+    changes: tuple[Change, ...] = ()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    result: dict[str, Any]  # what the model is told
+    summary: str  # what the card shows, in plain words
+    link: str | None = None
+
+
+@dataclass
+class ToolContext:
+    """What a tool may use; passed in, never global."""
+
+    db: Database
+    slack: AsyncWebClient
+    team_id: str
+    channel_id: str
+    requester: str
+    idempotency_key: str | None = None
+    public_base_url: str | None = None
+    _names: dict[str, str] = field(default_factory=dict)
+
+    async def user_label(self, user_id: str | None) -> str:
+        """`@name` for display without pinging anyone (a `<@U…>` would notify them)."""
+        if not user_id:
+            return "nobody"
+        if user_id not in self._names:
+            try:
+                info = await self.slack.users_info(user=user_id)
+                user = info.get("user") or {}
+                profile = user.get("profile") or {}
+                name = profile.get("display_name") or user.get("real_name") or user.get("name")
+                self._names[user_id] = f"@{name}" if name else user_id
+            except Exception:  # a name is a nicety; the id is enough
+                self._names[user_id] = user_id
+        return self._names[user_id]
+
+
+class ToolArgumentsError(Exception):
+    """Arguments that are not JSON or do not fit the schema; the message goes to the model."""
+
+
+@dataclass(frozen=True)
+class Tool(Generic[A]):
+    name: str
+    description: str
+    arguments: type[A]
+    run: Callable[[A, ToolContext], Awaitable[Outcome]]
+    preview: Callable[[A, ToolContext], Awaitable[Preview]] | None = None
+    destructive: bool = False
+    expires_after: timedelta | None = None
+    pack: str = ""
+    running_label: str = ""  # shown in the live reply while a read tool runs
+
+    @property
+    def requires_approval(self) -> bool:
+        return self.preview is not None
+
+    def schema(self) -> dict[str, Any]:
+        return dict(
+            openai.pydantic_function_tool(
+                self.arguments, name=self.name, description=self.description
+            )
+        )
+
+    def parse(self, raw: str | dict[str, Any]) -> A:
+        try:
+            data = json.loads(raw) if isinstance(raw, str) else raw
+        except json.JSONDecodeError as exc:
+            raise ToolArgumentsError(f"arguments are not valid JSON ({exc.msg})") from None
+        if not isinstance(data, dict):
+            raise ToolArgumentsError("arguments must be a JSON object")
+        try:
+            return self.arguments.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                for e in exc.errors()
+            )
+            raise ToolArgumentsError(problems) from None
+
+
+def arguments_hash(arguments: dict[str, Any]) -> str:
+    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def read_tool(
+    name: str, description: str, arguments: type[A], *, label: str = ""
+) -> Callable[[Callable[[A, ToolContext], Awaitable[Outcome]]], Tool[A]]:
+    def wrap(run: Callable[[A, ToolContext], Awaitable[Outcome]]) -> Tool[A]:
+        return Tool(name, description, arguments, run, running_label=label)
+
+    return wrap
+
+
+def write_tool(
+    name: str,
+    description: str,
+    arguments: type[A],
+    *,
+    preview: Callable[[A, ToolContext], Awaitable[Preview]],
+    destructive: bool = False,
+    expires_after: timedelta | None = None,
+) -> Callable[[Callable[[A, ToolContext], Awaitable[Outcome]]], Tool[A]]:
+    def wrap(run: Callable[[A, ToolContext], Awaitable[Outcome]]) -> Tool[A]:
+        return Tool(
+            name,
+            description,
+            arguments,
+            run,
+            preview=preview,
+            destructive=destructive,
+            expires_after=expires_after,
+        )
+
+    return wrap
+
+
+class UnknownPack(Exception):
+    pass
+
+
+class ToolRegistry:
+    def __init__(self, tools: Iterable[Tool[Any]] = ()) -> None:
+        self._tools: dict[str, Tool[Any]] = {}
+        for tool in tools:
+            self.add(tool)
+
+    def add(self, tool: Tool[Any]) -> None:
+        if tool.name in self._tools:
+            raise ValueError(f"two tools are named {tool.name!r}")
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool[Any] | None:
+        return self._tools.get(name)
+
+    def __iter__(self) -> Any:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [tool.schema() for tool in self._tools.values()]
+
+    @classmethod
+    def from_packs(cls, modules: Iterable[str]) -> ToolRegistry:
+        registry = cls()
+        for module_name in modules:
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError as exc:
+                raise UnknownPack(f"cannot import tool pack {module_name!r}: {exc}") from exc
+            tools = getattr(module, "TOOLS", None)
+            if not isinstance(tools, list | tuple):
+                raise UnknownPack(f"tool pack {module_name!r} has no TOOLS list")
+            pack = getattr(module, "PACK", module_name.rsplit(".", 1)[-1])
+            for tool in tools:
+                registry.add(_with_pack(tool, pack))
+        return registry
+
+
+def _with_pack(tool: Tool[Any], pack: str) -> Tool[Any]:
+    from dataclasses import replace
+
+    return replace(tool, pack=tool.pack or pack)
