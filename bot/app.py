@@ -8,20 +8,29 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
 
 import aiohttp
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.approvals.background import ResumeWorker, Sweeper, new_worker_id
+from bot.approvals.executor import Executor
+from bot.approvals.policy import GroupMembers, Policies
+from bot.approvals.service import ApprovalsService
 from bot.config import Settings
-from bot.conversation.turn import Conversations, TurnSettings
+from bot.conversation.turn import ActionDesk, Conversations, TurnSettings
 from bot.db.migrate import upgrade_to_head
+from bot.db.models import Proposal
 from bot.db.session import Database
 from bot.llm import LLM, make_client
 from bot.slack import commands, listeners
+from bot.slack.card_publisher import CardPublisher
 from bot.slack.edit_budget import EditBudget
+from bot.slack.interactions import Interactions
 from bot.slack.ratelimit import retry_handlers
 from bot.tasks import TaskGroup
+from bot.tools.registry import ToolContext, ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +45,9 @@ class Countersign:
     tasks: TaskGroup
     conversations: Conversations
     bolt: AsyncApp
+    approvals: ApprovalsService
+    executor: Executor
+    sweeper: Sweeper
 
     @classmethod
     def build(cls, settings: Settings) -> Countersign:
@@ -61,6 +73,11 @@ class Countersign:
         )
         db = Database.from_url(settings.database_url)
         llm = LLM(make_client(settings), settings.llm_model)
+        public_url = str(settings.public_base_url) if settings.public_base_url else None
+        registry = ToolRegistry.from_packs(settings.tool_packs)
+        policies = Policies.parse(settings.approval_policies)
+        approvals = ApprovalsService(db)
+        cards = CardPublisher(slack, budget, approvals, registry, policies)
         conversations = Conversations(
             db,
             llm,
@@ -71,7 +88,57 @@ class Countersign:
                 history_window=settings.history_window_messages,
                 max_chars=settings.slack_message_max_chars,
                 min_edit_interval=settings.slack_edit_min_interval_seconds,
+                max_tool_rounds=settings.max_tool_rounds,
+                tool_timeout=settings.tool_timeout_seconds,
+                proposal_expiry=timedelta(minutes=settings.proposal_expiry_minutes),
+                public_base_url=public_url,
             ),
+            ActionDesk(registry, policies, approvals, cards),
+        )
+
+        def tool_context(proposal: Proposal) -> ToolContext:
+            return ToolContext(
+                db=db,
+                slack=slack,
+                team_id=proposal.team_id,
+                channel_id=proposal.channel_id,
+                requester=proposal.requester,
+                idempotency_key=proposal.idempotency_key,
+                public_base_url=public_url,
+            )
+
+        tasks = TaskGroup()
+        worker = new_worker_id()
+        resumer = ResumeWorker(db, conversations, tasks, worker)
+        executor = Executor(
+            approvals,
+            registry,
+            cards,
+            tool_context,
+            resumer.kick,
+            worker,
+            settings.tool_timeout_seconds,
+        )
+        reminder = settings.proposal_reminder_minutes
+        sweeper = Sweeper(
+            approvals,
+            cards,
+            executor,
+            resumer,
+            tasks,
+            settings.sweep_interval_seconds,
+            timedelta(minutes=reminder) if reminder else None,
+        )
+        interactions = Interactions(
+            approvals,
+            registry,
+            policies,
+            GroupMembers(slack),
+            cards,
+            executor,
+            tasks,
+            tool_context,
+            resumer.kick,
         )
         signing_secret = settings.slack_signing_secret
         bolt = AsyncApp(
@@ -79,18 +146,33 @@ class Countersign:
             signing_secret=signing_secret.get_secret_value() if signing_secret else "",
             logger=logging.getLogger("slack_bolt"),
         )
-        tasks = TaskGroup()
         listeners.register(bolt, conversations, tasks)
         commands.register(bolt)
-        return cls(settings, db, slack, llm, budget, tasks, conversations, bolt)
+        interactions.register(bolt)
+        return cls(
+            settings,
+            db,
+            slack,
+            llm,
+            budget,
+            tasks,
+            conversations,
+            bolt,
+            approvals,
+            executor,
+            sweeper,
+        )
 
     async def start(self) -> None:
         """Run pending migrations before any event is handled."""
         await upgrade_to_head(self.db)
+        await self.sweeper.recover()
+        self.sweeper.start()
 
     async def shutdown(self) -> None:
         """Let live replies finish (or finalise them with a note), then release resources."""
         log.info("shutting down: %d turn(s) in flight", self.tasks.running)
+        await self.sweeper.stop()
         await self.tasks.drain(self.settings.shutdown_grace_seconds)
         await self.budget.stop()
         await self.llm.client.close()

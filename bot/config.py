@@ -6,6 +6,7 @@ Every problem is reported at once, naming the variable and what it should hold; 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,7 +19,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import SettingsError as PydanticSettingsError
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are Countersign, a helpful assistant working inside Slack. Answer concisely and use "
@@ -48,6 +50,16 @@ HINTS: dict[str, str] = {
     "LLM_MAX_RETRIES": "how often the openai SDK retries a failed request, 0 to 10",
     "SHUTDOWN_GRACE_SECONDS": "seconds to let live replies finish on SIGTERM, 0 to 600",
     "LOG_LEVEL": "DEBUG, INFO, WARNING or ERROR",
+    "TOOL_PACKS": "comma-separated Python modules with a TOOLS list, e.g. "
+    "bot.tools.packs.tasks,bot.tools.packs.slack,mycompany.countersign_tools",
+    "APPROVAL_POLICIES": 'JSON such as {"create_task": {"approvers": ["U012AB"], '
+    '"approvals_required": 2, "four_eyes": true}} (see README)',
+    "PROPOSAL_EXPIRY_MINUTES": "minutes an approval card waits before it expires, 1 to 10080",
+    "PROPOSAL_REMINDER_MINUTES": "minutes before expiry to post a reminder, 0 to turn off",
+    "MAX_TOOL_ROUNDS": "tool rounds the model may take in one turn, 1 to 50",
+    "TOOL_TIMEOUT_SECONDS": "seconds a tool may run, 1 to 600",
+    "PUBLIC_BASE_URL": "the https:// address where this bot's HTTP server is reachable",
+    "SWEEP_INTERVAL_SECONDS": "seconds between expiry/recovery sweeps, 1 to 300",
 }
 
 
@@ -98,6 +110,17 @@ class Settings(BaseSettings):
     slack_edit_min_interval_seconds: Annotated[float, Field(ge=0.1, le=60)] = 1.0
     slack_message_max_chars: Annotated[int, Field(ge=500, le=3900)] = 3500
 
+    tool_packs: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["bot.tools.packs.tasks", "bot.tools.packs.slack"]
+    )
+    approval_policies: Annotated[dict[str, Any], NoDecode] = Field(default_factory=dict)
+    proposal_expiry_minutes: Annotated[float, Field(ge=1, le=10080)] = 15.0
+    proposal_reminder_minutes: Annotated[float, Field(ge=0, le=10080)] = 3.0
+    max_tool_rounds: Annotated[int, Field(ge=1, le=50)] = 8
+    tool_timeout_seconds: Annotated[float, Field(ge=1, le=600)] = 60.0
+    public_base_url: HttpUrl | None = None
+    sweep_interval_seconds: Annotated[float, Field(ge=0.05, le=300)] = 15.0
+
     shutdown_grace_seconds: Annotated[float, Field(ge=0, le=600)] = 20.0
     log_level: str = Field(default="INFO", validation_alias=AliasChoices("LOG_LEVEL"))
 
@@ -131,6 +154,47 @@ class Settings(BaseSettings):
         if v and not v.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("must be a redis:// URL")
         return v or None
+
+    @field_validator("tool_packs", mode="before")
+    @classmethod
+    def _packs(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            return [p.strip() for p in v.split(",") if p.strip()]
+        return v
+
+    @field_validator("tool_packs")
+    @classmethod
+    def _packs_load(cls, v: list[str]) -> list[str]:
+        from bot.tools.registry import ToolRegistry, UnknownPack
+
+        try:
+            ToolRegistry.from_packs(v)
+        except (UnknownPack, ValueError) as exc:
+            raise ValueError(str(exc)) from None
+        return v
+
+    @field_validator("approval_policies", mode="before")
+    @classmethod
+    def _policies_json(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            try:
+                return json.loads(v) if v.strip() else {}
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not valid JSON ({exc.msg} at character {exc.pos})") from None
+        return v
+
+    @field_validator("approval_policies")
+    @classmethod
+    def _policies(cls, v: dict[str, Any]) -> dict[str, Any]:
+        from bot.approvals.policy import Policies
+
+        try:
+            Policies.parse(v)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ValueError(f"{where}: {first['msg']}") from None
+        return v
 
     @field_validator("log_level")
     @classmethod
@@ -182,3 +246,5 @@ def load_settings(**overrides: Any) -> Settings:
         return Settings(**overrides)
     except ValidationError as exc:
         raise SettingsError([_describe(dict(e)) for e in exc.errors()]) from None
+    except PydanticSettingsError as exc:  # a value the settings sources could not even read
+        raise SettingsError([str(exc)]) from None

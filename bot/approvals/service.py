@@ -440,6 +440,7 @@ class ApprovalsService:
                 {"summary": outcome.summary, "link": outcome.link},
                 result=outcome.result,
                 result_link=outcome.link,
+                result_summary=outcome.summary,
                 lease_owner=None,
                 lease_expires_at=None,
             )

@@ -36,6 +36,12 @@ def window_start(roles: Sequence[str], max_messages: int) -> int:
 
 M = TypeVar("M", bound=StoredMessage)
 
+# A write call whose proposal is still waiting for a person (its result is filled in later).
+PENDING = (
+    '{"status": "pending_approval", "note": "A person has not decided on this action yet; '
+    'it has not been carried out."}'
+)
+
 
 def window(messages: Sequence[M], max_messages: int) -> list[M]:
     return list(messages[window_start([m.role for m in messages], max_messages) :])
@@ -47,7 +53,7 @@ def to_openai(message: StoredMessage) -> ChatCompletionMessageParam:
         return {
             "role": "tool",
             "tool_call_id": message.tool_call_id or "",
-            "content": message.content or "",
+            "content": message.content if message.content is not None else PENDING,
         }
     if role == "assistant":
         out: dict[str, Any] = {"role": "assistant", "content": message.content}

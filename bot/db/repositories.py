@@ -124,3 +124,17 @@ async def all_messages(session: AsyncSession, conversation_id: int) -> list[Mess
         select(Message).where(Message.conversation_id == conversation_id).order_by(Message.id)
     )
     return list(rows.all())
+
+
+async def last_user(session: AsyncSession, conversation_id: int) -> str | None:
+    """Who spoke last in the conversation (the person a resumed turn acts for)."""
+    return await session.scalar(
+        select(Message.slack_user)
+        .where(
+            Message.conversation_id == conversation_id,
+            Message.role == Role.USER,
+            Message.slack_user.is_not(None),
+        )
+        .order_by(Message.id.desc())
+        .limit(1)
+    )

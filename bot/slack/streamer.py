@@ -19,7 +19,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.edit_budget import EditBudget
 from bot.slack.errors import slack_error
-from bot.slack.render import to_mrkdwn
+from bot.slack.render import escape, to_mrkdwn
 from bot.slack.split import split_message
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,7 @@ class ReplyStream:
         self._clock = clock
         self.source = ""
         self.footer = ""
+        self.status = ""  # e.g. "Looking up tasks", shown while not final
         self.shown: list[str] = []  # text of each Slack message as last sent
         self.message_ts: list[str] = []
         self._final = False
@@ -85,6 +86,12 @@ class ReplyStream:
             self.source += text
             self._changed.set()
 
+    def set_status(self, status: str) -> None:
+        """A short line under the text while the turn works (e.g. runs a read tool)."""
+        if status != self.status and not self._final:
+            self.status = status
+            self._changed.set()
+
     async def finish(self, footer: str = "") -> list[str]:
         """Make the complete text visible (plus an optional footer) and wait until it is."""
         self.footer = footer
@@ -103,6 +110,8 @@ class ReplyStream:
             body = f"{body}\n\n{self.footer}" if body else self.footer
         if not self._final:
             body = (body + CURSOR) if body else PLACEHOLDER
+            if self.status:
+                body += f"\n_{escape(self.status)}…_"
         return split_message(body or " ", self.max_chars)
 
     async def _wait_for_interval(self) -> None:

@@ -119,11 +119,20 @@ class Tool(Generic[A]):
         try:
             return self.arguments.model_validate(data)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
-                for e in exc.errors()
-            )
-            raise ToolArgumentsError(problems) from None
+            raise ToolArgumentsError(_problems(exc)) from None
+
+    def parse_strings(self, raw: dict[str, str]) -> A:
+        """Arguments typed by a person as text (the Edit modal), converted per field type."""
+        try:
+            return self.arguments.model_validate_strings(raw)
+        except ValidationError as exc:
+            raise ToolArgumentsError(_problems(exc)) from None
+
+
+def _problems(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors()
+    )
 
 
 def arguments_hash(arguments: dict[str, Any]) -> str:

@@ -1,0 +1,109 @@
+"""What happens to the tool calls of one model round, before anything is stored.
+
+Unknown tools and arguments that are not JSON or do not fit the schema become an error result
+for the model (never executed, never shown as a card); read tools run at once; write tools get
+their preview and wait for a person.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+
+from bot.llm import ToolCall
+from bot.slack.errors import slack_error
+from bot.tools.registry import Preview, Tool, ToolArgumentsError, ToolContext, ToolRegistry
+
+
+@dataclass(frozen=True)
+class Prepared:
+    call: ToolCall
+    tool: Tool[Any] | None
+    result: dict[str, Any] | None  # immediate result; None: waiting for approval
+    arguments: dict[str, Any] | None = None
+    preview: Preview | None = None
+
+    @property
+    def needs_approval(self) -> bool:
+        return self.result is None
+
+    def content(self) -> str | None:
+        return None if self.result is None else json.dumps(self.result, ensure_ascii=False)
+
+
+def plain_error(exc: BaseException) -> str:
+    """A tool failure in words a person (and the model) can act on."""
+    if isinstance(exc, SlackApiError):
+        return f"Slack refused the request ({slack_error(exc)})"
+    if isinstance(exc, TimeoutError):
+        return "the tool did not finish in time"
+    if isinstance(exc, LookupError | ValueError | PermissionError):
+        return str(exc.args[0]) if exc.args else type(exc).__name__
+    return f"{type(exc).__name__}: {exc}"[:500]
+
+
+async def prepare_calls(
+    calls: list[ToolCall],
+    registry: ToolRegistry,
+    context: Callable[[], ToolContext],
+    on_status: Callable[[str], None],
+    timeout: float,
+) -> list[Prepared]:
+    prepared: list[Prepared] = []
+    for call in calls:
+        tool = registry.get(call.name)
+        if tool is None:
+            prepared.append(
+                Prepared(
+                    call, None, {"status": "error", "error": f"there is no tool {call.name!r}"}
+                )
+            )
+            continue
+        try:
+            arguments = tool.parse(call.arguments)
+        except ToolArgumentsError as exc:
+            prepared.append(
+                Prepared(
+                    call,
+                    tool,
+                    {
+                        "status": "invalid_arguments",
+                        "error": str(exc),
+                        "instruction": "Nothing was done. Fix the arguments and call again.",
+                    },
+                )
+            )
+            continue
+        if not tool.requires_approval:
+            on_status(tool.running_label or f"Running {tool.name}")
+            try:
+                outcome = await asyncio.wait_for(tool.run(arguments, context()), timeout)
+                result: dict[str, Any] = outcome.result
+            except Exception as exc:  # the model is told, the turn goes on
+                result = {"status": "error", "error": plain_error(exc)}
+            prepared.append(Prepared(call, tool, result))
+            continue
+        assert tool.preview is not None
+        try:
+            preview = await asyncio.wait_for(tool.preview(arguments, context()), timeout)
+        except Exception as exc:  # e.g. the task to update does not exist
+            prepared.append(
+                Prepared(
+                    call,
+                    tool,
+                    {
+                        "status": "error",
+                        "error": f"could not prepare this action: {plain_error(exc)}",
+                    },
+                )
+            )
+            continue
+        prepared.append(
+            Prepared(call, tool, None, arguments=arguments.model_dump(mode="json"), preview=preview)
+        )
+    return prepared
