@@ -17,14 +17,15 @@ class TaskGroup:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.accepting = True
 
-    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any] | None:
         if not self.accepting:
             coro.close()
             log.warning("shutting down: %s was not started", name)
-            return
+            return None
         task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._done)
+        return task
 
     def _done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)

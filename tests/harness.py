@@ -162,6 +162,70 @@ class RunningBot:
         assert await self.send_event(event) == 200
         return ts
 
+    async def _interact(self, payload: dict[str, Any]) -> tuple[int, str]:
+        import urllib.parse
+
+        payload = {
+            "api_app_id": "A0TEST",
+            "token": "legacy",
+            "team": {"id": fake_slack.TEAM_ID},
+            **payload,
+        }
+        body = urllib.parse.urlencode({"payload": json.dumps(payload)}).encode()
+        headers = self.signed_headers(body)
+        headers["Content-Type"] = "application/x-www-form-urlencoded"
+        return await self.post_raw(body, headers)
+
+    async def click(
+        self, card: fake_slack.StoredMessage, action_id: str, user: str, channel: str
+    ) -> int:
+        """A person clicks a button of a card (found by its action id)."""
+        button = next(
+            e
+            for b in card.blocks or []
+            if b.get("type") == "actions"
+            for e in b.get("elements", [])
+            if e.get("action_id") == action_id
+        )
+        status, _ = await self._interact(
+            {
+                "type": "block_actions",
+                "user": {"id": user, "team_id": fake_slack.TEAM_ID},
+                "trigger_id": f"trigger-{user}-{time.monotonic_ns()}",
+                "container": {"type": "message", "message_ts": card.ts, "channel_id": channel},
+                "channel": {"id": channel},
+                "message": {"ts": card.ts, "thread_ts": card.thread_ts, "text": card.text},
+                "response_url": "http://127.0.0.1:9/response",
+                "actions": [
+                    {
+                        "type": "button",
+                        "action_id": action_id,
+                        "block_id": "b",
+                        "value": button["value"],
+                        "action_ts": "1.0",
+                    }
+                ],
+            }
+        )
+        return status
+
+    async def submit_view(
+        self, view: dict[str, Any], user: str, values: dict[str, str]
+    ) -> tuple[int, str]:
+        """A person submits a modal the bot opened, with text typed into its inputs."""
+        state = {
+            block: {"value": {"type": "plain_text_input", "value": text}}
+            for block, text in values.items()
+        }
+        return await self._interact(
+            {
+                "type": "view_submission",
+                "user": {"id": user, "team_id": fake_slack.TEAM_ID},
+                "trigger_id": "t",
+                "view": {**view, "id": "V1", "state": {"values": state}},
+            }
+        )
+
     async def idle(self, timeout: float = 30.0) -> None:
         """Wait until every turn has finished."""
         deadline = time.monotonic() + timeout

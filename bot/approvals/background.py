@@ -54,7 +54,7 @@ class ResumeWorker:
         if self._draining is not None and not self._draining.done():
             self._again = True
             return
-        self._draining = asyncio.get_running_loop().create_task(self._drain(), name="resume")
+        self._draining = self.tasks.spawn(self._drain(), name="resume-drain")
 
     async def _drain(self) -> None:
         while True:

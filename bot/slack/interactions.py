@@ -199,8 +199,8 @@ class Interactions:
 
     def register(self, app: AsyncApp) -> None:
         async def ack_then(ack: AsyncAck, body: dict[str, Any], handler: Any, *args: Any) -> None:
-            await ack()
-            await handler(body, *args)
+            await ack()  # within Slack's 3 s; the decision runs as a tracked task
+            self.tasks.spawn(handler(body, *args), name=f"click-{body.get('trigger_id')}")
 
         @app.action(cards.APPROVE)
         async def _approve(ack: AsyncAck, body: dict[str, Any]) -> None:

@@ -56,6 +56,48 @@ class StoredMessage:
     bot_id: str | None
     thread_ts: str | None
     edits: int = 0
+    blocks: list[dict[str, Any]] | None = None
+
+
+class BlockKitError(ValueError):
+    pass
+
+
+def check_blocks(blocks: Any) -> None:
+    """Block Kit's documented limits, as Slack enforces them (`invalid_blocks`)."""
+    if isinstance(blocks, str):
+        blocks = json.loads(blocks)
+    if not isinstance(blocks, list) or len(blocks) > 50:
+        raise BlockKitError("more than 50 blocks")
+    for block in blocks:
+        if len(str(block.get("block_id", ""))) > 255:
+            raise BlockKitError("block_id too long")
+        kind = block.get("type")
+        if kind == "section":
+            if len((block.get("text") or {}).get("text", "")) > 3000:
+                raise BlockKitError("section text over 3000")
+            fields = block.get("fields") or []
+            if len(fields) > 10 or any(len(f.get("text", "")) > 2000 for f in fields):
+                raise BlockKitError("section fields over limits")
+        elif kind == "context":
+            if len(block.get("elements") or []) > 10:
+                raise BlockKitError("context over 10 elements")
+        elif kind == "actions":
+            elements = block.get("elements") or []
+            if len(elements) > 25:
+                raise BlockKitError("actions over 25 elements")
+            for element in elements:
+                if len((element.get("text") or {}).get("text", "")) > 75:
+                    raise BlockKitError("button text over 75")
+                if len(str(element.get("value", ""))) > 2000:
+                    raise BlockKitError("button value over 2000")
+                if len(str(element.get("action_id", ""))) > 255:
+                    raise BlockKitError("action_id over 255")
+                confirm = element.get("confirm")
+                if confirm and (
+                    len(confirm["title"]["text"]) > 100 or len(confirm["text"]["text"]) > 300
+                ):
+                    raise BlockKitError("confirm dialog over limits")
 
 
 @dataclass
@@ -68,6 +110,11 @@ class FakeSlack:
     # the same with the time each text became visible (time.monotonic())
     timeline: dict[str, list[tuple[float, str]]] = field(default_factory=lambda: defaultdict(list))
     fail_methods: dict[str, str] = field(default_factory=dict)
+    ephemerals: list[dict[str, Any]] = field(default_factory=list)
+    views: list[dict[str, Any]] = field(default_factory=list)
+    scheduled: list[dict[str, Any]] = field(default_factory=list)
+    channel_info: dict[str, dict[str, Any]] = field(default_factory=dict)
+    user_groups: dict[str, list[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -183,7 +230,17 @@ class FakeSlack:
             "chat.postMessage": self._post_message,
             "chat.update": self._update,
             "conversations.replies": self._replies,
+            "conversations.history": self._history,
+            "conversations.info": self._info,
+            "conversations.setTopic": self._set_topic,
             "apps.connections.open": self._connections_open,
+            "users.info": self._users_info,
+            "users.lookupByEmail": self._lookup_by_email,
+            "usergroups.users.list": self._group_users,
+            "chat.postEphemeral": self._post_ephemeral,
+            "chat.getPermalink": self._permalink,
+            "chat.scheduleMessage": self._schedule,
+            "views.open": self._views_open,
         }.get(method)
         if handler is None:
             return {"ok": False, "error": "unknown_method"}
@@ -207,9 +264,18 @@ class FakeSlack:
             return {"ok": False, "error": "channel_not_found"}
         if len(text) > MAX_TEXT:
             return {"ok": False, "error": "msg_too_long"}
+        blocks = args.get("blocks")
+        if blocks is not None:
+            try:
+                check_blocks(blocks)
+            except BlockKitError as exc:
+                return {"ok": False, "error": "invalid_blocks", "detail": str(exc)}
+            blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
         ts = self._next_ts()
         thread_ts = args.get("thread_ts") or None
-        self.channels[channel].append(StoredMessage(ts, text, BOT_USER_ID, BOT_ID, thread_ts))
+        self.channels[channel].append(
+            StoredMessage(ts, text, BOT_USER_ID, BOT_ID, thread_ts, blocks=blocks)
+        )
         self.history[ts].append(text)
         self.timeline[ts].append((time.monotonic(), text))
         return {"ok": True, "channel": channel, "ts": ts, "message": {"text": text, "ts": ts}}
@@ -222,6 +288,13 @@ class FakeSlack:
             return {"ok": False, "error": "message_not_found"}
         if len(text) > MAX_TEXT:
             return {"ok": False, "error": "msg_too_long"}
+        blocks = args.get("blocks")
+        if blocks is not None:
+            try:
+                check_blocks(blocks)
+            except BlockKitError as exc:
+                return {"ok": False, "error": "invalid_blocks", "detail": str(exc)}
+            message.blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
         message.text = text
         message.edits += 1
         self.history[ts].append(text)
@@ -245,6 +318,96 @@ class FakeSlack:
         if not messages:
             return {"ok": False, "error": "thread_not_found"}
         return {"ok": True, "messages": messages, "has_more": False}
+
+    def _history(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
+        channel = str(args.get("channel"))
+        top = [m for m in self.channels[channel] if m.thread_ts is None or m.thread_ts == m.ts]
+        return {
+            "ok": True,
+            "messages": [
+                {"type": "message", "ts": m.ts, "text": m.text, "user": m.user}
+                for m in reversed(top)
+            ][: int(args.get("limit") or 100)],
+        }
+
+    def _channel(self, channel: str) -> dict[str, Any]:
+        return self.channel_info.setdefault(
+            channel,
+            {
+                "id": channel,
+                "name": f"chan-{channel.lower()}",
+                "topic": {"value": ""},
+                "purpose": {"value": ""},
+                "num_members": 3,
+                "is_private": False,
+            },
+        )
+
+    def _info(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
+        return {"ok": True, "channel": self._channel(str(args.get("channel")))}
+
+    def _set_topic(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
+        channel = self._channel(str(args.get("channel")))
+        channel["topic"] = {"value": str(args.get("topic", ""))}
+        return {"ok": True, "channel": channel}
+
+    def _user(self, user_id: str) -> dict[str, Any]:
+        name = user_id.lower()
+        return {
+            "id": user_id,
+            "name": name,
+            "real_name": name.title(),
+            "tz": "Europe/Berlin",
+            "is_bot": False,
+            "profile": {"display_name": name, "title": ""},
+        }
+
+    def _users_info(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
+        return {"ok": True, "user": self._user(str(args.get("user")))}
+
+    def _lookup_by_email(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
+        local = str(args.get("email", "")).split("@")[0].upper()
+        return {"ok": True, "user": self._user(f"U{local}")}
+
+    def _group_users(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
+        group = str(args.get("usergroup"))
+        if group not in self.user_groups:
+            return {"ok": False, "error": "no_such_subteam"}
+        return {"ok": True, "users": self.user_groups[group]}
+
+    def _post_ephemeral(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
+        self.ephemerals.append(dict(args))
+        return {"ok": True, "message_ts": self._next_ts()}
+
+    def _permalink(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
+        channel, ts = str(args.get("channel")), str(args.get("message_ts"))
+        return {
+            "ok": True,
+            "channel": channel,
+            "permalink": f"https://test.slack.com/archives/{channel}/p{ts.replace('.', '')}",
+        }
+
+    def _schedule(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
+        self.scheduled.append(dict(args))
+        return {"ok": True, "scheduled_message_id": f"Q{len(self.scheduled)}"}
+
+    def _views_open(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
+        view = args.get("view")
+        view = json.loads(view) if isinstance(view, str) else view
+        self.views.append({"trigger_id": args.get("trigger_id"), "view": view})
+        return {"ok": True, "view": {"id": f"V{len(self.views)}", **(view or {})}}
+
+    def cards(self, channel: str) -> list[StoredMessage]:
+        """Messages of the bot that carry blocks (approval cards), oldest first."""
+        return [m for m in self.bot_messages(channel) if m.blocks]
+
+    def ephemerals_for(self, user: str) -> list[str]:
+        with self._lock:
+            return [str(e.get("text")) for e in self.ephemerals if e.get("user") == user]
+
+    def user_posts(self, channel: str) -> list[StoredMessage]:
+        """Messages the bot posted in `channel` outside any thread (e.g. via post_message)."""
+        return [m for m in self.bot_messages(channel) if m.thread_ts is None]
 
     def _connections_open(self, _args: dict[str, Any], request: web.Request) -> dict[str, Any]:
         return {"ok": True, "url": f"ws://{request.host}/socket"}
