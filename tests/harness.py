@@ -209,6 +209,32 @@ class RunningBot:
         )
         return status
 
+    async def click_value(
+        self,
+        proposal_id: int,
+        action_id: str,
+        user: str,
+        channel: str,
+        slack: fake_slack.FakeSlack,
+    ) -> int:
+        """Click a button of the card of `proposal_id` (whatever the card shows now)."""
+        for card in slack.cards(channel):
+            card = fake_slack.StoredMessage(
+                card.ts,
+                card.text,
+                card.user,
+                card.bot_id,
+                card.thread_ts,
+                blocks=[
+                    {
+                        "type": "actions",
+                        "elements": [{"action_id": action_id, "value": str(proposal_id)}],
+                    }
+                ],
+            )
+            return await self.click(card, action_id, user, channel)
+        raise AssertionError("no card in that channel")
+
     async def submit_view(
         self, view: dict[str, Any], user: str, values: dict[str, str]
     ) -> tuple[int, str]:

@@ -31,7 +31,7 @@ def call(name: str, arguments: dict[str, Any] | str, call_id: str = "call_1") ->
 
 
 def card_text(card: StoredMessage) -> str:
-    return json.dumps(card.blocks)
+    return json.dumps(card.blocks, ensure_ascii=False)
 
 
 async def proposals(bot: RunningBot) -> list[Proposal]:

@@ -16,13 +16,20 @@ from bot.approvals.service import AlreadyHandled, ApprovalsService
 from bot.conversation.tool_calls import plain_error
 from bot.db.models import Proposal
 from bot.slack.card_publisher import CardPublisher
-from bot.tools.registry import Outcome, Tool, ToolContext, ToolRegistry, arguments_hash
+from bot.tools.registry import (
+    Outcome,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolRegistry,
+    arguments_hash,
+)
 
 log = logging.getLogger(__name__)
 
 
-class StaleTarget(Exception):
-    pass
+class StaleTarget(ToolError):
+    """The target changed since the card was shown."""
 
 
 class Executor:

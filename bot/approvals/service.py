@@ -285,19 +285,24 @@ class ApprovalsService:
         await self._audit_only(proposal_id, "refused", user, {"action": action, "reason": reason})
 
     # -- people ------------------------------------------------------------------------------
-    async def _expire_if_due(self, session: AsyncSession, proposal: Proposal) -> Proposal:
-        if State(proposal.state) is State.PROPOSED and proposal.expires_at <= utcnow():
-            return await self._apply(session, proposal, Event.EXPIRE, "clock")
-        return proposal
+    async def _expire_if_due(self, proposal_id: int) -> None:
+        """A click on a card whose time is up expires it first (committed on its own, so the
+        click's refusal does not roll the expiry back)."""
+        async with self.db.transaction() as session:
+            proposal = await session.get(Proposal, proposal_id)
+            if proposal is None:
+                raise UnknownProposal("this action no longer exists")
+            if State(proposal.state) is State.PROPOSED and proposal.expires_at <= utcnow():
+                await self._apply(session, proposal, Event.EXPIRE, "clock")
 
     async def vote(self, proposal_id: int, user: str, approvals_required: int) -> VoteResult:
         """Record `user`'s approval; the quorum's last vote moves the proposal to approved and
         freezes the exact arguments (and their hash) that the executor will run."""
+        await self._expire_if_due(proposal_id)
         async with self.db.transaction() as session:
             proposal = await session.get(Proposal, proposal_id, with_for_update=True)
             if proposal is None:
                 raise UnknownProposal("this action no longer exists")
-            proposal = await self._expire_if_due(session, proposal)
             if State(proposal.state) is not State.PROPOSED:
                 raise AlreadyHandled(f"This action was {_describe_state(proposal)}.")
             try:
@@ -340,11 +345,11 @@ class ApprovalsService:
             return VoteResult(approved, approvers, approved_now=True)
 
     async def decline(self, proposal_id: int, user: str, reason: str | None) -> Proposal:
+        await self._expire_if_due(proposal_id)
         async with self.db.transaction() as session:
             proposal = await session.get(Proposal, proposal_id, with_for_update=True)
             if proposal is None:
                 raise UnknownProposal("this action no longer exists")
-            proposal = await self._expire_if_due(session, proposal)
             return await self._apply(
                 session,
                 proposal,
@@ -361,11 +366,11 @@ class ApprovalsService:
     ) -> Proposal:
         """New arguments for a proposal still waiting; the audit keeps both versions and
         earlier approvals no longer count (they approved other arguments)."""
+        await self._expire_if_due(proposal_id)
         async with self.db.transaction() as session:
             proposal = await session.get(Proposal, proposal_id, with_for_update=True)
             if proposal is None:
                 raise UnknownProposal("this action no longer exists")
-            proposal = await self._expire_if_due(session, proposal)
             if State(proposal.state) is not State.PROPOSED:
                 raise AlreadyHandled(f"This action was {_describe_state(proposal)}.")
             before, before_hash = proposal.arguments, proposal.arguments_hash

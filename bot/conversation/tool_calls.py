@@ -17,7 +17,14 @@ from slack_sdk.errors import SlackApiError
 
 from bot.llm import ToolCall
 from bot.slack.errors import slack_error
-from bot.tools.registry import Preview, Tool, ToolArgumentsError, ToolContext, ToolRegistry
+from bot.tools.registry import (
+    Preview,
+    Tool,
+    ToolArgumentsError,
+    ToolContext,
+    ToolError,
+    ToolRegistry,
+)
 
 
 @dataclass(frozen=True)
@@ -42,7 +49,7 @@ def plain_error(exc: BaseException) -> str:
         return f"Slack refused the request ({slack_error(exc)})"
     if isinstance(exc, TimeoutError):
         return "the tool did not finish in time"
-    if isinstance(exc, LookupError | ValueError | PermissionError):
+    if isinstance(exc, ToolError | LookupError | ValueError | PermissionError):
         return str(exc.args[0]) if exc.args else type(exc).__name__
     return f"{type(exc).__name__}: {exc}"[:500]
 

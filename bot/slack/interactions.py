@@ -171,28 +171,31 @@ class Interactions:
         try:
             proposal = await self.approvals.get(proposal_id)
         except ApprovalError as exc:
-            await ack(response_action="errors", errors={"_": exc.user_message})
+            log.info("edit of proposal %s: %s", proposal_id, exc.user_message)
+            await ack()  # the proposal is gone; closing the modal is all that is left
             return
         tool = self._tool(proposal)
         if tool is None or tool.preview is None:
-            await ack(response_action="errors", errors={"_": "this tool is not available"})
+            await ack()  # nothing to edit any more; the card says what happened
             return
+        first = next(iter(tool.arguments.model_fields))
         if user != proposal.requester:
             refusal = await self._authorise(proposal, user, "edit")
             if refusal:
-                await ack(response_action="errors", errors={"_": refusal})
+                await ack(response_action="errors", errors={first: refusal})
                 return
         raw = submitted_arguments(view["state"]["values"], tool.arguments)
         try:
             arguments = tool.parse_strings(raw)
         except ToolArgumentsError as exc:
-            await ack(response_action="errors", errors=field_errors(str(exc), raw))
+            fields = list(tool.arguments.model_fields)
+            await ack(response_action="errors", errors=field_errors(str(exc), fields))
             return
         preview = await tool.preview(arguments, self.context(proposal))
         try:
             await self.approvals.edit(proposal_id, user, arguments.model_dump(mode="json"), preview)
         except ApprovalError as exc:
-            await ack(response_action="errors", errors={next(iter(raw), "_"): exc.user_message})
+            await ack(response_action="errors", errors={first: exc.user_message})
             return
         await ack()
         await self.cards.refresh(proposal_id)
@@ -254,11 +257,11 @@ def submitted_arguments(values: dict[str, Any], model: type[BaseModel]) -> dict[
     return arguments
 
 
-def field_errors(message: str, raw: dict[str, str]) -> dict[str, str]:
-    """Slack wants errors keyed by block id: attach each problem to its field."""
+def field_errors(message: str, fields: list[str]) -> dict[str, str]:
+    """Slack wants errors keyed by block id: attach each problem to its field's input."""
     errors: dict[str, str] = {}
     for part in message.split("; "):
         name, _, text = part.partition(": ")
-        key = name.split(".")[0] if name.split(".")[0] in raw else next(iter(raw), "_")
+        key = name.split(".")[0] if name.split(".")[0] in fields else fields[0]
         errors[key] = (errors.get(key, "") + " " + (text or part)).strip()[:150]
     return errors

@@ -82,6 +82,10 @@ class ToolContext:
         return self._names[user_id]
 
 
+class ToolError(Exception):
+    """A failure whose message is already in plain words (shown on the card as it is)."""
+
+
 class ToolArgumentsError(Exception):
     """Arguments that are not JSON or do not fit the schema; the message goes to the model."""
 
