@@ -84,7 +84,8 @@ async def test_create_task_approved_runs_once_and_the_model_resumes(
     assert card.thread_ts == root
     shown = card_text(card)
     assert "Create task 'Fix login bug' assigned to @udana, due Friday 2026-11-27" in shown
-    assert "*title*\\nFix login bug" in shown and "*priority*\\nhigh" in shown
+    assert "*title*\\nFix login bug" in shown
+    assert "*priority*\\nhigh" in shown
     assert await tasks_in_db(bot) == []  # nothing written before the click
     assert len(fake_model.requests) == 1
 
@@ -112,7 +113,8 @@ async def test_create_task_approved_runs_once_and_the_model_resumes(
     resumed = [
         m for m in fake_slack.bot_messages("C1") if m.text == "Done: TASK-1 is on the board."
     ]
-    assert len(resumed) == 1 and resumed[0].thread_ts == root
+    assert len(resumed) == 1
+    assert resumed[0].thread_ts == root
     events = [(a.event, a.to_state) for a in await audit(bot)]
     assert events == [
         ("propose", "proposed"),
@@ -137,7 +139,8 @@ async def test_decline_with_reason_reaches_the_model(
     modal = fake_slack.views[-1]["view"]
     assert modal["callback_id"] == cards.DECLINE_MODAL
     status, answer = await bot.submit_view(modal, "UALICE", {"reason": "duplicate of TASK-7"})
-    assert status == 200 and "errors" not in answer
+    assert status == 200
+    assert "errors" not in answer
     await bot.idle()
     assert await tasks_in_db(bot) == []
     (result,) = tool_results(fake_model)

@@ -114,7 +114,8 @@ async def test_two_of_three_quorum_with_a_user_group(
     assert len(await tasks_in_db(bot)) == 1
     events = await audit_events(bot)
     assert ("refused", "UALICE") in events
-    assert ("vote", "UBEN") in events and ("approve", "UCAT") in events
+    assert ("vote", "UBEN") in events
+    assert ("approve", "UCAT") in events
 
 
 async def test_expiry_by_the_sweep_and_by_a_late_click(
@@ -131,7 +132,8 @@ async def test_expiry_by_the_sweep_and_by_a_late_click(
         )
     await bot.countersign.sweeper.sweep()  # inside the reminder window
     reminders = [m.text for m in fake_slack.bot_messages("C1") if "waits for a decision" in m.text]
-    assert len(reminders) == 1 and "<@UALICE>" in reminders[0]
+    assert len(reminders) == 1
+    assert "<@UALICE>" in reminders[0]
     async with bot.countersign.db.transaction() as session:
         await session.execute(update(Proposal).values(expires_at=utcnow() - timedelta(seconds=1)))
     await bot.countersign.sweeper.sweep()
@@ -177,7 +179,8 @@ async def test_edit_revalidates_rerenders_and_keeps_both_versions(
     modal = fake_slack.views[-1]["view"]
     assert modal["callback_id"] == cards.EDIT_MODAL
     initial = {b["block_id"]: b["element"].get("initial_value") for b in modal["blocks"]}
-    assert initial["title"] == "Fix login bug" and initial["due_date"] == "2026-11-27"
+    assert initial["title"] == "Fix login bug"
+    assert initial["due_date"] == "2026-11-27"
     status, answer = await bot.submit_view(modal, "UALICE", {"title": "", "priority": "meh"})
     assert status == 200
     errors = json.loads(answer)["errors"]
@@ -193,10 +196,12 @@ async def test_edit_revalidates_rerenders_and_keeps_both_versions(
             "description": "edited",
         },
     )
-    assert status == 200 and not answer.strip().startswith('{"response_action"')
+    assert status == 200
+    assert not answer.strip().startswith('{"response_action"')
     await bot.idle()
     shown = card_text(fake_slack.cards("C1")[0])
-    assert "Create task 'Fix SSO login loop'" in shown and "urgent" in shown
+    assert "Create task 'Fix SSO login loop'" in shown
+    assert "urgent" in shown
     async with bot.countersign.db.transaction() as session:
         edit = (await session.scalars(select(AuditEntry).where(AuditEntry.event == "edit"))).one()
     assert edit.detail is not None
@@ -233,9 +238,11 @@ async def test_a_target_changed_after_the_card_fails_as_stale(
     assert task.title == "Teammate's title"  # not overwritten
     (proposal,) = await proposals(bot)
     assert proposal.state == ProposalState.FAILED
-    assert proposal.error is not None and proposal.error.startswith("stale: title")
+    assert proposal.error is not None
+    assert proposal.error.startswith("stale: title")
     shown = card_text(fake_slack.cards("C1")[0])
-    assert "Failed" in shown and cards.RETRY in shown
+    assert "Failed" in shown
+    assert cards.RETRY in shown
     assert tool_results(fake_model)[0]["status"] == "failed"
 
 
@@ -287,7 +294,8 @@ async def test_cards_stay_within_block_kit_limits(
     await propose_create(bot, fake_slack, fake_model, args=args)
     (card,) = fake_slack.cards("C1")  # the fake refuses blocks over Block Kit's limits
     assert not [c for c in fake_slack.calls if c.method == "chat.postMessage" and not c.ok]
-    assert "<!channel>" not in card_text(card) and "<@U123>" not in card_text(card)
+    assert "<!channel>" not in card_text(card)
+    assert "<@U123>" not in card_text(card)
     await bot.click(card, cards.APPROVE, "UALICE", "C1")
     await bot.idle()
     assert not [c for c in fake_slack.calls if c.method == "chat.update" and not c.ok]
