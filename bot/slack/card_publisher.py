@@ -8,8 +8,10 @@ budget with live replies, as final-priority edits.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from slack_sdk.errors import SlackApiError
@@ -48,6 +50,20 @@ class CardPublisher:
         self.registry = registry
         self.policies = policies
         self._locks: weakref.WeakValueDictionary[int, asyncio.Lock] = weakref.WeakValueDictionary()
+        # What each card last showed, so a click that changed nothing costs no chat.update
+        # (the budget is shared with every live reply).
+        self._shown: OrderedDict[int, str] = OrderedDict()
+
+    def _remember(self, proposal_id: int, text: str, blocks: list[dict[str, object]]) -> bool:
+        """False if the card already shows exactly this."""
+        rendered = json.dumps([text, blocks], sort_keys=True)
+        if self._shown.get(proposal_id) == rendered:
+            return False
+        self._shown[proposal_id] = rendered
+        self._shown.move_to_end(proposal_id)
+        while len(self._shown) > 2000:
+            self._shown.popitem(last=False)
+        return True
 
     def _lock(self, proposal_id: int) -> asyncio.Lock:
         lock = self._locks.get(proposal_id)
@@ -88,6 +104,7 @@ class CardPublisher:
         except SlackApiError as exc:
             log.error("could not post the card of proposal %s: %s", proposal.id, slack_error(exc))
             return
+        self._remember(proposal.id, text, blocks)
         await self.approvals.set_card(proposal.id, str(posted["channel"]), str(posted["ts"]))
 
     async def refresh(self, proposal_id: int) -> None:
@@ -96,6 +113,8 @@ class CardPublisher:
             if not proposal.card_ts or not proposal.card_channel:
                 return
             text, blocks = approval_card(await self.view(proposal))
+            if not self._remember(proposal_id, text, blocks):
+                return
             await self.budget.acquire(_CardEdit())
             try:
                 await self.slack.chat_update(
