@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
+from typing import TextIO
 
 from bot.config import Settings, SettingsError, load_settings
 
@@ -21,6 +22,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=3000)
     commands.add_parser("migrate", help="bring the database schema up to date")
     commands.add_parser("doctor", help="check configuration, database, Slack and the model")
+    audit = commands.add_parser("audit", help="the audit trail of approval-gated actions")
+    audit_commands = audit.add_subparsers(dest="audit_command", required=True)
+    export = audit_commands.add_parser("export", help="write the audit trail as CSV or JSONL")
+    export.add_argument("--format", choices=["csv", "jsonl"], default="csv")
+    export.add_argument("--output", "-o", default="-", help="file to write (default: stdout)")
     return parser
 
 
@@ -46,6 +52,21 @@ async def _migrate(settings: Settings) -> int:
     finally:
         await db.dispose()
     print(f"database is up to date ({db.engine.url.render_as_string(hide_password=True)})")
+    return 0
+
+
+async def _audit_export(settings: Settings, fmt: str, out: TextIO) -> int:
+    from bot.approvals.audit_export import export
+    from bot.db.migrate import upgrade_to_head
+    from bot.db.session import Database
+
+    db = Database.from_url(settings.database_url)
+    try:
+        await upgrade_to_head(db)
+        count = await export(db, out, fmt)
+    finally:
+        await db.dispose()
+    print(f"exported {count} proposal(s)", file=sys.stderr)
     return 0
 
 
@@ -78,6 +99,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(_migrate(settings))
     if args.command == "doctor":
         return asyncio.run(_doctor(settings))
+    if args.command == "audit":
+        if args.output == "-":
+            return asyncio.run(_audit_export(settings, args.format, sys.stdout))
+        with open(args.output, "w", encoding="utf-8", newline="") as out:
+            return asyncio.run(_audit_export(settings, args.format, out))
     host = getattr(args, "host", "0.0.0.0")  # noqa: S104
     port = getattr(args, "port", 3000)
     return asyncio.run(_run(settings, args.command, host, port))

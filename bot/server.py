@@ -6,6 +6,7 @@ Both stop cleanly on SIGTERM/SIGINT: no new events, live replies finish or are f
 from __future__ import annotations
 
 import asyncio
+import html
 import logging
 import signal
 
@@ -15,6 +16,7 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from sqlalchemy import text
 
 from bot.app import Countersign
+from bot.db.models import Task
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +38,36 @@ def http_app(countersign: Countersign) -> web.Application:
             return web.json_response({"ok": False, "database": "unreachable"}, status=503)
         return web.json_response({"ok": True, "replies_in_flight": countersign.tasks.running})
 
+    async def task_page(request: web.Request) -> web.Response:
+        """Where a task's link on a card leads (read-only)."""
+        try:
+            task_id = int(request.match_info["task_id"])
+        except ValueError:
+            raise web.HTTPNotFound() from None
+        async with countersign.db.transaction() as session:
+            task = await session.get(Task, task_id)
+        if task is None:
+            raise web.HTTPNotFound()
+        rows = "".join(
+            f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v or ''))}</td></tr>"
+            for k, v in [
+                ("status", task.status),
+                ("assignee", task.assignee),
+                ("due", task.due_date),
+                ("priority", task.priority),
+                ("description", task.description),
+            ]
+        )
+        page = (
+            f"<!doctype html><title>TASK-{task.id}</title><h1>TASK-{task.id}: "
+            f"{html.escape(task.title)}</h1><table>{rows}</table>"
+        )
+        return web.Response(text=page, content_type="text/html")
+
     application = web.Application()
     application.router.add_post(EVENTS_PATH, slack_events)
     application.router.add_get("/healthz", healthz)
+    application.router.add_get("/tasks/{task_id}", task_page)
     return application
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
-from sqlalchemy import func, select, update
+from sqlalchemy import ColumnElement, func, select, update
 
 from bot.approvals.background import host_prefix
-from bot.db.models import AuditEntry, Proposal, ProposalState, ResumeRequest
+from bot.db.models import AuditEntry, Base, Proposal, ProposalState, ResumeRequest
 from bot.slack import cards
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack
@@ -16,9 +16,10 @@ from tests.harness import RunningBot, make_settings, start_bot, stop_bot
 from tests.test_approvals_flow import CREATE, call, card_text, proposals, tasks_in_db
 
 
-async def count(bot: RunningBot, model: type, *where: object) -> int:
+async def count(bot: RunningBot, model: type[Base], *where: ColumnElement[bool]) -> int:
     async with bot.countersign.db.transaction() as session:
-        return int(await session.scalar(select(func.count()).select_from(model).where(*where)))
+        found = await session.scalar(select(func.count()).select_from(model).where(*where))
+    return int(found or 0)
 
 
 async def click_storm(bots: list[RunningBot], slack: FakeSlack, clicks: int) -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +16,7 @@ from bot.db.models import AuditEntry, Proposal, ProposalState, Task, utcnow
 from bot.slack import cards
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack
-from tests.harness import RunningBot, make_settings, start_bot, stop_bot
+from tests.harness import RunningBot, clean_env, make_settings, run_cli, start_bot, stop_bot
 from tests.test_approvals_flow import CREATE, call, card_text, proposals, tasks_in_db, tool_results
 
 
@@ -300,3 +302,37 @@ async def test_cards_stay_within_block_kit_limits(
     await bot.idle()
     assert not [c for c in fake_slack.calls if c.method == "chat.update" and not c.ok]
     assert len(await tasks_in_db(bot)) == 1
+
+
+async def test_audit_export_csv_and_jsonl(
+    bot: RunningBot,
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    sqlite_url: str,
+    tmp_path: Path,
+) -> None:
+    await propose_create(bot, fake_slack, fake_model)
+    await propose_create(bot, fake_slack, fake_model)
+    first, second = await proposals(bot)
+    await bot.click_value(first.id, cards.APPROVE, "UALICE", "C1", fake_slack)
+    await bot.idle()
+    await bot.click_value(second.id, cards.DECLINE, "UALICE", "C1", fake_slack)
+    await bot.idle()
+    await bot.submit_view(fake_slack.views[-1]["view"], "UALICE", {"reason": "no, thanks"})
+    await bot.idle()
+    env = clean_env(SLACK_BOT_TOKEN="xoxb-1", OPENAI_API_KEY="k", DATABASE_URL=sqlite_url)
+    out = tmp_path / "audit.csv"
+    result = run_cli(["audit", "export", "--format", "csv", "-o", str(out)], env, tmp_path)
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.DictReader(out.open()))
+    assert [(r["decision"], r["decided_by"], r["reason"]) for r in rows] == [
+        ("succeeded", "UALICE", ""),
+        ("declined", "UALICE", "no, thanks"),
+    ]
+    assert rows[0]["arguments_hash"] == rows[0]["approved_hash"] == first.arguments_hash
+    assert rows[0]["result"] == "Created TASK-1"
+    assert float(rows[0]["seconds_executing"]) >= 0
+    result = run_cli(["audit", "export", "--format", "jsonl"], env, tmp_path)
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [e["event"] for e in lines[0]["events"]] == ["propose", "approve", "start", "succeed"]
+    assert "exported 2 proposal(s)" in result.stderr

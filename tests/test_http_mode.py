@@ -75,3 +75,17 @@ async def test_twenty_thousand_characters_arrive_whole_across_messages(
     assert " ".join(m.text for m in replies).split() == words
     failed = [c for c in fake_slack.calls if not c.ok]
     assert failed == []  # never msg_too_long, never rate limited
+
+
+async def test_task_links_lead_to_a_read_only_page(bot: RunningBot) -> None:
+    from bot.db.models import Task
+
+    async with bot.countersign.db.transaction() as session:
+        session.add(Task(team_id="T0TEST", title="<script>x</script>", created_by="U1"))
+    async with bot.session.get(bot.url + "/tasks/1") as response:
+        assert response.status == 200
+        page = await response.text()
+    assert "TASK-1" in page
+    assert "<script>" not in page
+    async with bot.session.get(bot.url + "/tasks/999") as response:
+        assert response.status == 404

@@ -1,0 +1,137 @@
+"""`countersign audit export`: the audit trail, one row per proposal, as CSV or JSON lines.
+
+Each row says who proposed what (tool and the hash of the exact arguments), who approved or
+declined it and why, when each step happened, and how it ended. JSON lines also carry every
+audit event of the proposal.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Any, TextIO
+
+from sqlalchemy import select
+
+from bot.db.models import AuditEntry, Proposal, ProposalApproval
+from bot.db.session import Database
+
+COLUMNS = [
+    "proposal_id",
+    "tool",
+    "description",
+    "requester",
+    "approvers",
+    "decided_by",
+    "decision",
+    "reason",
+    "arguments_hash",
+    "approved_hash",
+    "proposed_at",
+    "decided_at",
+    "started_at",
+    "finished_at",
+    "seconds_to_decision",
+    "seconds_executing",
+    "attempts",
+    "result",
+    "link",
+    "error",
+]
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
+
+
+def _seconds(start: datetime | None, end: datetime | None) -> float | None:
+    return round((end - start).total_seconds(), 3) if start and end else None
+
+
+async def audit_rows(db: Database, batch: int = 500) -> AsyncIterator[dict[str, Any]]:
+    last_id = 0
+    while True:
+        async with db.transaction() as session:
+            proposals = (
+                await session.scalars(
+                    select(Proposal).where(Proposal.id > last_id).order_by(Proposal.id).limit(batch)
+                )
+            ).all()
+            if not proposals:
+                return
+            ids = [p.id for p in proposals]
+            events = (
+                await session.scalars(
+                    select(AuditEntry)
+                    .where(AuditEntry.proposal_id.in_(ids))
+                    .order_by(AuditEntry.id)
+                )
+            ).all()
+            votes = (
+                await session.scalars(
+                    select(ProposalApproval)
+                    .where(ProposalApproval.proposal_id.in_(ids))
+                    .order_by(ProposalApproval.id)
+                )
+            ).all()
+        for proposal in proposals:
+            own = [e for e in events if e.proposal_id == proposal.id]
+            started = next((e.created_at for e in own if e.to_state == "executing"), None)
+            finished = next(
+                (
+                    e.created_at
+                    for e in reversed(own)
+                    if e.to_state in ("succeeded", "failed") and e.event != "interrupt"
+                ),
+                None,
+            )
+            yield {
+                "proposal_id": proposal.id,
+                "tool": proposal.tool_name,
+                "description": proposal.description,
+                "requester": proposal.requester,
+                "approvers": " ".join(v.approver for v in votes if v.proposal_id == proposal.id),
+                "decided_by": proposal.decided_by,
+                "decision": proposal.state.value,
+                "reason": proposal.decline_reason,
+                "arguments_hash": proposal.arguments_hash,
+                "approved_hash": proposal.approved_hash,
+                "proposed_at": _iso(proposal.created_at),
+                "decided_at": _iso(proposal.decided_at),
+                "started_at": _iso(started),
+                "finished_at": _iso(finished),
+                "seconds_to_decision": _seconds(proposal.created_at, proposal.decided_at),
+                "seconds_executing": _seconds(started, finished),
+                "attempts": proposal.attempts,
+                "result": proposal.result_summary,
+                "link": proposal.result_link,
+                "error": proposal.error,
+                "events": [
+                    {
+                        "at": _iso(e.created_at),
+                        "event": e.event,
+                        "actor": e.actor,
+                        "from": e.from_state,
+                        "to": e.to_state,
+                        "detail": e.detail,
+                    }
+                    for e in own
+                ],
+            }
+        last_id = proposals[-1].id
+
+
+async def export(db: Database, out: TextIO, fmt: str) -> int:
+    count = 0
+    writer = csv.DictWriter(out, COLUMNS, extrasaction="ignore") if fmt == "csv" else None
+    if writer is not None:
+        writer.writeheader()
+    async for row in audit_rows(db):
+        if writer is not None:
+            writer.writerow(row)
+        else:
+            out.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+        count += 1
+    return count
