@@ -1,0 +1,1 @@
+"""Example tool packs (see README.md: "Add your own tools")."""
