@@ -57,13 +57,17 @@ async def end_to_end(rounds: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         # A roomy edit budget: this part times processing, not queueing for chat.update
         # (bench/stream.py measures the budget).
-        bot = await start_bot(make_settings(slack, model, f"sqlite:///{Path(tmp) / 'b.db'}",
-                                            slack_edit_budget_per_minute=600))
+        bot = await start_bot(
+            make_settings(
+                slack, model, f"sqlite:///{Path(tmp) / 'b.db'}", slack_edit_budget_per_minute=600
+            )
+        )
         try:
             for i in range(rounds):
                 channel = f"C{i:03d}"
-                model.script(Script(tool_calls=[call("create_task", CREATE)]),
-                             Script(text=f"Resumed {i}."))
+                model.script(
+                    Script(tool_calls=[call("create_task", CREATE)]), Script(text=f"Resumed {i}.")
+                )
                 await bot.mention(channel, "track it", slack)
                 await bot.idle()
                 (card,) = slack.cards(channel)
@@ -72,8 +76,9 @@ async def end_to_end(rounds: int) -> None:
                 await bot.idle()
                 executing = next(t for t, text in slack.timeline[card.ts] if "executing" in text)
                 resumed = slack.bot_messages(channel)[-1]
-                first_text = next(t for t, text in slack.timeline[resumed.ts]
-                                  if not text.startswith("_Thinking"))
+                first_text = next(
+                    t for t, text in slack.timeline[resumed.ts] if not text.startswith("_Thinking")
+                )
                 to_executing.append((executing - clicked) * 1000)
                 to_resumed.append((first_text - clicked) * 1000)
         finally:
@@ -81,10 +86,14 @@ async def end_to_end(rounds: int) -> None:
     slack.stop()
     model.stop()
     print(f"\n== end to end, {rounds} approvals one after another (SQLite, fakes)")
-    print(f"  click -> card shows executing      p50 {pct(to_executing, .5):7.1f} ms"
-          f"   p95 {pct(to_executing, .95):7.1f} ms")
-    print(f"  click -> resumed reply visible     p50 {pct(to_resumed, .5):7.1f} ms"
-          f"   p95 {pct(to_resumed, .95):7.1f} ms")
+    print(
+        f"  click -> card shows executing      p50 {pct(to_executing, 0.5):7.1f} ms"
+        f"   p95 {pct(to_executing, 0.95):7.1f} ms"
+    )
+    print(
+        f"  click -> resumed reply visible     p50 {pct(to_resumed, 0.5):7.1f} ms"
+        f"   p95 {pct(to_resumed, 0.95):7.1f} ms"
+    )
 
 
 class NullCards:
@@ -104,28 +113,60 @@ async def decisions(database_url: str, count: int, label: str) -> None:
     async with db.transaction() as session:
         for i in range(count):
             conversation, _ = await repo.get_or_create_conversation(
-                session, "T", "C", f"{i}.0", "UALICE")
-            assistant = await repo.add_message(session, conversation, Role.ASSISTANT, None,
-                                               tool_calls=[{"id": "c", "type": "function",
-                                                            "function": {"name": "create_task",
-                                                                         "arguments": "{}"}}])
-            result = await repo.add_message(session, conversation, Role.TOOL, None,
-                                            tool_call_id="c", tool_name="create_task")
+                session, "T", "C", f"{i}.0", "UALICE"
+            )
+            assistant = await repo.add_message(
+                session,
+                conversation,
+                Role.ASSISTANT,
+                None,
+                tool_calls=[
+                    {
+                        "id": "c",
+                        "type": "function",
+                        "function": {"name": "create_task", "arguments": "{}"},
+                    }
+                ],
+            )
+            result = await repo.add_message(
+                session, conversation, Role.TOOL, None, tool_call_id="c", tool_name="create_task"
+            )
             arguments = CreateTask(title=f"bench {i}").model_dump(mode="json")
             proposal = await approvals.propose(
-                session, team_id="T", conversation_id=conversation.id,
-                assistant_message_id=assistant.id, result_message_id=result.id,
-                tool_call_id="c", tool_name="create_task", arguments=arguments,
-                preview=preview, requester="UALICE", channel_id="C", thread_ts=f"{i}.0",
-                expires_in=timedelta(minutes=15))
+                session,
+                team_id="T",
+                conversation_id=conversation.id,
+                assistant_message_id=assistant.id,
+                result_message_id=result.id,
+                tool_call_id="c",
+                tool_name="create_task",
+                arguments=arguments,
+                preview=preview,
+                requester="UALICE",
+                channel_id="C",
+                thread_ts=f"{i}.0",
+                expires_in=timedelta(minutes=15),
+            )
             ids.append(proposal.id)
 
     def context(proposal: Proposal) -> ToolContext:
-        return ToolContext(db=db, slack=None, team_id="T", channel_id="C",  # type: ignore[arg-type]
-                           requester="UALICE", idempotency_key=proposal.idempotency_key)
+        return ToolContext(
+            db=db,
+            slack=None,
+            team_id="T",
+            channel_id="C",  # type: ignore[arg-type]
+            requester="UALICE",
+            idempotency_key=proposal.idempotency_key,
+        )
 
-    executor = Executor(approvals, registry, NullCards(), context,  # type: ignore[arg-type]
-                        lambda: None, "bench-worker")
+    executor = Executor(
+        approvals,
+        registry,
+        NullCards(),
+        context,  # type: ignore[arg-type]
+        lambda: None,
+        "bench-worker",
+    )
     lost = 0
 
     async def click(proposal_id: int) -> None:
@@ -144,10 +185,16 @@ async def decisions(database_url: str, count: int, label: str) -> None:
     async with db.transaction() as session:
         tasks = await session.scalar(select(func.count()).select_from(Task))
         starts = await session.scalar(
-            select(func.count()).select_from(AuditEntry).where(AuditEntry.event == "start"))
-        doubled = (await session.execute(
-            select(AuditEntry.proposal_id).where(AuditEntry.event == "start")
-            .group_by(AuditEntry.proposal_id).having(func.count() > 1))).all()
+            select(func.count()).select_from(AuditEntry).where(AuditEntry.event == "start")
+        )
+        doubled = (
+            await session.execute(
+                select(AuditEntry.proposal_id)
+                .where(AuditEntry.event == "start")
+                .group_by(AuditEntry.proposal_id)
+                .having(func.count() > 1)
+            )
+        ).all()
     await db.dispose()
     print(f"\n== {count} proposals decided concurrently, each clicked twice ({label})")
     print(f"  wall time                           {elapsed:7.2f} s")
@@ -172,8 +219,9 @@ async def main() -> None:
         conn = await asyncpg.connect(host=url.host, user=url.username, database=url.database)
         await conn.execute(f'CREATE DATABASE "{name}"')
         try:
-            await decisions(url.set(database=name).render_as_string(False), args.proposals,
-                            "PostgreSQL")
+            await decisions(
+                url.set(database=name).render_as_string(False), args.proposals, "PostgreSQL"
+            )
         finally:
             await conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
             await conn.close()

@@ -31,13 +31,19 @@ async def preview_set_on_call(args: SetOnCall, ctx: ToolContext) -> Preview:
     current = ROTA.get(args.team)
     return Preview(
         f"Put {await ctx.user_label(args.user)} on call for {args.team}",
-        (Change("on call", await ctx.user_label(current) if current else None,
-                await ctx.user_label(args.user)),),
+        (
+            Change(
+                "on call",
+                await ctx.user_label(current) if current else None,
+                await ctx.user_label(args.user),
+            ),
+        ),
     )
 
 
-@write_tool("set_on_call", "Change who is on call (needs approval).", SetOnCall,
-            preview=preview_set_on_call)
+@write_tool(
+    "set_on_call", "Change who is on call (needs approval).", SetOnCall, preview=preview_set_on_call
+)
 async def set_on_call(args: SetOnCall, ctx: ToolContext) -> Outcome:
     ROTA[args.team] = args.user  # a real pack would call its API with ctx.idempotency_key
     return Outcome({"team": args.team, "user": args.user}, f"{args.team} on call changed")

@@ -21,10 +21,18 @@ def test_builtin_packs_offer_strict_schemas() -> None:
     registry = ToolRegistry.from_packs(["bot.tools.packs.tasks", "bot.tools.packs.slack"])
     names = {t.name: t.requires_approval for t in registry}
     assert names == {
-        "list_tasks": False, "get_task": False, "create_task": True, "update_task": True,
-        "close_task": True, "comment_on_task": True, "get_channel_info": False,
-        "get_recent_messages": False, "lookup_user": False, "post_message": True,
-        "schedule_message": True, "set_channel_topic": True,
+        "list_tasks": False,
+        "get_task": False,
+        "create_task": True,
+        "update_task": True,
+        "close_task": True,
+        "comment_on_task": True,
+        "get_channel_info": False,
+        "get_recent_messages": False,
+        "lookup_user": False,
+        "post_message": True,
+        "schedule_message": True,
+        "set_channel_topic": True,
     }
     for schema in registry.schemas():
         assert schema["function"]["strict"] is True
@@ -41,7 +49,8 @@ def test_a_pack_that_does_not_exist_is_a_clear_settings_error(
     with pytest.raises(SettingsError) as caught:
         load_settings()
     assert "TOOL_PACKS is invalid (cannot import tool pack 'mycompany.nope'" in (
-        caught.value.render())
+        caught.value.render()
+    )
 
 
 async def test_a_teams_own_pack_runs_through_approval(
@@ -50,8 +59,12 @@ async def test_a_teams_own_pack_runs_through_approval(
     packs = ["bot.tools.packs.tasks", "examples.oncall_pack"]
     bot = await start_bot(make_settings(fake_slack, fake_model, sqlite_url, tool_packs=packs))
     fake_model.script(
-        Script(tool_calls=[call("who_is_on_call", {"team": "payments"}, "r1"),
-                           call("set_on_call", {"team": "payments", "user": "U0CARL"}, "w1")]),
+        Script(
+            tool_calls=[
+                call("who_is_on_call", {"team": "payments"}, "r1"),
+                call("set_on_call", {"team": "payments", "user": "U0CARL"}, "w1"),
+            ]
+        ),
         Script(text="Carl is on call now."),
     )
     try:
@@ -66,8 +79,11 @@ async def test_a_teams_own_pack_runs_through_approval(
     finally:
         await stop_bot(bot)
     assert oncall_pack.ROTA["payments"] == "U0CARL"
-    results = [json.loads(m["content"]) for m in fake_model.requests[-1].body["messages"]
-               if m["role"] == "tool"]
+    results = [
+        json.loads(m["content"])
+        for m in fake_model.requests[-1].body["messages"]
+        if m["role"] == "tool"
+    ]
     assert results[0] == {"team": "payments", "user": "U0ALICE"}
     assert results[1]["status"] == "succeeded"
     oncall_pack.ROTA["payments"] = "U0ALICE"
