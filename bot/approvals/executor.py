@@ -8,14 +8,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
 from bot.approvals.service import AlreadyHandled, ApprovalsService
 from bot.conversation.tool_calls import plain_error
 from bot.db.models import Proposal
-from bot.slack.card_publisher import CardPublisher
 from bot.tools.registry import (
     Outcome,
     Tool,
@@ -28,6 +27,10 @@ from bot.tools.registry import (
 log = logging.getLogger(__name__)
 
 
+class CardRefresher(Protocol):
+    async def refresh(self, proposal_id: int) -> None: ...
+
+
 class StaleTarget(ToolError):
     """The target changed since the card was shown."""
 
@@ -37,7 +40,7 @@ class Executor:
         self,
         approvals: ApprovalsService,
         registry: ToolRegistry,
-        cards: CardPublisher,
+        cards: CardRefresher,
         context: Callable[[Proposal], ToolContext],
         on_settled: Callable[[], None],
         worker: str,
