@@ -184,3 +184,35 @@ async def test_a_crash_during_execution_is_interrupted_then_retry_works(
         assert any(m["role"] == "system" and "retried" in m["content"] for m in last)
     finally:
         await stop_bot(restarted)
+
+
+async def test_proposals_left_approved_are_executed_at_start_up(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
+) -> None:
+    fake_model.script(
+        Script(tool_calls=[call("create_task", CREATE)]), Script(text="Resumed once.")
+    )
+    before = await start_bot(make_settings(fake_slack, fake_model, sqlite_url))
+    await before.mention("C1", "track it", fake_slack)
+    await before.idle()
+    (proposal,) = await proposals(before)
+    async with before.countersign.db.transaction() as session:  # approved, then the bot died
+        await session.execute(
+            update(Proposal).values(
+                state=ProposalState.APPROVED,
+                version=Proposal.version + 1,
+                approved_arguments=proposal.arguments,
+                approved_hash=proposal.arguments_hash,
+                decided_by="UALICE",
+            )
+        )
+    await stop_bot(before)
+    after = await start_bot(make_settings(fake_slack, fake_model, sqlite_url))
+    try:
+        await after.idle()
+        (done,) = await proposals(after)
+        assert done.state == ProposalState.SUCCEEDED
+        assert len(await tasks_in_db(after)) == 1
+        assert "Resumed once." in [m.text for m in fake_slack.bot_messages("C1")]
+    finally:
+        await stop_bot(after)

@@ -1,0 +1,96 @@
+"""The built-in `slack` pack through the whole flow: reads run at once, writes wait for a click."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+from bot.slack import cards
+from tests.fakes.openai import FakeOpenAI, Script
+from tests.fakes.slack import FakeSlack
+from tests.harness import RunningBot
+from tests.test_approvals_flow import call, card_text, tool_results
+
+
+async def test_reads_run_at_once(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    fake_slack.channel_info["CDEV"] = {
+        "id": "CDEV",
+        "name": "dev",
+        "topic": {"value": "ship"},
+        "purpose": {"value": "building"},
+        "num_members": 9,
+    }
+    fake_slack.add_user_message("CDEV", "deploy at 5")
+    fake_model.script(
+        Script(
+            tool_calls=[
+                call("get_channel_info", {"channel": "CDEV"}, "a"),
+                call("get_recent_messages", {"channel": "CDEV", "limit": 5}, "b"),
+                call("lookup_user", {"user": None, "email": "dana@example.com"}, "c"),
+            ]
+        ),
+        Script(text="Read it all."),
+    )
+    await bot.mention("C1", "what's up in #dev?", fake_slack)
+    await bot.idle()
+    info, recent, user = tool_results(fake_model)
+    assert (info["name"], info["topic"], info["members"]) == ("dev", "ship", 9)
+    assert recent["messages"][0]["text"] == "deploy at 5"
+    assert user["id"] == "UDANA"
+    assert fake_slack.cards("C1") == []
+
+
+async def test_set_topic_previews_the_old_value_and_needs_a_confirmed_click(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    fake_slack.channel_info["CDEV"] = {"id": "CDEV", "name": "dev", "topic": {"value": "ship"}}
+    fake_model.script(
+        Script(
+            tool_calls=[call("set_channel_topic", {"channel": "CDEV", "topic": "release freeze"})]
+        )
+    )
+    await bot.mention("C1", "set the #dev topic to release freeze", fake_slack)
+    await bot.idle()
+    (card,) = fake_slack.cards("C1")
+    shown = card_text(card)
+    assert "Set the topic of #dev" in shown
+    assert "~ship~ → release freeze" in shown
+    approve = next(
+        e
+        for b in card.blocks or []
+        if b["type"] == "actions"
+        for e in b["elements"]
+        if e["action_id"] == cards.APPROVE
+    )
+    assert approve["confirm"]["title"]["text"] == "Approve this action?"  # destructive
+    assert fake_slack.channel_info["CDEV"]["topic"]["value"] == "ship"
+    await bot.click(card, cards.APPROVE, "UALICE", "C1")
+    await bot.idle()
+    assert fake_slack.channel_info["CDEV"]["topic"]["value"] == "release freeze"
+
+
+async def test_schedule_message_is_escaped_and_scheduled_after_approval(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    when = (datetime.now(UTC) + timedelta(hours=2)).replace(microsecond=0)
+    fake_model.script(
+        Script(
+            tool_calls=[
+                call(
+                    "schedule_message",
+                    {"channel": "CDEV", "text": "standup <!here>", "post_at": when.isoformat()},
+                )
+            ]
+        )
+    )
+    await bot.mention("C1", "remind #dev about standup", fake_slack)
+    await bot.idle()
+    assert fake_slack.scheduled == []
+    await bot.click(fake_slack.cards("C1")[0], cards.APPROVE, "UALICE", "C1")
+    await bot.idle()
+    (scheduled,) = fake_slack.scheduled
+    assert scheduled["text"] == "standup &lt;!here&gt;"
+    assert int(scheduled["post_at"]) == int(when.timestamp())
+    assert json.dumps(fake_slack.cards("C1")[0].blocks).count("Message scheduled") == 1
