@@ -189,11 +189,11 @@ class ApprovalsService:
             update(Proposal)
             .where(
                 Proposal.id == proposal.id,
-                Proposal.state == ProposalState(step.source.value),
+                Proposal.state == step.source,
                 Proposal.version == proposal.version,
             )
             .values(
-                state=ProposalState(step.target.value),
+                state=step.target,
                 version=Proposal.version + 1,
                 updated_at=utcnow(),
                 **values,
@@ -239,7 +239,7 @@ class ApprovalsService:
             .select_from(Proposal)
             .where(
                 Proposal.assistant_message_id == proposal.assistant_message_id,
-                Proposal.state.not_in([ProposalState(s.value) for s in SETTLED]),
+                Proposal.state.not_in(list(SETTLED)),
             )
         )
         if open_siblings:

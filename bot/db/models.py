@@ -22,6 +22,8 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+from bot.approvals.machine import State
+
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -120,16 +122,8 @@ class ProcessedEvent(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
 
 
-class ProposalState(enum.StrEnum):
-    """Mirrors `bot.approvals.machine.State` (kept here so the schema has no service import)."""
-
-    PROPOSED = "proposed"
-    APPROVED = "approved"
-    DECLINED = "declined"
-    EXPIRED = "expired"
-    EXECUTING = "executing"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
+# The states live with the transition table; the column stores their values.
+ProposalState = State
 
 
 class Proposal(Base):

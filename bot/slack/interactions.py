@@ -69,15 +69,30 @@ class Interactions:
         if channel:
             await self.cards.tell(str(channel), body["user"]["id"], text, thread)
 
-    # -- buttons -----------------------------------------------------------------------------
-    async def approve(self, body: dict[str, Any]) -> None:
+    async def _clicked(self, body: dict[str, Any], action: str) -> Proposal | None:
+        """The proposal behind a button, if the clicker may act on it; otherwise they are told
+        why (privately) and None is returned. The requester may always edit their own."""
         user, proposal_id = body["user"]["id"], int(body["actions"][0]["value"])
         try:
             proposal = await self.approvals.get(proposal_id)
-            refusal = await self._authorise(proposal, user, "approve")
-            if refusal:
-                await self._tell(body, f"Nothing changed: {refusal}.")
-                return
+        except ApprovalError as exc:
+            await self._tell(body, exc.user_message)
+            return None
+        if action == "edit" and user == proposal.requester:
+            return proposal
+        refusal = await self._authorise(proposal, user, action)
+        if refusal:
+            await self._tell(body, f"Nothing changed: {refusal}.")
+            return None
+        return proposal
+
+    # -- buttons -----------------------------------------------------------------------------
+    async def approve(self, body: dict[str, Any]) -> None:
+        user, proposal_id = body["user"]["id"], int(body["actions"][0]["value"])
+        proposal = await self._clicked(body, "approve")
+        if proposal is None:
+            return
+        try:
             tool = self._tool(proposal)
             policy = self.policies.for_tool(proposal.tool_name, tool.pack if tool else "")
             vote = await self.approvals.vote(proposal_id, user, policy.approvals_required)
@@ -97,52 +112,33 @@ class Interactions:
             )
 
     async def open_decline(self, body: dict[str, Any], client: Any) -> None:
-        user, proposal_id = body["user"]["id"], int(body["actions"][0]["value"])
-        try:
-            proposal = await self.approvals.get(proposal_id)
-        except ApprovalError as exc:
-            await self._tell(body, exc.user_message)
-            return
-        refusal = await self._authorise(proposal, user, "decline")
-        if refusal:
-            await self._tell(body, f"Nothing changed: {refusal}.")
-            return
-        await client.views_open(
-            trigger_id=body["trigger_id"],
-            view=cards.decline_modal(proposal_id, proposal.description),
-        )
+        proposal = await self._clicked(body, "decline")
+        if proposal is not None:
+            await client.views_open(
+                trigger_id=body["trigger_id"],
+                view=cards.decline_modal(proposal.id, proposal.description),
+            )
 
     async def retry(self, body: dict[str, Any]) -> None:
-        user, proposal_id = body["user"]["id"], int(body["actions"][0]["value"])
+        proposal = await self._clicked(body, "retry")
+        if proposal is None:
+            return
         try:
-            proposal = await self.approvals.get(proposal_id)
-            refusal = await self._authorise(proposal, user, "retry")
-            if refusal:
-                await self._tell(body, f"Nothing changed: {refusal}.")
-                return
-            await self.executor.run(proposal_id, retry_by=user)
+            await self.executor.run(proposal.id, retry_by=body["user"]["id"])
         except ApprovalError as exc:
             await self._tell(body, exc.user_message)
 
     async def open_edit(self, body: dict[str, Any], client: Any) -> None:
-        user, proposal_id = body["user"]["id"], int(body["actions"][0]["value"])
-        try:
-            proposal = await self.approvals.get(proposal_id)
-        except ApprovalError as exc:
-            await self._tell(body, exc.user_message)
+        proposal = await self._clicked(body, "edit")
+        if proposal is None:
             return
         tool = self._tool(proposal)
         if tool is None:
             await self._tell(body, "This tool is no longer available.")
             return
-        if user != proposal.requester:
-            refusal = await self._authorise(proposal, user, "edit")
-            if refusal:
-                await self._tell(body, f"Nothing changed: {refusal}.")
-                return
         await client.views_open(
             trigger_id=body["trigger_id"],
-            view=cards.edit_modal(proposal_id, edit_fields(tool.arguments, proposal.arguments)),
+            view=cards.edit_modal(proposal.id, edit_fields(tool.arguments, proposal.arguments)),
         )
 
     # -- modals ------------------------------------------------------------------------------
