@@ -19,6 +19,7 @@ from bot.approvals.executor import Executor
 from bot.approvals.policy import GroupMembers, Policies
 from bot.approvals.service import ApprovalsService
 from bot.config import Settings
+from bot.conversation.memory import Budget
 from bot.conversation.turn import ActionDesk, Conversations, TurnSettings
 from bot.db.migrate import upgrade_to_head
 from bot.db.models import Proposal
@@ -92,6 +93,12 @@ class Countersign:
                 tool_timeout=settings.tool_timeout_seconds,
                 proposal_expiry=timedelta(minutes=settings.proposal_expiry_minutes),
                 public_base_url=public_url,
+                budget=Budget(
+                    total=settings.token_budget,
+                    reply=settings.reply_tokens,
+                    tool_result=settings.tool_result_tokens,
+                    summary=settings.summary_tokens,
+                ),
             ),
             ActionDesk(registry, policies, approvals, cards),
         )

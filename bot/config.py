@@ -43,6 +43,10 @@ HINTS: dict[str, str] = {
     "SYSTEM_PROMPT": "the system prompt text",
     "SYSTEM_PROMPT_FILE": "the path of a readable text file holding the system prompt",
     "HISTORY_WINDOW_MESSAGES": "a whole number of messages, at least 2",
+    "TOKEN_BUDGET": "the model's context tokens Countersign may use, e.g. 16000 or 128000",
+    "REPLY_TOKENS": "tokens kept free for the model's reply",
+    "TOOL_RESULT_TOKENS": "tokens of one tool result the model sees before it is cut",
+    "SUMMARY_TOKENS": "tokens a summary of older turns may take",
     "SLACK_EDIT_BUDGET_PER_MINUTE": "chat.update calls per minute for the workspace, 1 to 600",
     "SLACK_EDIT_MIN_INTERVAL_SECONDS": "seconds between two edits of one reply, 0.1 to 60",
     "SLACK_MESSAGE_MAX_CHARS": "characters per Slack message before a reply continues, 500-3900",
@@ -104,7 +108,11 @@ class Settings(BaseSettings):
 
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     system_prompt_file: Path | None = None
-    history_window_messages: Annotated[int, Field(ge=2, le=10_000)] = 40
+    history_window_messages: Annotated[int, Field(ge=2, le=10_000)] = 200
+    token_budget: Annotated[int, Field(ge=1_000, le=2_000_000)] = 16_000
+    reply_tokens: Annotated[int, Field(ge=100, le=200_000)] = 2_000
+    tool_result_tokens: Annotated[int, Field(ge=100, le=200_000)] = 2_000
+    summary_tokens: Annotated[int, Field(ge=100, le=20_000)] = 600
 
     slack_edit_budget_per_minute: Annotated[int, Field(ge=1, le=600)] = 50
     slack_edit_min_interval_seconds: Annotated[float, Field(ge=0.1, le=60)] = 1.0

@@ -160,6 +160,18 @@ class LLM:
             raise LLMError("the model's answer was cut off before it finished")
         yield Finished(finish_reason, accumulator.calls(), usage)
 
+    async def complete(self, messages: list[ChatCompletionMessageParam], max_tokens: int) -> str:
+        """One non-streamed answer (used for summaries); raises `LLMError`."""
+        try:
+            response = await self.client.chat.completions.create(
+                model=self.model, messages=messages, max_tokens=max_tokens
+            )
+        except (openai.OpenAIError, httpx2.HTTPError) as exc:
+            raise LLMError(_explain(exc)) from exc
+        if not response.choices or not response.choices[0].message.content:
+            raise LLMError("the model returned an empty summary")
+        return response.choices[0].message.content
+
     @staticmethod
     def _read_chunk(
         chunk: ChatCompletionChunk, accumulator: ToolCallAccumulator

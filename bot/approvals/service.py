@@ -225,6 +225,8 @@ class ApprovalsService:
     async def _settle(self, session: AsyncSession, proposal: Proposal) -> None:
         """Give the model its result and, if this was the turn's last open proposal, record
         the resume in this same transaction."""
+        if proposal.conversation_id is None or proposal.assistant_message_id is None:
+            return  # the conversation was forgotten: nobody to resume
         await session.execute(
             update(Message)
             .where(Message.id == proposal.result_message_id)

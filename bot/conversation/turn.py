@@ -9,15 +9,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.conversation.history import build_prompt
 from bot.conversation.incoming import Incoming
+from bot.conversation.memory import Budget, Memory
+from bot.conversation.tokens import TokenCounter
 from bot.conversation.tool_calls import prepare_calls
 from bot.db import repositories as repo
 from bot.db.claims import DeliveryClaims
@@ -55,6 +56,7 @@ class TurnSettings:
     tool_timeout: float = 60.0
     proposal_expiry: timedelta = timedelta(minutes=15)
     public_base_url: str | None = None
+    budget: Budget = field(default_factory=Budget)
 
 
 @dataclass
@@ -94,6 +96,7 @@ class Conversations:
         self.budget = budget
         self.settings = settings
         self.desk = desk
+        self.memory = Memory(db, llm, TokenCounter(llm.model), settings.budget)
         self.claims = DeliveryClaims(db)
         self._locks: weakref.WeakValueDictionary[int, asyncio.Lock] = weakref.WeakValueDictionary()
 
@@ -230,14 +233,12 @@ class Conversations:
         self, conversation: Conversation, stream: ReplyStream
     ) -> Finished | None:
         """One streamed model call; None if the model failed (the reply already says so)."""
-        async with self.db.transaction() as session:
-            stored = await repo.recent_messages(
-                session, conversation.id, self.settings.history_window
-            )
-        prompt = build_prompt(self.settings.system_prompt, stored, self.settings.history_window)
         tools = self.desk.registry.schemas() if self.desk and len(self.desk.registry) else None
         finished: Finished | None = None
         try:
+            prompt = await self.memory.prompt(
+                conversation.id, self.settings.system_prompt, tools, self.settings.history_window
+            )
             async for event in self.llm.stream(prompt, tools):
                 if isinstance(event, TextDelta):
                     stream.append(event.text)

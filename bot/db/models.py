@@ -137,14 +137,18 @@ class Proposal(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     team_id: Mapped[str] = mapped_column(String(32))
-    conversation_id: Mapped[int] = mapped_column(
-        ForeignKey("conversations.id", ondelete="CASCADE"), index=True
+    # NULL once the conversation was forgotten or purged; executed actions keep their (redacted)
+    # proposal and audit trail.
+    conversation_id: Mapped[int | None] = mapped_column(
+        ForeignKey("conversations.id", ondelete="SET NULL"), index=True
     )
-    assistant_message_id: Mapped[int] = mapped_column(
-        ForeignKey("messages.id", ondelete="CASCADE"), index=True
+    assistant_message_id: Mapped[int | None] = mapped_column(
+        ForeignKey("messages.id", ondelete="SET NULL"), index=True
     )
     # The `tool` message that carries this call's result to the model (content NULL = pending).
-    result_message_id: Mapped[int] = mapped_column(ForeignKey("messages.id", ondelete="CASCADE"))
+    result_message_id: Mapped[int | None] = mapped_column(
+        ForeignKey("messages.id", ondelete="SET NULL")
+    )
     tool_call_id: Mapped[str] = mapped_column(String(128))
     tool_name: Mapped[str] = mapped_column(String(128))
     arguments: Mapped[dict[str, Any]] = mapped_column(JSON)
@@ -260,4 +264,25 @@ class TaskComment(Base):
     author: Mapped[str] = mapped_column(String(32))
     body: Mapped[str] = mapped_column(Text)
     idempotency_key: Mapped[str | None] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class ConversationSummary(Base):
+    """What older turns said, written by the model when a conversation outgrew its token budget.
+
+    The window sent to the model is then: this summary + the messages after `upto_message_id`.
+    """
+
+    __tablename__ = "conversation_summaries"
+    __table_args__ = (
+        Index("ix_conversation_summaries_conversation_id_id", "conversation_id", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
+    upto_message_id: Mapped[int] = mapped_column(Integer)
+    summary: Mapped[str] = mapped_column(Text)
+    messages_summarised: Mapped[int] = mapped_column(Integer)
+    tokens_before: Mapped[int] = mapped_column(Integer)
+    tokens_after: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -138,3 +138,17 @@ async def last_user(session: AsyncSession, conversation_id: int) -> str | None:
         .order_by(Message.id.desc())
         .limit(1)
     )
+
+
+async def messages_after(
+    session: AsyncSession, conversation_id: int, after_id: int, limit: int
+) -> list[Message]:
+    """Messages newer than `after_id` (the last summarised one), at most the `limit` newest,
+    oldest first."""
+    rows = await session.scalars(
+        select(Message)
+        .where(Message.conversation_id == conversation_id, Message.id > after_id)
+        .order_by(Message.id.desc())
+        .limit(limit)
+    )
+    return list(reversed(rows.all()))

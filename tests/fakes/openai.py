@@ -71,6 +71,7 @@ class FakeOpenAI:
         self.default = default or Script(text="Hello from the fake model.")
         self.requests: list[Received] = []
         self.played: list[Played] = []
+        self.summaries: list[str] = []
         self._scripts: deque[Script] = deque()
         self._by_prompt: dict[str, Script] = {}
         self._lock = threading.Lock()
@@ -127,9 +128,12 @@ class FakeOpenAI:
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
-        self.requests.append(Received(body, time.monotonic()))
+        if body.get("stream"):
+            self.requests.append(Received(body, time.monotonic()))
         if request.headers.get("Authorization") != f"Bearer {API_KEY}":
             return web.json_response({"error": {"message": "bad key"}}, status=401)
+        if not body.get("stream"):
+            return web.json_response(self._summary(body))
         script = self._next_script(body)
         if script.fail_status is not None:
             return web.json_response(
@@ -140,6 +144,22 @@ class FakeOpenAI:
         await response.prepare(request)
         await self._play(script, body, request, response)
         return response
+
+    def _summary(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Non-streamed requests are summaries here: answer with a short, checkable text."""
+        transcript = str(body["messages"][-1]["content"])
+        self.summaries.append(transcript)
+        text = f"SUMMARY#{len(self.summaries)} of {len(transcript)} characters"
+        return {
+            "id": "chatcmpl-summary",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", MODEL),
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": text}}],
+            "usage": {"prompt_tokens": len(transcript) // 4, "completion_tokens": 8,
+                      "total_tokens": len(transcript) // 4 + 8},
+        }
 
     async def _play(
         self,

