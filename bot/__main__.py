@@ -22,6 +22,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=3000)
     commands.add_parser("migrate", help="bring the database schema up to date")
     commands.add_parser("doctor", help="check configuration, database, Slack and the model")
+    purge = commands.add_parser("purge", help="delete conversations older than the retention")
+    purge.add_argument(
+        "--older-than-days", type=int, default=None, help="override RETENTION_DAYS for this run"
+    )
     audit = commands.add_parser("audit", help="the audit trail of approval-gated actions")
     audit_commands = audit.add_subparsers(dest="audit_command", required=True)
     export = audit_commands.add_parser("export", help="write the audit trail as CSV or JSONL")
@@ -70,6 +74,31 @@ async def _audit_export(settings: Settings, fmt: str, out: TextIO) -> int:
     return 0
 
 
+async def _purge(settings: Settings, days: int | None) -> int:
+    from datetime import timedelta
+
+    from bot.db.migrate import upgrade_to_head
+    from bot.db.session import Database
+    from bot.records.retention import purge
+
+    keep = settings.retention_days if days is None else days
+    if keep <= 0:
+        print("retention is off (RETENTION_DAYS=0): nothing to purge")
+        return 0
+    db = Database.from_url(settings.database_url)
+    try:
+        await upgrade_to_head(db)
+        removed = await purge(db, timedelta(days=keep))
+    finally:
+        await db.dispose()
+    print(
+        f"removed {removed.conversations} conversation(s) idle for more than {keep} days; "
+        f"{removed.proposals_redacted} executed action(s) kept with their content redacted; "
+        f"{removed.delivery_keys} old delivery key(s)"
+    )
+    return 0
+
+
 async def _doctor(settings: Settings) -> int:
     from bot.doctor import run_checks
 
@@ -99,6 +128,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(_migrate(settings))
     if args.command == "doctor":
         return asyncio.run(_doctor(settings))
+    if args.command == "purge":
+        return asyncio.run(_purge(settings, args.older_than_days))
     if args.command == "audit":
         if args.output == "-":
             return asyncio.run(_audit_export(settings, args.format, sys.stdout))

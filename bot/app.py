@@ -25,8 +25,9 @@ from bot.db.migrate import upgrade_to_head
 from bot.db.models import Proposal
 from bot.db.session import Database
 from bot.llm import LLM, make_client
-from bot.slack import commands, listeners
+from bot.slack import listeners
 from bot.slack.card_publisher import CardPublisher
+from bot.slack.commands import Records
 from bot.slack.edit_budget import EditBudget
 from bot.slack.interactions import Interactions
 from bot.slack.ratelimit import retry_handlers
@@ -135,12 +136,17 @@ class Countersign:
             tasks,
             settings.sweep_interval_seconds,
             timedelta(minutes=reminder) if reminder else None,
+            db=db,
+            retention=timedelta(days=settings.retention_days) if settings.retention_days else None,
         )
+        groups = GroupMembers(slack)
+        records = Records(db, slack, registry, policies, groups, tasks)
+        cards.on_change = records.proposal_changed
         interactions = Interactions(
             approvals,
             registry,
             policies,
-            GroupMembers(slack),
+            groups,
             cards,
             executor,
             tasks,
@@ -154,7 +160,7 @@ class Countersign:
             logger=logging.getLogger("slack_bolt"),
         )
         listeners.register(bolt, conversations, tasks)
-        commands.register(bolt)
+        records.register(bolt)
         interactions.register(bolt)
         return cls(
             settings,

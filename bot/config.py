@@ -64,6 +64,7 @@ HINTS: dict[str, str] = {
     "TOOL_TIMEOUT_SECONDS": "seconds a tool may run, 1 to 600",
     "PUBLIC_BASE_URL": "the https:// address where this bot's HTTP server is reachable",
     "SWEEP_INTERVAL_SECONDS": "seconds between expiry/recovery sweeps, 1 to 300",
+    "RETENTION_DAYS": "days a conversation is kept after its last activity; 0 keeps it forever",
 }
 
 
@@ -128,6 +129,7 @@ class Settings(BaseSettings):
     tool_timeout_seconds: Annotated[float, Field(ge=1, le=600)] = 60.0
     public_base_url: HttpUrl | None = None
     sweep_interval_seconds: Annotated[float, Field(ge=0.05, le=300)] = 15.0
+    retention_days: Annotated[int, Field(ge=0, le=36_500)] = 90
 
     shutdown_grace_seconds: Annotated[float, Field(ge=0, le=600)] = 20.0
     log_level: str = Field(default="INFO", validation_alias=AliasChoices("LOG_LEVEL"))

@@ -209,6 +209,79 @@ class RunningBot:
         )
         return status
 
+    async def command(
+        self, slack: fake_slack.FakeSlack, command: str, text: str, user: str
+    ) -> tuple[int, float, str]:
+        """A person runs a slash command; returns (status, seconds to acknowledge, key of the
+        response_url whose answers `slack.answers(key)` lists)."""
+        import urllib.parse
+
+        key = f"{command.strip('/')}-{user}-{time.monotonic_ns()}"
+        body = urllib.parse.urlencode(
+            {
+                "token": "legacy",
+                "team_id": fake_slack.TEAM_ID,
+                "team_domain": "test",
+                "channel_id": "C1",
+                "channel_name": "general",
+                "user_id": user,
+                "user_name": user.lower(),
+                "command": command,
+                "text": text,
+                "api_app_id": "A0TEST",
+                "response_url": slack.response_url(key),
+                "trigger_id": f"trigger-{key}",
+            }
+        ).encode()
+        headers = self.signed_headers(body)
+        headers["Content-Type"] = "application/x-www-form-urlencoded"
+        started = time.monotonic()
+        status, _ = await self.post_raw(body, headers)
+        return status, time.monotonic() - started, key
+
+    async def press(
+        self,
+        slack: fake_slack.FakeSlack,
+        blocks: list[dict[str, Any]],
+        action_id: str,
+        user: str,
+        key: str | None = None,
+        value: str | None = None,
+    ) -> str:
+        """Press a button of an ephemeral answer; returns the key of its response_url."""
+        element = next(
+            (
+                e
+                for b in blocks
+                for e in ([b.get("accessory")] if b.get("accessory") else [])
+                + b.get("elements", [])
+                if e and e.get("action_id") == action_id
+            ),
+            None,
+        )
+        assert element is not None or value is not None, f"no {action_id} button"
+        key = key or f"press-{user}-{time.monotonic_ns()}"
+        status, _ = await self._interact(
+            {
+                "type": "block_actions",
+                "user": {"id": user, "team_id": fake_slack.TEAM_ID},
+                "trigger_id": "t",
+                "container": {"type": "message", "is_ephemeral": True},
+                "response_url": slack.response_url(key),
+                "actions": [
+                    {
+                        "type": "button",
+                        "action_id": action_id,
+                        "block_id": "b",
+                        "value": value if value is not None else (element or {})["value"],
+                        "action_ts": "1.0",
+                    }
+                ],
+            }
+        )
+        assert status == 200
+        return key
+
     async def click_value(
         self,
         proposal_id: int,

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import urllib.parse
 from pathlib import Path
 from typing import Any
 
 import yaml
-
-from tests.harness import RunningBot
 
 MANIFEST = Path(__file__).parent.parent / "manifest.yml"
 
@@ -60,24 +57,3 @@ def test_manifest_asks_only_for_the_scopes_it_needs() -> None:
         "usergroups:read",
     }
     assert scopes == needed | tools
-
-
-async def test_declared_commands_answer_ephemerally(bot: RunningBot) -> None:
-    for command in ("/history", "/approvals"):
-        body = urllib.parse.urlencode(
-            {
-                "command": command,
-                "text": "",
-                "user_id": "UALICE",
-                "team_id": "T0TEST",
-                "channel_id": "C1",
-                "response_url": "http://127.0.0.1:9/x",
-                "trigger_id": "1.2",
-            }
-        ).encode()
-        headers = bot.signed_headers(body)
-        headers["Content-Type"] = "application/x-www-form-urlencoded"
-        status, answer = await bot.post_raw(body, headers)
-        assert status == 200
-        assert '"response_type": "ephemeral"' in answer or '"ephemeral"' in answer
-        assert "not available in this version" in answer

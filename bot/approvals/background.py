@@ -8,6 +8,7 @@ import contextlib
 import logging
 import os
 import socket
+import time
 import uuid
 from datetime import timedelta
 
@@ -18,6 +19,7 @@ from bot.approvals.service import ApprovalsService
 from bot.conversation.turn import Conversations
 from bot.db.models import Proposal, ResumeRequest, utcnow
 from bot.db.session import Database
+from bot.records.retention import purge
 from bot.slack.card_publisher import CardPublisher
 from bot.slack.cards import slack_date
 from bot.slack.render import escape
@@ -116,6 +118,8 @@ class Sweeper:
         tasks: TaskGroup,
         interval: float,
         reminder_before: timedelta | None,
+        db: Database | None = None,
+        retention: timedelta | None = None,
     ) -> None:
         self.approvals = approvals
         self.cards = cards
@@ -124,6 +128,9 @@ class Sweeper:
         self.tasks = tasks
         self.interval = interval
         self.reminder_before = reminder_before
+        self.db = db
+        self.retention = retention
+        self._purged_at = 0.0
         self._loop: asyncio.Task[None] | None = None
 
     async def recover(self) -> None:
@@ -149,6 +156,11 @@ class Sweeper:
         for proposal_id in await self.approvals.approved_waiting():
             self.tasks.spawn(self.executor.run(proposal_id), name=f"execute-{proposal_id}")
         self.resumer.kick()
+        if self.db is not None and self.retention and time.monotonic() - self._purged_at > 3600:
+            self._purged_at = time.monotonic()
+            removed = await purge(self.db, self.retention)
+            if removed.conversations:
+                log.info("retention: removed %d conversation(s)", removed.conversations)
 
     async def _remind(self, proposal: Proposal) -> None:
         text = (

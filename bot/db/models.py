@@ -286,3 +286,15 @@ class ConversationSummary(Base):
     tokens_before: Mapped[int] = mapped_column(Integer)
     tokens_after: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class Participant(Base):
+    """Who took part in a conversation (started it or wrote in it): what /history may show them."""
+
+    __tablename__ = "conversation_participants"
+    __table_args__ = (Index("ix_conversation_participants_user_id", "user_id", "conversation_id"),)
+
+    conversation_id: Mapped[int] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True
+    )
+    user_id: Mapped[str] = mapped_column(String(32), primary_key=True)

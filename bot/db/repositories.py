@@ -10,7 +10,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.db.models import Conversation, Message, ProcessedEvent, Role, utcnow
+from bot.db.models import Conversation, Message, Participant, ProcessedEvent, Role, utcnow
 
 
 def _insert_ignoring_conflicts(session: AsyncSession) -> Any:
@@ -59,6 +59,8 @@ async def get_or_create_conversation(
         async with session.begin_nested():
             session.add(conversation)
             await session.flush()
+            session.add(Participant(conversation_id=conversation.id, user_id=started_by))
+            await session.flush()
     except IntegrityError:  # another worker created it a moment ago
         found = await find_conversation(session, team_id, channel_id, thread_ts)
         assert found is not None
@@ -95,6 +97,8 @@ async def add_message(
     )
     session.add(message)
     await session.flush()
+    if role is Role.USER and slack_user:
+        await add_participant(session, conversation.id, slack_user)
     await session.execute(
         update(Conversation)
         .where(Conversation.id == conversation.id)
@@ -152,3 +156,12 @@ async def messages_after(
         .limit(limit)
     )
     return list(reversed(rows.all()))
+
+
+async def add_participant(session: AsyncSession, conversation_id: int, user_id: str) -> None:
+    insert_ = _insert_ignoring_conflicts(session)
+    await session.execute(
+        insert_(Participant)
+        .values(conversation_id=conversation_id, user_id=user_id)
+        .on_conflict_do_nothing(index_elements=["conversation_id", "user_id"])
+    )

@@ -12,6 +12,7 @@ import json
 import logging
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from slack_sdk.errors import SlackApiError
@@ -53,6 +54,8 @@ class CardPublisher:
         # What each card last showed, so a click that changed nothing costs no chat.update
         # (the budget is shared with every live reply).
         self._shown: OrderedDict[int, str] = OrderedDict()
+        # Told after a card changed (the App Home of the people concerned follows it).
+        self.on_change: Callable[[Proposal, list[str]], None] | None = None
 
     def _remember(self, proposal_id: int, text: str, blocks: list[dict[str, object]]) -> bool:
         """False if the card already shows exactly this."""
@@ -122,6 +125,8 @@ class CardPublisher:
                 )
             except SlackApiError as exc:
                 log.warning("could not update card %s: %s", proposal_id, slack_error(exc))
+            if self.on_change is not None:
+                self.on_change(proposal, await self.approvals.approvers_of(proposal.id))
 
     async def tell(self, channel: str, user: str, text: str, thread_ts: str | None) -> None:
         """An ephemeral note to one person (e.g. why their click changed nothing)."""

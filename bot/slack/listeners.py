@@ -31,8 +31,3 @@ def register(app: AsyncApp, conversations: Conversations, tasks: TaskGroup) -> N
 
     app.event("app_mention")(on_message_event)
     app.event("message")(on_message_event)
-
-    async def on_app_home_opened() -> None:
-        return None  # the Home tab's views come with the history issue
-
-    app.event("app_home_opened")(on_app_home_opened)

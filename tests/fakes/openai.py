@@ -155,10 +155,18 @@ class FakeOpenAI:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": body.get("model", MODEL),
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": text}}],
-            "usage": {"prompt_tokens": len(transcript) // 4, "completion_tokens": 8,
-                      "total_tokens": len(transcript) // 4 + 8},
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": text},
+                }
+            ],
+            "usage": {
+                "prompt_tokens": len(transcript) // 4,
+                "completion_tokens": 8,
+                "total_tokens": len(transcript) // 4 + 8,
+            },
         }
 
     async def _play(

@@ -111,6 +111,8 @@ class FakeSlack:
     timeline: dict[str, list[tuple[float, str]]] = field(default_factory=lambda: defaultdict(list))
     fail_methods: dict[str, str] = field(default_factory=dict)
     ephemerals: list[dict[str, Any]] = field(default_factory=list)
+    responses: list[dict[str, Any]] = field(default_factory=list)
+    published: list[dict[str, Any]] = field(default_factory=list)
     views: list[dict[str, Any]] = field(default_factory=list)
     scheduled: list[dict[str, Any]] = field(default_factory=list)
     channel_info: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -186,6 +188,7 @@ class FakeSlack:
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._handle)
         app.router.add_get("/socket", self._socket)
+        app.router.add_post("/response/{id}", self._response_url)
         return app
 
     async def _read_args(self, request: web.Request) -> dict[str, Any]:
@@ -241,6 +244,7 @@ class FakeSlack:
             "chat.getPermalink": self._permalink,
             "chat.scheduleMessage": self._schedule,
             "views.open": self._views_open,
+            "views.publish": self._views_publish,
         }.get(method)
         if handler is None:
             return {"ok": False, "error": "unknown_method"}
@@ -397,9 +401,41 @@ class FakeSlack:
         self.views.append({"trigger_id": args.get("trigger_id"), "view": view})
         return {"ok": True, "view": {"id": f"V{len(self.views)}", **(view or {})}}
 
+    async def _response_url(self, request: web.Request) -> web.Response:
+        """What a slash command's or button's `response_url` received."""
+        body = await request.json()
+        if body.get("blocks"):
+            try:
+                check_blocks(body["blocks"])
+            except BlockKitError as exc:
+                return web.Response(status=400, text=f"invalid_blocks: {exc}")
+        with self._lock:
+            self.responses.append({"id": request.match_info["id"], **body})
+        return web.Response(text="ok")
+
+    def response_url(self, key: str) -> str:
+        return f"{self._server.url}/response/{key}"
+
+    def answers(self, key: str) -> list[dict[str, Any]]:
+        with self._lock:
+            return [r for r in self.responses if r["id"] == key]
+
     def cards(self, channel: str) -> list[StoredMessage]:
         """Messages of the bot that carry blocks (approval cards), oldest first."""
         return [m for m in self.bot_messages(channel) if m.blocks]
+
+    def _views_publish(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
+        view = args.get("view")
+        view = json.loads(view) if isinstance(view, str) else view
+        if len((view or {}).get("blocks", [])) > 100:
+            return {"ok": False, "error": "invalid_arguments"}
+        self.published.append({"user_id": args.get("user_id"), "view": view})
+        return {"ok": True, "view": view}
+
+    def home_of(self, user: str) -> dict[str, Any] | None:
+        with self._lock:
+            views = [p["view"] for p in self.published if p["user_id"] == user]
+        return views[-1] if views else None
 
     def ephemerals_for(self, user: str) -> list[str]:
         with self._lock:
