@@ -73,7 +73,7 @@ async def my_conversations(
             .where(Proposal.conversation_id.in_([c.id for c in found]))
             .group_by(Proposal.conversation_id)
         )
-        counts = {cid: n for cid, n in grouped.tuples().all() if cid is not None}
+        counts = {cid: n for cid, n in grouped.all() if cid is not None}
     rows = [
         ConversationRow(
             c.id,
@@ -195,7 +195,7 @@ async def search_my_messages(
     for term in terms:
         escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         query = query.where(Message.content.ilike(f"%{escaped}%", escape="\\"))
-    rows = (await session.execute(query.order_by(Message.id.desc()).limit(limit))).tuples().all()
+    rows = (await session.execute(query.order_by(Message.id.desc()).limit(limit))).all()
     return [Hit(m, c) for m, c in rows]
 
 

@@ -1,0 +1,255 @@
+"""/history, /approvals, the App Home, forgetting and retention, for a seeded database: what
+each person sees, page by page, and that nobody sees anybody else's."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, select, update
+
+from bot.db import repositories as repo
+from bot.db.models import AuditEntry, Conversation, Message, Proposal, ProposalState, Role, utcnow
+from bot.slack import cards
+from bot.slack import record_views as views
+from tests.fakes.openai import FakeOpenAI, Script
+from tests.fakes.slack import FakeSlack, wait_until
+from tests.harness import RunningBot, clean_env, run_cli
+from tests.test_approvals_flow import CREATE, call
+
+
+async def seed(bot: RunningBot, user: str, count: int, channel: str = "C1") -> list[int]:
+    """`count` conversations started by `user`, oldest first, each with two messages."""
+    ids = []
+    for i in range(count):
+        async with bot.countersign.db.transaction() as session:
+            conversation, _ = await repo.get_or_create_conversation(
+                session, "T0TEST", channel, f"1700{i:06d}.000100", user
+            )
+            await repo.add_message(
+                session,
+                conversation,
+                Role.USER,
+                f"{user} question {i} about deploys",
+                slack_user=user,
+                slack_ts=f"1700{i:06d}.000100",
+            )
+            await repo.add_message(
+                session,
+                conversation,
+                Role.ASSISTANT,
+                f"answer {i}",
+                prompt_tokens=10,
+                completion_tokens=5,
+            )
+            await session.execute(
+                update(Conversation)
+                .where(Conversation.id == conversation.id)
+                .values(updated_at=utcnow() - timedelta(hours=count - i))
+            )
+            ids.append(conversation.id)
+    return ids
+
+
+async def answer(bot: RunningBot, slack: FakeSlack, key: str) -> dict[str, Any]:
+    await wait_until(lambda: bool(slack.answers(key)), timeout=10)
+    await bot.idle()
+    return slack.answers(key)[-1]
+
+
+def text_of(blocks: list[dict[str, Any]]) -> str:
+    return json.dumps(blocks, ensure_ascii=False)
+
+
+async def test_history_lists_pages_and_the_empty_case(
+    bot: RunningBot, fake_slack: FakeSlack
+) -> None:
+    await seed(bot, "UALICE", 12)
+    status, seconds, key = await bot.command(fake_slack, "/history", "", "UALICE")
+    assert status == 200
+    assert seconds < 1.0  # acknowledged at once, answered through response_url
+    first = await answer(bot, fake_slack, key)
+    assert first["response_type"] == "ephemeral"
+    shown = text_of(first["blocks"])
+    assert "(page 1)" in shown
+    assert "question" not in shown  # a list of conversations, not their content
+    rows = [
+        b for b in first["blocks"] if b.get("accessory", {}).get("action_id") == views.HISTORY_OPEN
+    ]
+    assert len(rows) == 10
+    assert "https://test.slack.com/archives/C1/p1700000011000100|thread" in text_of(
+        rows[0:1]
+    )  # newest
+    assert "2 messages · 15 tokens · 0 actions proposed" in shown
+    nav = [e["action_id"] for b in first["blocks"] if b["type"] == "actions" for e in b["elements"]]
+    assert nav == [f"{views.HISTORY_PAGE}_next"]
+    key = await bot.press(fake_slack, first["blocks"], f"{views.HISTORY_PAGE}_next", "UALICE")
+    second = await answer(bot, fake_slack, key)
+    assert second["replace_original"] is True
+    assert "(page 2)" in text_of(second["blocks"])
+    assert len([b for b in second["blocks"] if b.get("accessory")]) == 2
+    nav = [
+        e["action_id"] for b in second["blocks"] if b["type"] == "actions" for e in b["elements"]
+    ]
+    assert nav == [f"{views.HISTORY_PAGE}_prev"]
+
+    _, _, key = await bot.command(fake_slack, "/history", "", "UNOBODY")
+    empty = await answer(bot, fake_slack, key)
+    assert views.EMPTY_HISTORY in text_of(empty["blocks"])
+
+
+async def test_nobody_sees_anybody_elses_conversations(
+    bot: RunningBot, fake_slack: FakeSlack
+) -> None:
+    alice = await seed(bot, "UALICE", 2)
+    await seed(bot, "UBOB", 1, channel="C2")
+    _, _, key = await bot.command(fake_slack, "/history", "", "UBOB")
+    bobs = text_of((await answer(bot, fake_slack, key))["blocks"])
+    assert "C2" in bobs
+    assert "C1" not in bobs
+    # A forged button and a link to Alice's thread show Bob nothing.
+    key = await bot.press(fake_slack, [], views.HISTORY_OPEN, "UBOB", value=str(alice[0]))
+    assert "not one you can see" in text_of((await answer(bot, fake_slack, key))["blocks"])
+    link = "https://test.slack.com/archives/C1/p1700000000000100"
+    _, _, key = await bot.command(fake_slack, "/history", link, "UBOB")
+    assert "no conversation of yours" in text_of((await answer(bot, fake_slack, key))["blocks"])
+    _, _, key = await bot.command(fake_slack, "/history", "search question", "UBOB")
+    found = text_of((await answer(bot, fake_slack, key))["blocks"])
+    assert "UALICE question" not in found
+    assert "UBOB question 0" in found
+
+
+async def test_history_of_one_thread_shows_messages_tools_and_actions(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    long_answer = "word " * 200
+    fake_model.script(
+        Script(text="Let me add it.", tool_calls=[call("create_task", CREATE)]),
+        Script(text=long_answer),
+    )
+    root = await bot.mention("C1", "track the login bug", fake_slack)
+    await bot.idle()
+    await bot.click(fake_slack.cards("C1")[0], cards.APPROVE, "UALICE", "C1")
+    await bot.idle()
+    link = f"<https://test.slack.com/archives/C1/p{root.replace('.', '')}>"
+    _, _, key = await bot.command(fake_slack, "/history", link, "UALICE")
+    detail = await answer(bot, fake_slack, key)
+    shown = text_of(detail["blocks"])
+    assert "<@UALICE>" in shown
+    assert "track the login bug" in shown
+    assert "→ `create_task`" in shown  # the call on one line
+    assert "← `create_task`" in shown
+    assert "succeeded" in shown
+    assert "Create task 'Fix login bug'" in shown
+    assert "*succeeded* by <@UALICE>" in shown
+    key = await bot.press(fake_slack, detail["blocks"], views.HISTORY_FULL, "UALICE")
+    full = await answer(bot, fake_slack, key)
+    assert text_of(full["blocks"]).count("word") == 200
+    # Someone else cannot read it through a forged "Full text" button.
+    async with bot.countersign.db.transaction() as session:
+        last = await session.scalar(select(func.max(Message.id)))
+    key = await bot.press(fake_slack, [], views.HISTORY_FULL, "UMALLORY", value=str(last))
+    assert "not one you can see" in text_of((await answer(bot, fake_slack, key))["blocks"])
+
+
+async def test_approvals_and_the_home_tab(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    _, _, key = await bot.command(fake_slack, "/approvals", "", "UALICE")
+    empty = text_of((await answer(bot, fake_slack, key))["blocks"])
+    assert "Nothing is waiting for you." in empty
+    fake_model.script(Script(tool_calls=[call("create_task", CREATE)]))
+    await bot.mention("C1", "track it", fake_slack)
+    await bot.idle()
+    _, _, key = await bot.command(fake_slack, "/approvals", "", "UALICE")
+    waiting = text_of((await answer(bot, fake_slack, key))["blocks"])
+    card = fake_slack.cards("C1")[0]
+    assert f"https://test.slack.com/archives/C1/p{card.ts.replace('.', '')}|card" in waiting
+    assert "Create task 'Fix login bug'" in waiting
+    _, _, key = await bot.command(fake_slack, "/approvals", "", "UBOB")
+    assert "Nothing is waiting for you." in text_of((await answer(bot, fake_slack, key))["blocks"])
+
+    body = {
+        "type": "app_home_opened",
+        "user": "UALICE",
+        "channel": "D1",
+        "tab": "home",
+        "event_ts": "1.0",
+    }
+    await bot.send_event(body)
+    await bot.idle()
+    home = fake_slack.home_of("UALICE")
+    assert home is not None
+    assert home["type"] == "home"
+    assert "Waiting for your decision" in text_of(home["blocks"])
+    assert "Your conversations" in text_of(home["blocks"])
+    published = len(fake_slack.published)
+    await bot.click(card, cards.APPROVE, "UALICE", "C1")
+    await bot.idle()
+    assert len(fake_slack.published) > published  # refreshed when the proposal changed
+    refreshed = text_of(fake_slack.home_of("UALICE")["blocks"])  # type: ignore[index]
+    assert "Nothing is waiting for you." in refreshed
+    assert "*succeeded*" in refreshed
+    await bot.send_event({**body, "user": "UBOB"})
+    await bot.idle()
+    bobs = text_of(fake_slack.home_of("UBOB")["blocks"])  # type: ignore[index]
+    assert "Fix login bug" not in bobs
+
+
+async def test_forget_deletes_own_conversations_and_keeps_executed_audit_redacted(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    fake_model.script(Script(tool_calls=[call("create_task", CREATE)]))
+    await bot.mention("C1", "track it", fake_slack)
+    await bot.idle()
+    await bot.click(fake_slack.cards("C1")[0], cards.APPROVE, "UALICE", "C1")
+    await bot.idle()
+    fake_model.script(Script(tool_calls=[call("create_task", CREATE)]))
+    await bot.mention("C1", "and again", fake_slack)  # this one stays undecided
+    await bot.idle()
+    await seed(bot, "UBOB", 2, channel="C2")
+    _, _, key = await bot.command(fake_slack, "/history", "forget", "UALICE")
+    prompt = await answer(bot, fake_slack, key)
+    button = next(e for b in prompt["blocks"] if b["type"] == "actions" for e in b["elements"])
+    assert button["confirm"]["title"]["text"] == "Delete your conversations?"
+    key = await bot.press(fake_slack, prompt["blocks"], views.HISTORY_FORGET, "UALICE")
+    done = await answer(bot, fake_slack, key)
+    assert "Deleted 2 conversation(s)" in done["text"]
+    async with bot.countersign.db.transaction() as session:
+        starters = (await session.scalars(select(Conversation.started_by))).all()
+        proposals = (await session.scalars(select(Proposal))).all()
+        audit = (await session.scalars(select(AuditEntry))).all()
+    assert sorted(starters) == ["UBOB", "UBOB"]
+    (kept,) = proposals  # the executed one, redacted; the undecided one is gone
+    assert kept.state == ProposalState.SUCCEEDED
+    assert kept.description == "[redacted]"
+    assert kept.arguments == {"redacted": True}
+    assert kept.arguments_hash  # the hash of what was approved survives
+    assert kept.conversation_id is None
+    assert [a.event for a in audit] == ["propose", "approve", "start", "succeed"]
+    assert all(a.detail == {"redacted": True} for a in audit)
+
+
+async def test_retention_purge_removes_only_what_is_old(
+    bot: RunningBot, fake_slack: FakeSlack, sqlite_url: str, tmp_path: Path
+) -> None:
+    ids = await seed(bot, "UALICE", 3)
+    async with bot.countersign.db.transaction() as session:
+        await session.execute(
+            update(Conversation)
+            .where(Conversation.id == ids[0])
+            .values(updated_at=utcnow() - timedelta(days=100))
+        )
+    env = clean_env(
+        SLACK_BOT_TOKEN="xoxb-1", OPENAI_API_KEY="k", DATABASE_URL=sqlite_url, RETENTION_DAYS="90"
+    )
+    result = run_cli(["purge"], env, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "removed 1 conversation(s) idle for more than 90 days" in result.stdout
+    async with bot.countersign.db.transaction() as session:
+        left = (await session.scalars(select(Conversation.id).order_by(Conversation.id))).all()
+        messages = await session.scalar(select(func.count()).select_from(Message))
+    assert list(left) == ids[1:]
+    assert messages == 4
