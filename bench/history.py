@@ -301,7 +301,7 @@ async def prompt_growth() -> None:
                 await repo.add_message(
                     session, conversation, Role.ASSISTANT, "Here is the plan, step by step. " * 20
                 )
-            if turn in (10, 100, 500):
+            if turn in (10, 100, 200, 300, 400, 500):
                 prompt = await memory.prompt(conversation.id, "You are Countersign.", None, 200)
                 sizes[turn] = counter.messages(prompt)
             elif turn % 10 == 0:

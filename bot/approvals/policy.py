@@ -44,6 +44,11 @@ class Policies:
     def parse(cls, raw: dict[str, Any]) -> Policies:
         return cls({key: PolicyConfig.model_validate(value) for key, value in raw.items()})
 
+    @property
+    def anyone_else_approves(self) -> bool:
+        """False when every proposal is decided by its requester (the default)."""
+        return any(c.approvers for c in self._config.values())
+
     def for_tool(self, tool: str, pack: str) -> Policy:
         merged: dict[str, Any] = {}
         for key in ("*", pack, tool):

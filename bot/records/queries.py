@@ -200,23 +200,19 @@ async def search_my_messages(
 
 
 async def waiting_proposals(
-    session: AsyncSession, team_id: str, limit: int = 200
+    session: AsyncSession, team_id: str, requester: str | None = None, limit: int = 200
 ) -> list[Proposal]:
-    """Proposals of the workspace still waiting (the caller filters by who may decide)."""
-    return list(
-        (
-            await session.scalars(
-                select(Proposal)
-                .where(
-                    Proposal.state == ProposalState.PROPOSED,
-                    Proposal.team_id == team_id,
-                    Proposal.expires_at > utcnow(),
-                )
-                .order_by(Proposal.expires_at)
-                .limit(limit)
-            )
-        ).all()
+    """Proposals of the workspace still waiting (the caller filters by who may decide); only
+    `requester`'s own when nobody else approves anything."""
+    query = select(Proposal).where(
+        Proposal.state == ProposalState.PROPOSED,
+        Proposal.team_id == team_id,
+        Proposal.expires_at > utcnow(),
     )
+    if requester is not None:
+        query = query.where(Proposal.requester == requester)
+    rows = await session.scalars(query.order_by(Proposal.expires_at).limit(limit))
+    return list(rows.all())
 
 
 async def voted_by(session: AsyncSession, user: str) -> set[int]:

@@ -134,7 +134,8 @@ class Records:
     # -- /approvals --------------------------------------------------------------------------
     async def _waiting_for(self, team: str, user: str) -> list[Proposal]:
         async with self.db.transaction() as session:
-            candidates = await queries.waiting_proposals(session, team)
+            only_own = None if self.policies.anyone_else_approves else user
+            candidates = await queries.waiting_proposals(session, team, only_own)
             voted = await queries.voted_by(session, user)
         waiting = []
         for proposal in candidates:

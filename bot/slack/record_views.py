@@ -117,6 +117,8 @@ def _message_line(message: Message) -> tuple[str, bool]:
         return f"*Countersign* {when}: {prefix}→ {calls}", bool(
             message.content and len(message.content) > SNIPPET
         )
+    tokens = (message.prompt_tokens or 0) + (message.completion_tokens or 0)
+    when = f"{when} · {tokens} tokens" if tokens else when
     who = (
         "*Countersign*"
         if role == "assistant"
