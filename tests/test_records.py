@@ -142,7 +142,8 @@ async def test_history_of_one_thread_shows_messages_tools_and_actions(
     async with bot.countersign.db.transaction() as session:
         answer_row = (await session.scalars(select(Message).order_by(Message.id.desc()))).first()
     assert answer_row is not None
-    assert answer_row.prompt_tokens and answer_row.completion_tokens
+    assert answer_row.prompt_tokens
+    assert answer_row.completion_tokens
     tokens = answer_row.prompt_tokens + answer_row.completion_tokens
     assert f"· {tokens} tokens" in shown  # token usage per message
     assert "→ `create_task`" in shown  # the call on one line
