@@ -6,11 +6,13 @@ hands it to whoever needs it.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
 
 import aiohttp
+from redis.asyncio import Redis
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -21,6 +23,7 @@ from bot.approvals.service import ApprovalsService
 from bot.config import Settings
 from bot.conversation.memory import Budget
 from bot.conversation.turn import ActionDesk, Conversations, TurnSettings
+from bot.coordination import RedisWindow, ThreadLocks
 from bot.db.migrate import upgrade_to_head
 from bot.db.models import Proposal
 from bot.db.session import Database
@@ -28,7 +31,7 @@ from bot.llm import LLM, make_client
 from bot.slack import listeners
 from bot.slack.card_publisher import CardPublisher
 from bot.slack.commands import Records
-from bot.slack.edit_budget import EditBudget
+from bot.slack.edit_budget import WINDOW_MARGIN_SECONDS, WINDOW_SECONDS, EditBudget
 from bot.slack.interactions import Interactions
 from bot.slack.ratelimit import retry_handlers
 from bot.tasks import TaskGroup
@@ -50,11 +53,22 @@ class Countersign:
     approvals: ApprovalsService
     executor: Executor
     sweeper: Sweeper
+    redis: Redis | None = None
 
     @classmethod
     def build(cls, settings: Settings) -> Countersign:
         """Make every long-lived object; call it inside the running event loop."""
-        budget = EditBudget(settings.slack_edit_budget_per_minute)
+        redis = Redis.from_url(settings.redis_url) if settings.redis_url else None
+        window = None
+        if redis is not None:  # replicas share the workspace's chat.update window
+            token = settings.slack_bot_token.get_secret_value()
+            window = RedisWindow(
+                redis,
+                f"countersign:chat.update:{hashlib.sha256(token.encode()).hexdigest()[:16]}",
+                settings.slack_edit_budget_per_minute,
+                WINDOW_SECONDS + WINDOW_MARGIN_SECONDS,
+            )
+        budget = EditBudget(settings.slack_edit_budget_per_minute, window=window)
 
         def on_rate_limited(method: str, seconds: float) -> None:
             log.warning("Slack rate-limited %s for %.1fs", method, seconds)
@@ -102,6 +116,7 @@ class Countersign:
                 ),
             ),
             ActionDesk(registry, policies, approvals, cards),
+            ThreadLocks(redis),
         )
 
         def tool_context(proposal: Proposal) -> ToolContext:
@@ -174,6 +189,7 @@ class Countersign:
             approvals,
             executor,
             sweeper,
+            redis,
         )
 
     async def start(self) -> None:
@@ -192,3 +208,5 @@ class Countersign:
         await self.db.dispose()
         if self.slack.session is not None:
             await self.slack.session.close()
+        if self.redis is not None:
+            await self.redis.aclose()

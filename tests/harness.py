@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,8 +80,9 @@ class RunningBot:
     _event_ids: int = field(default=0)
 
     def next_event_id(self) -> str:
+        """Unique across instances, as Slack's are (two bots share one fake Slack)."""
         self._event_ids += 1
-        return f"Ev{self._event_ids:08d}"
+        return f"Ev{self._event_ids:06d}{uuid.uuid4().hex[:10]}"
 
     async def post_raw(self, body: bytes, headers: dict[str, str]) -> tuple[int, str]:
         async with self.session.post(self.url + EVENTS_PATH, data=body, headers=headers) as r:

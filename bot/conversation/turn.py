@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -20,6 +19,7 @@ from bot.conversation.incoming import Incoming
 from bot.conversation.memory import Budget, Memory
 from bot.conversation.tokens import TokenCounter
 from bot.conversation.tool_calls import prepare_calls
+from bot.coordination import ThreadLocks
 from bot.db import repositories as repo
 from bot.db.claims import DeliveryClaims
 from bot.db.models import Conversation, Role
@@ -89,6 +89,7 @@ class Conversations:
         budget: EditBudget,
         settings: TurnSettings,
         desk: ActionDesk | None = None,
+        locks: ThreadLocks | None = None,
     ) -> None:
         self.db = db
         self.llm = llm
@@ -98,14 +99,7 @@ class Conversations:
         self.desk = desk
         self.memory = Memory(db, llm, TokenCounter(llm.model), settings.budget)
         self.claims = DeliveryClaims(db)
-        self._locks: weakref.WeakValueDictionary[int, asyncio.Lock] = weakref.WeakValueDictionary()
-
-    def _lock(self, conversation_id: int) -> asyncio.Lock:
-        lock = self._locks.get(conversation_id)
-        if lock is None:
-            lock = asyncio.Lock()
-            self._locks[conversation_id] = lock
-        return lock
+        self.locks = locks or ThreadLocks()
 
     async def _claim(self, incoming: Incoming) -> bool:
         """True if this message is ours to answer and was not handled before.
@@ -142,7 +136,7 @@ class Conversations:
         placeholder = asyncio.create_task(stream.start())
         try:
             conversation, created = await self._conversation(incoming)
-            async with self._lock(conversation.id):
+            async with self.locks.hold(conversation.id):
                 await self._record_user_message(conversation, created, incoming, bot_user_id)
                 await placeholder
                 await self._respond(conversation, stream, incoming.user_id)
@@ -381,7 +375,7 @@ class Conversations:
             if note:
                 await repo.add_message(session, conversation, Role.SYSTEM, note)
         stream = self._stream(conversation.channel_id, conversation.thread_ts or None)
-        async with self._lock(conversation.id):
+        async with self.locks.hold(conversation.id):
             await stream.start()
             try:
                 await self._respond(conversation, stream, requester)

@@ -21,10 +21,11 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
+
+from bot.coordination import LocalWindow, Window
 
 WINDOW_SECONDS = 60.0
 WINDOW_MARGIN_SECONDS = 1.5  # our clock and Slack's disagree by the request's travel time
@@ -56,22 +57,23 @@ class EditBudget:
         headroom: int | None = None,
         window_seconds: float = WINDOW_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        window: Window | None = None,
     ) -> None:
         self.per_minute = per_minute  # grants allowed per window (a minute, as Slack counts)
         margin = min(WINDOW_MARGIN_SECONDS, window_seconds * 0.025)
-        self.window = window_seconds + margin
+        self.window = window or LocalWindow(per_minute, window_seconds + margin, clock)
         self.rate = per_minute / window_seconds  # intermediate edits per second
         self.burst = float(burst if burst is not None else max(1, per_minute // 2))
         self.headroom = headroom if headroom is not None else per_minute // 10
         self._clock = clock
         self._tokens = self.burst
         self._refilled_at = clock()
-        self._granted: deque[float] = deque()
         self._paused_until = 0.0
         self._open: set[int] = set()
         self._waiters: list[_Waiter] = []
         self._seq = itertools.count()
         self._wake = asyncio.Event()
+        self._pauses: set[asyncio.Task[None]] = set()
         self._dispatcher: asyncio.Task[None] | None = None
         self.granted_total = 0
         self.rate_limited_total = 0
@@ -104,9 +106,17 @@ class EditBudget:
         self._wake.set()
 
     def pause(self, seconds: float) -> None:
-        """Slack said 429: nobody edits until Retry-After has passed."""
+        """Slack said 429: nobody edits until Retry-After has passed (on every replica, when
+        the window is shared)."""
         self.rate_limited_total += 1
         self._paused_until = max(self._paused_until, self._clock() + seconds)
+        self._wake.set()
+        task = asyncio.get_running_loop().create_task(self._pause(seconds))
+        self._pauses.add(task)
+        task.add_done_callback(self._pauses.discard)
+
+    async def _pause(self, seconds: float) -> None:
+        await self.window.pause(seconds)
         self._wake.set()
 
     # -- dispatch --------------------------------------------------------------------------
@@ -124,40 +134,37 @@ class EditBudget:
     def _refill(self, now: float) -> None:
         self._tokens = min(self.burst, self._tokens + (now - self._refilled_at) * self.rate)
         self._refilled_at = now
-        while self._granted and self._granted[0] <= now - self.window:
-            self._granted.popleft()
 
-    def _grant(self, waiter: _Waiter, now: float, intermediate: bool) -> None:
+    def _grant(self, waiter: _Waiter, intermediate: bool) -> None:
         self._waiters.remove(waiter)
-        self._granted.append(now)
         self.granted_total += 1
         if intermediate:
             self._tokens -= 1
         if not waiter.future.done():
             waiter.future.set_result(None)
 
-    def _step(self, now: float) -> float | None:
+    async def _step(self, now: float) -> float | None:
         """Grant what may go now; return seconds until something may change (None: idle)."""
         self._refill(now)
         self._waiters = [w for w in self._waiters if not w.future.done()]
         if not self._waiters:
             return None
-        if now < self._paused_until:
-            return self._paused_until - now
-        free = self.per_minute - len(self._granted)
-        window_frees_in = (self._granted[0] + self.window - now) if self._granted else 0.0
+        paused = max(self._paused_until - now, await self.window.paused_for())
+        if paused > 0:
+            return paused
         finals = [w for w in self._waiters if w.editor.wants_final]
         if finals:
-            if free > 0:
-                self._grant(min(finals), now, intermediate=False)
+            granted, wait = await self.window.take(keep_free=0)
+            if granted:
+                self._grant(min(finals), intermediate=False)
                 return 0.0
-            return window_frees_in
-        reserve = len(self._open) + self.headroom
-        if free <= reserve:
-            # With no grant in the window to expire, only a reply closing can change this.
-            return window_frees_in if self._granted else None
+            return wait
         if self._tokens < 1:
             return (1 - self._tokens) / self.rate
+        # Intermediate edits leave one slot per open reply (and some headroom) for finals.
+        granted, wait = await self.window.take(keep_free=len(self._open) + self.headroom)
+        if not granted:
+            return wait
         oldest = min(
             self._waiters,
             key=lambda w: (
@@ -165,13 +172,13 @@ class EditBudget:
                 w.seq,
             ),
         )
-        self._grant(oldest, now, intermediate=True)
+        self._grant(oldest, intermediate=True)
         return 0.0
 
     async def _dispatch(self) -> None:
         while True:
             self._wake.clear()
-            delay = self._step(self._clock())
+            delay = await self._step(self._clock())
             if delay == 0.0:
                 continue
             with contextlib.suppress(TimeoutError):
