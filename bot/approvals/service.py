@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -185,7 +187,8 @@ class ApprovalsService:
         **values: Any,
     ) -> Proposal:
         step = transition(State(proposal.state), event)
-        result = await session.execute(
+        # Compare-and-set; RETURNING hands back the new row without a second query.
+        fresh = await session.scalar(
             update(Proposal)
             .where(
                 Proposal.id == proposal.id,
@@ -198,9 +201,10 @@ class ApprovalsService:
                 updated_at=utcnow(),
                 **values,
             )
-            .execution_options(synchronize_session=False)
+            .returning(Proposal)
+            .execution_options(populate_existing=True)
         )
-        if getattr(result, "rowcount", 0) != 1:
+        if fresh is None:
             current = await session.get(Proposal, proposal.id, populate_existing=True)
             raise AlreadyHandled(
                 f"This action was {_describe_state(current) if current else 'removed'}."
@@ -215,9 +219,6 @@ class ApprovalsService:
                 detail=detail,
             )
         )
-        await session.flush()
-        fresh = await session.get(Proposal, proposal.id, populate_existing=True)
-        assert fresh is not None
         if step.target in SETTLED:
             await self._settle(session, fresh)
         return fresh
@@ -287,24 +288,24 @@ class ApprovalsService:
         await self._audit_only(proposal_id, "refused", user, {"action": action, "reason": reason})
 
     # -- people ------------------------------------------------------------------------------
-    async def _expire_if_due(self, proposal_id: int) -> None:
-        """A click on a card whose time is up expires it first (committed on its own, so the
-        click's refusal does not roll the expiry back)."""
-        async with self.db.transaction() as session:
-            proposal = await session.get(Proposal, proposal_id)
-            if proposal is None:
-                raise UnknownProposal("this action no longer exists")
-            if State(proposal.state) is State.PROPOSED and proposal.expires_at <= utcnow():
-                await self._apply(session, proposal, Event.EXPIRE, "clock")
-
-    async def vote(self, proposal_id: int, user: str, approvals_required: int) -> VoteResult:
-        """Record `user`'s approval; the quorum's last vote moves the proposal to approved and
-        freezes the exact arguments (and their hash) that the executor will run."""
-        await self._expire_if_due(proposal_id)
+    @asynccontextmanager
+    async def _deciding(self, proposal_id: int) -> AsyncIterator[tuple[AsyncSession, Proposal]]:
+        """The locked proposal inside one transaction, for a person's decision. If its time is
+        up, it expires instead (committed, so the refusal does not roll the expiry back)."""
         async with self.db.transaction() as session:
             proposal = await session.get(Proposal, proposal_id, with_for_update=True)
             if proposal is None:
                 raise UnknownProposal("this action no longer exists")
+            if State(proposal.state) is not State.PROPOSED or proposal.expires_at > utcnow():
+                yield session, proposal
+                return
+            await self._apply(session, proposal, Event.EXPIRE, "clock")
+        raise AlreadyHandled("This action expired before anyone decided; nothing was done.")
+
+    async def vote(self, proposal_id: int, user: str, approvals_required: int) -> VoteResult:
+        """Record `user`'s approval; the quorum's last vote moves the proposal to approved and
+        freezes the exact arguments (and their hash) that the executor will run."""
+        async with self._deciding(proposal_id) as (session, proposal):
             if State(proposal.state) is not State.PROPOSED:
                 raise AlreadyHandled(f"This action was {_describe_state(proposal)}.")
             try:
@@ -347,11 +348,7 @@ class ApprovalsService:
             return VoteResult(approved, approvers, approved_now=True)
 
     async def decline(self, proposal_id: int, user: str, reason: str | None) -> Proposal:
-        await self._expire_if_due(proposal_id)
-        async with self.db.transaction() as session:
-            proposal = await session.get(Proposal, proposal_id, with_for_update=True)
-            if proposal is None:
-                raise UnknownProposal("this action no longer exists")
+        async with self._deciding(proposal_id) as (session, proposal):
             return await self._apply(
                 session,
                 proposal,
@@ -368,11 +365,7 @@ class ApprovalsService:
     ) -> Proposal:
         """New arguments for a proposal still waiting; the audit keeps both versions and
         earlier approvals no longer count (they approved other arguments)."""
-        await self._expire_if_due(proposal_id)
-        async with self.db.transaction() as session:
-            proposal = await session.get(Proposal, proposal_id, with_for_update=True)
-            if proposal is None:
-                raise UnknownProposal("this action no longer exists")
+        async with self._deciding(proposal_id) as (session, proposal):
             if State(proposal.state) is not State.PROPOSED:
                 raise AlreadyHandled(f"This action was {_describe_state(proposal)}.")
             before, before_hash = proposal.arguments, proposal.arguments_hash
