@@ -63,6 +63,11 @@ class Records:
         self.groups = groups
         self.tasks = tasks
         self._team_url: str | None = None
+        # People who opened the Home tab since this process started: only their tabs are
+        # refreshed on changes (anyone else gets a fresh one when they open it), one refresh at
+        # a time per person, coalescing bursts.
+        self._home_users: set[str] = set()
+        self._home_running: dict[str, bool] = {}
 
     async def team_url(self) -> str | None:
         if self._team_url is None:
@@ -189,8 +194,25 @@ class Records:
         except SlackApiError as exc:
             log.warning("could not publish the home tab of %s: %s", user, exc)
 
+    def refresh_home(self, team: str, user: str) -> None:
+        if user in self._home_running:
+            self._home_running[user] = True  # run once more when the current one ends
+            return
+        self._home_running[user] = False
+        self.tasks.spawn(self._refresh_home(team, user), name=f"home-{user}")
+
+    async def _refresh_home(self, team: str, user: str) -> None:
+        try:
+            while True:
+                await self.publish_home(team, user)
+                if not self._home_running.get(user):
+                    return
+                self._home_running[user] = False
+        finally:
+            self._home_running.pop(user, None)
+
     def proposal_changed(self, proposal: Proposal, approvers: list[str]) -> None:
-        """Refresh the Home tab of everyone a proposal concerns."""
+        """Refresh the Home tab of everyone a proposal concerns (who has the tab open)."""
         tool = self.registry.get(proposal.tool_name)
         policy = self.policies.for_tool(proposal.tool_name, tool.pack if tool else "")
         people = {
@@ -200,8 +222,8 @@ class Records:
         }
         if proposal.decided_by:
             people.add(proposal.decided_by)
-        for person in people:
-            self.tasks.spawn(self.publish_home(proposal.team_id, person), name=f"home-{person}")
+        for person in people & self._home_users:
+            self.refresh_home(proposal.team_id, person)
 
     # -- wiring ------------------------------------------------------------------------------
     def register(self, app: AsyncApp) -> None:
@@ -281,10 +303,8 @@ class Records:
         @app.event("app_home_opened")
         async def home_opened(event: dict[str, Any], body: dict[str, Any]) -> None:
             if event.get("tab", "home") == "home":
-                self.tasks.spawn(
-                    self.publish_home(str(body.get("team_id")), str(event["user"])),
-                    name=f"home-{event['user']}",
-                )
+                self._home_users.add(str(event["user"]))
+                self.refresh_home(str(body.get("team_id")), str(event["user"]))
 
 
 def _team(body: dict[str, Any]) -> str:
