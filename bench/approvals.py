@@ -20,14 +20,11 @@ import argparse
 import asyncio
 import tempfile
 import time
-import uuid
 from datetime import timedelta
 from pathlib import Path
 
-import asyncpg
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import func, select
-from sqlalchemy.engine import make_url
 
 from bot.approvals.executor import Executor
 from bot.approvals.service import AlreadyHandled, ApprovalsService
@@ -41,9 +38,8 @@ from bot.tools.registry import Preview, ToolContext, ToolRegistry
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack
 from tests.harness import make_settings, start_bot, stop_bot
+from tests.pg import temporary_database
 from tests.test_approvals_flow import CREATE, call
-
-POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 def pct(values: list[float], q: float) -> float:
@@ -211,17 +207,8 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         await decisions(f"sqlite:///{Path(tmp) / 'd.db'}", args.proposals, "SQLite")
     if not args.no_postgres:
-        url = make_url(POSTGRES)
-        name = f"cs_bench_{uuid.uuid4().hex[:8]}"
-        conn = await asyncpg.connect(host=url.host, user=url.username, database=url.database)
-        await conn.execute(f'CREATE DATABASE "{name}"')
-        try:
-            await decisions(
-                url.set(database=name).render_as_string(False), args.proposals, "PostgreSQL"
-            )
-        finally:
-            await conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-            await conn.close()
+        async with temporary_database("cs_bench") as url:
+            await decisions(url, args.proposals, "PostgreSQL")
 
 
 if __name__ == "__main__":

@@ -36,9 +36,9 @@ from bot.db.session import Database
 from tests.fakes.openai import FakeOpenAI
 from tests.fakes.slack import TEAM_ID, FakeSlack
 from tests.harness import RunningBot, make_settings, start_bot, stop_bot
+from tests.pg import temporary_database
 from tests.test_llm_stream import llm_for
 
-POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 USERS = 2_000
 PER_CONVERSATION = 20
 PROPOSALS = 20_000
@@ -325,20 +325,8 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         await commands(f"sqlite:///{Path(tmp) / 'h.db'}", "SQLite", args.messages, args.samples)
     if not args.no_postgres:
-        url = make_url(POSTGRES)
-        name = f"cs_bench_{uuid.uuid4().hex[:8]}"
-        admin = await asyncpg.connect(host=url.host, user=url.username, database=url.database)
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        try:
-            await commands(
-                url.set(database=name).render_as_string(False),
-                "PostgreSQL",
-                args.messages,
-                args.samples,
-            )
-        finally:
-            await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-            await admin.close()
+        async with temporary_database("cs_bench") as url:
+            await commands(url, "PostgreSQL", args.messages, args.samples)
     await prompt_growth()
 
 

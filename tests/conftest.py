@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import os
 import socket
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import asyncpg
 import pytest
-from sqlalchemy.engine import make_url
 
 from tests.fakes.openai import FakeOpenAI
 from tests.fakes.slack import FakeSlack
 from tests.harness import RunningBot, make_settings, start_bot, stop_bot
+from tests.pg import temporary_database
 
 POSTGRES_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -64,42 +62,13 @@ def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'countersign.db'}"
 
 
-async def _create_postgres_database() -> str:
-    name = f"cs_test_{uuid.uuid4().hex[:12]}"
-    url = make_url(POSTGRES_URL)
-    try:
-        conn = await asyncpg.connect(
-            host=url.host, port=url.port or 5432, user=url.username, database=url.database
-        )
-    except OSError as exc:
-        pytest.fail(
-            f"PostgreSQL is not reachable at {POSTGRES_URL} ({exc}); start it, e.g. "
-            "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start"
-        )
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    return url.set(database=name).render_as_string(hide_password=False)
-
-
-async def _drop_postgres_database(database_url: str) -> None:
-    url = make_url(POSTGRES_URL)
-    name = make_url(database_url).database
-    conn = await asyncpg.connect(
-        host=url.host, port=url.port or 5432, user=url.username, database=url.database
-    )
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
-
-
 @pytest.fixture
 async def postgres_url() -> AsyncIterator[str]:
-    database_url = await _create_postgres_database()
-    yield database_url
-    await _drop_postgres_database(database_url)
+    try:
+        async with temporary_database() as url:
+            yield url
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -108,9 +77,11 @@ async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncI
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'countersign.db'}"
         return
-    database_url = await _create_postgres_database()
-    yield database_url
-    await _drop_postgres_database(database_url)
+    try:
+        async with temporary_database() as url:
+            yield url
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture

@@ -44,6 +44,29 @@ async def assert_once(bot: RunningBot, slack: FakeSlack, model: FakeOpenAI) -> N
     assert [m.text for m in slack.bot_messages("C1")].count("Resumed once.") == 1
 
 
+async def proposal_then_stop(
+    slack: FakeSlack, model: FakeOpenAI, database_url: str, state: ProposalState, **values: object
+) -> None:
+    """A bot proposes create_task; the proposal is then approved (and maybe further along,
+    per `state` and `values`) when the process stops, as if it died there."""
+    bot = await start_bot(make_settings(slack, model, database_url))
+    await bot.mention("C1", "track it", slack)
+    await bot.idle()
+    (proposal,) = await proposals(bot)
+    async with bot.countersign.db.transaction() as session:
+        await session.execute(
+            update(Proposal).values(
+                state=state,
+                version=Proposal.version + 1,
+                approved_arguments=proposal.arguments,
+                approved_hash=proposal.arguments_hash,
+                decided_by="UALICE",
+                **values,
+            )
+        )
+    await stop_bot(bot)
+
+
 async def test_fifty_concurrent_clicks_on_sqlite_execute_and_resume_once(
     bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
@@ -143,23 +166,15 @@ async def test_a_crash_during_execution_is_interrupted_then_retry_works(
         Script(text="It was interrupted."),
         Script(text="Now it is done."),
     )
-    crashed = await start_bot(make_settings(fake_slack, fake_model, sqlite_url))
-    await crashed.mention("C1", "track it", fake_slack)
-    await crashed.idle()
-    (proposal,) = await proposals(crashed)
-    async with crashed.countersign.db.transaction() as session:  # mid-execution, then gone
-        await session.execute(
-            update(Proposal).values(
-                state=ProposalState.EXECUTING,
-                version=Proposal.version + 2,
-                approved_arguments=proposal.arguments,
-                approved_hash=proposal.arguments_hash,
-                decided_by="UALICE",
-                lease_owner=f"{host_prefix()}999999/dead",
-                attempts=1,
-            )
-        )
-    await stop_bot(crashed)
+    # Approved and executing when the process died.
+    await proposal_then_stop(
+        fake_slack,
+        fake_model,
+        sqlite_url,
+        ProposalState.EXECUTING,
+        lease_owner=f"{host_prefix()}999999/dead",
+        attempts=1,
+    )
 
     restarted = await start_bot(make_settings(fake_slack, fake_model, sqlite_url))
     try:
@@ -192,21 +207,7 @@ async def test_proposals_left_approved_are_executed_at_start_up(
     fake_model.script(
         Script(tool_calls=[call("create_task", CREATE)]), Script(text="Resumed once.")
     )
-    before = await start_bot(make_settings(fake_slack, fake_model, sqlite_url))
-    await before.mention("C1", "track it", fake_slack)
-    await before.idle()
-    (proposal,) = await proposals(before)
-    async with before.countersign.db.transaction() as session:  # approved, then the bot died
-        await session.execute(
-            update(Proposal).values(
-                state=ProposalState.APPROVED,
-                version=Proposal.version + 1,
-                approved_arguments=proposal.arguments,
-                approved_hash=proposal.arguments_hash,
-                decided_by="UALICE",
-            )
-        )
-    await stop_bot(before)
+    await proposal_then_stop(fake_slack, fake_model, sqlite_url, ProposalState.APPROVED)
     after = await start_bot(make_settings(fake_slack, fake_model, sqlite_url))
     try:
         await after.idle()
