@@ -94,3 +94,19 @@ async def test_schedule_message_is_escaped_and_scheduled_after_approval(
     assert scheduled["text"] == "standup &lt;!here&gt;"
     assert int(scheduled["post_at"]) == int(when.timestamp())
     assert json.dumps(fake_slack.cards("C1")[0].blocks).count("Message scheduled") == 1
+
+
+async def test_the_live_reply_shows_what_is_being_looked_up(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    fake_slack.delays["conversations.info"] = 1.5  # a slow lookup
+    fake_model.script(
+        Script(text="Let me look.", tool_calls=[call("get_channel_info", {"channel": "CDEV"})]),
+        Script(text="It is #chan-cdev."),
+    )
+    await bot.mention("C1", "which channel is CDEV?", fake_slack)
+    await bot.idle()
+    (reply,) = fake_slack.bot_messages("C1")
+    shown = fake_slack.history[reply.ts]
+    assert any("_Looking at the channel…_" in text for text in shown)
+    assert reply.text == "Let me look.\n\nIt is #chan-cdev."  # the status is gone at the end

@@ -117,6 +117,7 @@ class FakeSlack:
     scheduled: list[dict[str, Any]] = field(default_factory=list)
     channel_info: dict[str, dict[str, Any]] = field(default_factory=dict)
     user_groups: dict[str, list[str]] = field(default_factory=dict)
+    delays: dict[str, float] = field(default_factory=dict)  # method -> seconds before answering
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -205,6 +206,8 @@ class FakeSlack:
     async def _handle(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         args = await self._read_args(request)
+        if method in self.delays:
+            await asyncio.sleep(self.delays[method])
         now = time.monotonic()
         auth = request.headers.get("Authorization", "")
         token = auth.removeprefix("Bearer ") or str(args.get("token", ""))
