@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bot.slack.render import to_mrkdwn, unescape
 from bot.slack.split import split_message
@@ -85,3 +87,63 @@ def test_split_handles_text_without_any_space() -> None:
     chunks = split_message(text, 3000)
     assert all(len(c) <= 3000 for c in chunks)
     assert "".join(chunks) == text
+
+
+@given(
+    st.lists(
+        st.sampled_from(["word", "&amp;", "&lt;x&gt;", " ", "\n", "\n\n", "```", "é🙂", "x" * 50]),
+        max_size=400,
+    ),
+    st.integers(min_value=200, max_value=1000),
+)
+def test_splitting_keeps_every_character_and_every_limit(parts: list[str], limit: int) -> None:
+    text = "".join(parts)
+    chunks = split_message(text, limit)
+    assert all(len(c) <= limit for c in chunks)
+    for chunk in chunks:  # no entity is cut in two
+        for piece in chunk.split("&")[1:]:
+            assert piece.startswith(("amp;", "lt;", "gt;"))
+
+    # Only separators at cuts and the fences added around cuts may differ.
+    def squash(value: str) -> str:
+        return "".join(value.replace("```", "").split())
+
+    assert squash("".join(chunks)) == squash(text)
+
+
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "<!channel>",
+                "<!here|here>",
+                "<@U1>",
+                "<#C1|x>",
+                "<!subteam^S1>",
+                "[a](",
+                "https://x.io",
+                ")",
+                "**",
+                "_",
+                "`",
+                "```",
+                "\n",
+                " ",
+                "&",
+                "<",
+                ">",
+                "|",
+                "- ",
+                "1. ",
+                "> ",
+                "# ",
+                "text",
+            ]
+        ),
+        max_size=60,
+    )
+)
+def test_no_markdown_input_can_produce_a_mention(parts: list[str]) -> None:
+    rendered = to_mrkdwn("".join(parts))
+    for syntax in ("<!", "<@", "<#"):
+        assert syntax not in rendered
