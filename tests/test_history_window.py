@@ -1,14 +1,16 @@
-"""The window sent to the model never separates tool calls from their results."""
+"""The window sent to the model never separates tool calls from their results, whatever the
+conversation, the token costs and the limits."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.conversation.history import build_prompt, is_valid_history, window
+from bot.conversation.history import PENDING, is_valid_history, to_openai
+from bot.conversation.memory import _window_start
 
 
 @dataclass
@@ -41,34 +43,19 @@ def conversations(draw: st.DrawFn) -> list[Msg]:
     return messages
 
 
-@given(conversations(), st.integers(min_value=1, max_value=40))
-def test_window_is_a_bounded_suffix_that_keeps_tool_pairs(messages: list[Msg], size: int) -> None:
+@given(conversations(), st.data(), st.integers(1, 400), st.integers(1, 40))
+def test_window_is_a_bounded_suffix_that_keeps_tool_pairs(
+    messages: list[Msg], data: st.DataObject, budget: int, max_messages: int
+) -> None:
     assert is_valid_history(messages)
-    chosen = window(messages, size)
-    assert len(chosen) <= size
-    assert chosen == messages[len(messages) - len(chosen) :]  # a suffix, in order
-    assert is_valid_history(chosen)
+    costs = [data.draw(st.integers(1, 60)) for _ in messages]
+    start = _window_start(costs, [m.role for m in messages], budget, max_messages)
+    chosen = messages[start:]
+    assert sum(costs[start:]) <= budget
+    assert len(chosen) <= max_messages
+    assert is_valid_history(chosen)  # no result without its call, no call without results
     if chosen:
         assert chosen[0].role != "tool"
-    # It is the longest such window: only orphaned tool results were dropped.
-    dropped = messages[max(0, len(messages) - size) : len(messages) - len(chosen)]
-    assert all(m.role == "tool" for m in dropped)
-
-
-@given(conversations(), st.integers(min_value=1, max_value=40))
-def test_prompt_pairs_every_tool_call_with_one_result(messages: list[Msg], size: int) -> None:
-    prompt = build_prompt("system", messages, size)
-    assert prompt[0] == {"role": "system", "content": "system"}
-    expected: list[str] = []
-    for message in prompt[1:]:
-        if message["role"] == "tool":
-            assert expected
-            assert expected.pop(0) == message["tool_call_id"]
-        else:
-            assert expected == []
-            calls = cast(list[dict[str, Any]], message.get("tool_calls") or [])
-            expected = [c["id"] for c in calls]
-    assert expected == []
 
 
 def test_invalid_histories_are_recognised() -> None:
@@ -82,3 +69,13 @@ def test_invalid_histories_are_recognised() -> None:
             Msg("user", "hi"),
         ]
     )
+
+
+def test_a_result_still_waiting_for_approval_tells_the_model_so() -> None:
+    message = to_openai(Msg("tool", None, tool_call_id="c1"))
+    assert message == {"role": "tool", "tool_call_id": "c1", "content": PENDING}
+    assert to_openai(Msg("user", "hi", slack_user="U1")) == {
+        "role": "user",
+        "content": "hi",
+        "name": "U1",
+    }

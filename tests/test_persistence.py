@@ -90,7 +90,7 @@ async def test_conversation_counters_and_message_order(db: Database) -> None:
             session, conversation, Role.TOOL, "ok", tool_call_id="c1", tool_name="t"
         )
     async with db.transaction() as session:
-        recent = await repo.recent_messages(session, conversation.id, 2)
+        recent = (await repo.messages_after(session, conversation.id, 0, 3))[1:]
         refreshed = await repo.find_conversation(session, "T", "C", "1.1")
     assert [m.role for m in recent] == [Role.ASSISTANT, Role.TOOL]
     assert recent[0].tool_calls == calls

@@ -1,14 +1,12 @@
-"""The window of stored messages sent to the model.
+"""Stored messages in the model's shape, and what makes a history valid.
 
-A window is a suffix of the conversation. It never begins with `tool` messages whose assistant
-`tool_calls` message fell outside it: the model would see results of calls it never made. It
-never ends between an assistant's calls and their results either, because it is a suffix.
+Which messages go to the model (a token-budgeted suffix plus a summary) is `memory.py`'s job.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from openai.types.chat import ChatCompletionMessageParam
 
@@ -34,17 +32,11 @@ def window_start(roles: Sequence[str], max_messages: int) -> int:
     return start
 
 
-M = TypeVar("M", bound=StoredMessage)
-
 # A write call whose proposal is still waiting for a person (its result is filled in later).
 PENDING = (
     '{"status": "pending_approval", "note": "A person has not decided on this action yet; '
     'it has not been carried out."}'
 )
-
-
-def window(messages: Sequence[M], max_messages: int) -> list[M]:
-    return list(messages[window_start([m.role for m in messages], max_messages) :])
 
 
 def to_openai(message: StoredMessage) -> ChatCompletionMessageParam:
@@ -66,14 +58,6 @@ def to_openai(message: StoredMessage) -> ChatCompletionMessageParam:
             user["name"] = message.slack_user
         return user  # type: ignore[return-value]
     return {"role": "system", "content": message.content or ""}
-
-
-def build_prompt(
-    system_prompt: str, messages: Sequence[StoredMessage], max_messages: int
-) -> list[ChatCompletionMessageParam]:
-    prompt: list[ChatCompletionMessageParam] = [{"role": "system", "content": system_prompt}]
-    prompt += [to_openai(m) for m in window(messages, max_messages)]
-    return prompt
 
 
 def is_valid_history(messages: Sequence[StoredMessage]) -> bool:

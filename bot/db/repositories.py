@@ -112,17 +112,6 @@ async def add_message(
     return message
 
 
-async def recent_messages(session: AsyncSession, conversation_id: int, limit: int) -> list[Message]:
-    """The last `limit` messages of a conversation, oldest first."""
-    rows = await session.scalars(
-        select(Message)
-        .where(Message.conversation_id == conversation_id)
-        .order_by(Message.id.desc())
-        .limit(limit)
-    )
-    return list(reversed(rows.all()))
-
-
 async def all_messages(session: AsyncSession, conversation_id: int) -> list[Message]:
     rows = await session.scalars(
         select(Message).where(Message.conversation_id == conversation_id).order_by(Message.id)
