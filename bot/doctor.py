@@ -7,6 +7,8 @@ import asyncio
 from dataclasses import dataclass
 
 import openai
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import text
@@ -101,6 +103,21 @@ async def check_llm(settings: Settings) -> Check:
     return Check("llm", True, f"{client.base_url} serves {settings.llm_model}")
 
 
+async def check_redis(settings: Settings) -> Check:
+    if not settings.redis_url:
+        return Check("redis", True, "not configured (fine for one replica)")
+    client = Redis.from_url(settings.redis_url, socket_connect_timeout=5)
+    try:
+        await client.ping()
+    except RedisError as exc:
+        return Check(
+            "redis", False, f"cannot reach REDIS_URL ({type(exc).__name__}). Is Redis running?"
+        )
+    finally:
+        await client.aclose()
+    return Check("redis", True, "reachable: replicas will share the edit budget and locks")
+
+
 async def run_checks(settings: Settings) -> list[Check]:
     mode = "Socket Mode" if settings.socket_mode else "HTTP mode"
     config = Check("settings", True, f"loaded; the bot will run in {mode}")
@@ -111,6 +128,6 @@ async def run_checks(settings: Settings) -> list[Check]:
             "neither SLACK_APP_TOKEN (Socket Mode) nor SLACK_SIGNING_SECRET (HTTP mode) is set.",
         )
     rest = await asyncio.gather(
-        check_database(settings), check_slack(settings), check_llm(settings)
+        check_database(settings), check_slack(settings), check_llm(settings), check_redis(settings)
     )
     return [config, *rest]

@@ -165,6 +165,7 @@ def test_doctor_reports_each_check(
     assert "[ok] database" in ok.stdout
     assert "[ok] slack" in ok.stdout
     assert "[ok] llm" in ok.stdout
+    assert "[ok] redis: not configured" in ok.stdout
     assert "all checks passed" in ok.stdout
 
     env.update(
@@ -172,6 +173,7 @@ def test_doctor_reports_each_check(
             "SLACK_BOT_TOKEN": "xoxb-revoked",
             "LLM_MODEL": "gpt-nope",
             "DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
+            "REDIS_URL": "redis://127.0.0.1:1/0",
         }
     )
     bad = run_cli(["doctor"], env, tmp_path)
@@ -179,5 +181,6 @@ def test_doctor_reports_each_check(
     assert "[FAIL] slack: auth.test said invalid_auth" in bad.stdout
     assert "[FAIL] llm: model 'gpt-nope' is not served here" in bad.stdout
     assert "[FAIL] database: cannot connect" in bad.stdout
-    assert "3 check(s) failed" in bad.stdout
+    assert "[FAIL] redis: cannot reach REDIS_URL" in bad.stdout
+    assert "4 check(s) failed" in bad.stdout
     assert "Traceback" not in bad.stdout + bad.stderr
