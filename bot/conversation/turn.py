@@ -7,6 +7,7 @@ listener -> `Conversations.handle` -> dedupe + conversation -> placeholder -> hi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -141,6 +142,9 @@ class Conversations:
                 await placeholder
                 await self._respond(conversation, stream, incoming.user_id)
         except asyncio.CancelledError:
+            # Shutting down: whatever the reply shows must end with a note, not "Thinking…".
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(placeholder), 5)
             if placeholder.done() and not placeholder.cancelled() and not placeholder.exception():
                 await asyncio.shield(stream.finish(INTERRUPTED))
             raise
