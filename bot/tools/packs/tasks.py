@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.db.models import Task, TaskComment, utcnow
 from bot.tools.registry import Change, Outcome, Preview, ToolContext, read_tool, write_tool
@@ -89,12 +90,17 @@ def as_json(task: Task) -> dict[str, Any]:
     }
 
 
-async def _load(ctx: ToolContext, task_id: int) -> Task:
-    async with ctx.db.transaction() as session:
-        task = await session.get(Task, task_id)
+async def _task_in(session: AsyncSession, ctx: ToolContext, task_id: int) -> Task:
+    """The workspace's task `task_id` (another workspace's tasks do not exist here)."""
+    task = await session.get(Task, task_id)
     if task is None or task.team_id != ctx.team_id:
         raise LookupError(f"there is no task {task_ref(task_id)}")
     return task
+
+
+async def _load(ctx: ToolContext, task_id: int) -> Task:
+    async with ctx.db.transaction() as session:
+        return await _task_in(session, ctx, task_id)
 
 
 def _due(value: date | None) -> str | None:
@@ -225,9 +231,7 @@ async def _preview_update(args: UpdateTask, ctx: ToolContext) -> Preview:
 )
 async def update_task(args: UpdateTask, ctx: ToolContext) -> Outcome:
     async with ctx.db.transaction() as session:
-        task = await session.get(Task, args.task_id)
-        if task is None or task.team_id != ctx.team_id:
-            raise LookupError(f"there is no task {task_ref(args.task_id)}")
+        task = await _task_in(session, ctx, args.task_id)
         for name in _FIELDS:
             value = getattr(args, name)
             if value is not None:
@@ -252,9 +256,7 @@ async def _preview_close(args: CloseTask, ctx: ToolContext) -> Preview:
 )
 async def close_task(args: CloseTask, ctx: ToolContext) -> Outcome:
     async with ctx.db.transaction() as session:
-        task = await session.get(Task, args.task_id)
-        if task is None or task.team_id != ctx.team_id:
-            raise LookupError(f"there is no task {task_ref(args.task_id)}")
+        task = await _task_in(session, ctx, args.task_id)
         task.status = "done"
         task.updated_at = utcnow()
     return Outcome({"task": as_json(task)}, f"Closed {task_ref(task.id)}", task_link(ctx, task.id))
@@ -279,9 +281,7 @@ async def comment_on_task(args: CommentOnTask, ctx: ToolContext) -> Outcome:
             select(TaskComment.id).where(TaskComment.idempotency_key == ctx.idempotency_key)
         ):
             return Outcome({"commented": True}, f"Commented on {task_ref(args.task_id)}")
-        task = await session.get(Task, args.task_id)
-        if task is None or task.team_id != ctx.team_id:
-            raise LookupError(f"there is no task {task_ref(args.task_id)}")
+        task = await _task_in(session, ctx, args.task_id)
         session.add(
             TaskComment(
                 task_id=task.id,
