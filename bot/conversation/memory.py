@@ -82,6 +82,7 @@ class Memory:
         self.llm = llm
         self.counter = counter
         self.budget = budget
+        self._fixed: dict[tuple[str, str], int] = {}
 
     async def prompt(
         self,
@@ -91,9 +92,7 @@ class Memory:
         max_messages: int,
     ) -> list[ChatCompletionMessageParam]:
         """System prompt + (summary) + the most recent messages that fit the budget."""
-        fixed = self.counter.text(system_prompt) + (
-            self.counter.text(json.dumps(tools)) if tools else 0
-        )
+        fixed = self._fixed_cost(system_prompt, tools)
         history_budget = self.budget.total - self.budget.reply - fixed - self.budget.summary
         if history_budget < 200:
             raise LLMError("the token budget is too small for the system prompt and tools")
@@ -120,6 +119,14 @@ class Memory:
                 {"role": "system", "content": f"Summary of the earlier conversation:\n{summary}"}
             )
         return prompt + rendered[start:]
+
+    def _fixed_cost(self, system_prompt: str, tools: list[dict[str, Any]] | None) -> int:
+        """Tokens of the system prompt and tool schemas: the same on every request, so
+        counted once."""
+        key = (system_prompt, json.dumps(tools, sort_keys=True) if tools else "")
+        if key not in self._fixed:
+            self._fixed[key] = self.counter.text(key[0]) + self.counter.text(key[1])
+        return self._fixed[key]
 
     async def _load(self, conversation_id: int) -> tuple[str | None, list[Message]]:
         async with self.db.transaction() as session:

@@ -95,7 +95,6 @@ class CardPublisher:
             result_summary=proposal.result_summary,
             result_link=proposal.result_link,
             error=proposal.error,
-            attempts=proposal.attempts,
         )
 
     async def post(self, proposal: Proposal) -> None:

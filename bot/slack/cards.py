@@ -78,7 +78,6 @@ class CardView:
     result_summary: str | None = None
     result_link: str | None = None
     error: str | None = None
-    attempts: int = 0
 
 
 def _change_field(change: dict[str, Any]) -> MarkdownTextObject:

@@ -75,7 +75,6 @@ class EditBudget:
         self._wake = asyncio.Event()
         self._pauses: set[asyncio.Task[None]] = set()
         self._dispatcher: asyncio.Task[None] | None = None
-        self.granted_total = 0
         self.rate_limited_total = 0
 
     # -- replies ---------------------------------------------------------------------------
@@ -137,7 +136,6 @@ class EditBudget:
 
     def _grant(self, waiter: _Waiter, intermediate: bool) -> None:
         self._waiters.remove(waiter)
-        self.granted_total += 1
         if intermediate:
             self._tokens -= 1
         if not waiter.future.done():

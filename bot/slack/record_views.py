@@ -234,49 +234,29 @@ def _proposal_line(p: Proposal, link: str | None) -> str:
     return f"• {safe(p.description, 200)}: *{p.state.value}* {when}{where}"
 
 
+def _titled(title: str, lines: list[str], empty: str) -> SectionBlock:
+    body = "\n".join(lines) if lines else empty
+    return SectionBlock(text=MarkdownTextObject(text=clip(f"*{title}*\n{body}", 2900)))
+
+
 def approvals_view(
     waiting: list[tuple[Proposal, str | None]], recent: list[tuple[Proposal, str | None]]
 ) -> list[Block]:
-    blocks: list[Block] = []
-    if waiting:
-        lines = [
-            _proposal_line(p, link) + f" (expires {slack_date(p.expires_at)})"
-            for p, link in waiting
-        ]
-        blocks.append(
-            SectionBlock(
-                text=MarkdownTextObject(
-                    text=clip("*Waiting for your decision*\n" + "\n".join(lines), 2900)
-                )
-            )
-        )
-    else:
-        blocks.append(
-            SectionBlock(
-                text=MarkdownTextObject(
-                    text="*Waiting for your decision*\nNothing is waiting for you."
-                )
-            )
-        )
-    if recent:
-        lines = [_proposal_line(p, link) for p, link in recent]
-        blocks.append(
-            SectionBlock(
-                text=MarkdownTextObject(
-                    text=clip("*Your recent actions*\n" + "\n".join(lines), 2900)
-                )
-            )
-        )
-    else:
-        blocks.append(
-            SectionBlock(
-                text=MarkdownTextObject(
-                    text="*Your recent actions*\n"
-                    "You have not asked for or decided on any action lately."
-                )
-            )
-        )
-    return blocks
+    return [
+        _titled(
+            "Waiting for your decision",
+            [
+                _proposal_line(p, link) + f" (expires {slack_date(p.expires_at)})"
+                for p, link in waiting
+            ],
+            "Nothing is waiting for you.",
+        ),
+        _titled(
+            "Your recent actions",
+            [_proposal_line(p, link) for p, link in recent],
+            "You have not asked for or decided on any action lately.",
+        ),
+    ]
 
 
 def home_view(

@@ -57,7 +57,6 @@ class ReplyStream:
         self._changed = asyncio.Event()
         self._final_requested = asyncio.Event()
         self._pump: asyncio.Task[None] | None = None
-        self.broken = False
 
     # -- what the budget reads -------------------------------------------------------------
     @property
@@ -140,7 +139,6 @@ class ReplyStream:
                 if final and not self._changed.is_set():
                     return
         except SlackApiError as exc:
-            self.broken = True
             log.warning("reply in %s stopped updating: %s", self.channel, slack_error(exc))
         finally:
             self.budget.close(self)

@@ -183,6 +183,7 @@ class UnknownPack(Exception):
 class ToolRegistry:
     def __init__(self, tools: Iterable[Tool[Any]] = ()) -> None:
         self._tools: dict[str, Tool[Any]] = {}
+        self._schemas: list[dict[str, Any]] | None = None
         for tool in tools:
             self.add(tool)
 
@@ -190,6 +191,7 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise ValueError(f"two tools are named {tool.name!r}")
         self._tools[tool.name] = tool
+        self._schemas = None
 
     def get(self, name: str) -> Tool[Any] | None:
         return self._tools.get(name)
@@ -201,7 +203,10 @@ class ToolRegistry:
         return len(self._tools)
 
     def schemas(self) -> list[dict[str, Any]]:
-        return [tool.schema() for tool in self._tools.values()]
+        """The tools' JSON schemas (built once; they go with every model request)."""
+        if self._schemas is None:
+            self._schemas = [tool.schema() for tool in self._tools.values()]
+        return self._schemas
 
     @classmethod
     def from_packs(cls, modules: Iterable[str]) -> ToolRegistry:
