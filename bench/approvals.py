@@ -96,7 +96,7 @@ async def end_to_end(rounds: int) -> None:
 class NullCards:
     """The decision path alone: no Slack in the loop."""
 
-    async def refresh(self, proposal_id: int) -> None:
+    def refresh(self, proposal_id: int) -> None:
         return None
 
 
@@ -165,7 +165,7 @@ async def decisions(database_url: str, count: int, label: str) -> None:
     async def click(proposal_id: int) -> None:
         nonlocal lost
         try:
-            vote = await approvals.vote(proposal_id, "UALICE", 1)
+            vote = await approvals.vote(proposal_id, 1, "UALICE", 1)
         except AlreadyHandled:
             lost += 1
             return

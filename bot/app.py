@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -16,25 +17,30 @@ from redis.asyncio import Redis
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.approvals.background import ResumeWorker, Sweeper, new_worker_id
-from bot.approvals.executor import Executor
+from bot.approvals.executor import Executor, lease_for
 from bot.approvals.policy import GroupMembers, Policies
 from bot.approvals.service import ApprovalsService
+from bot.approvals.sweeper import Sweeper
 from bot.config import Settings
+from bot.conversation.live_replies import LiveReplies
 from bot.conversation.memory import Budget
+from bot.conversation.resume import ResumeWorker
 from bot.conversation.turn import ActionDesk, Conversations, TurnSettings
 from bot.coordination import RedisWindow, ThreadLocks
 from bot.db.migrate import upgrade_to_head
 from bot.db.models import Proposal
 from bot.db.session import Database
+from bot.links import LinkSigner
 from bot.llm import LLM, make_client
+from bot.metrics import SLACK_RATELIMITED
+from bot.records.retention import purge
 from bot.slack import listeners
 from bot.slack.card_publisher import CardPublisher
 from bot.slack.commands import Records
 from bot.slack.edit_budget import WINDOW_MARGIN_SECONDS, WINDOW_SECONDS, EditBudget
 from bot.slack.interactions import Interactions
 from bot.slack.ratelimit import retry_handlers
-from bot.tasks import TaskGroup
+from bot.tasks import TaskGroup, new_worker_id
 from bot.tools.registry import ToolContext, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -53,7 +59,9 @@ class Countersign:
     approvals: ApprovalsService
     executor: Executor
     sweeper: Sweeper
+    live_replies: LiveReplies
     redis: Redis | None = None
+    links: LinkSigner | None = None
 
     @classmethod
     def build(cls, settings: Settings) -> Countersign:
@@ -72,6 +80,7 @@ class Countersign:
 
         def on_rate_limited(method: str, seconds: float) -> None:
             log.warning("Slack rate-limited %s for %.1fs", method, seconds)
+            SLACK_RATELIMITED.labels(method=method).inc()
             if method == "chat.update":
                 budget.pause(seconds)
 
@@ -89,11 +98,21 @@ class Countersign:
         )
         db = Database.from_url(settings.database_url)
         llm = LLM(make_client(settings), settings.llm_model)
-        public_url = str(settings.public_base_url) if settings.public_base_url else None
+        links = None
+        if settings.public_base_url:
+            secret = settings.slack_signing_secret or settings.slack_bot_token
+            links = LinkSigner.from_secret(
+                str(settings.public_base_url),
+                secret.get_secret_value(),
+                settings.link_ttl_hours * 3600,
+            )
         registry = ToolRegistry.from_packs(settings.tool_packs)
         policies = Policies.parse(settings.approval_policies)
-        approvals = ApprovalsService(db)
-        cards = CardPublisher(slack, budget, approvals, registry, policies)
+        approvals = ApprovalsService(db, lease_for(settings.tool_timeout_seconds))
+        tasks = TaskGroup()
+        worker = new_worker_id()
+        live_replies = LiveReplies(db, worker)
+        cards = CardPublisher(slack, budget, approvals, registry, policies, tasks)
         conversations = Conversations(
             db,
             llm,
@@ -105,9 +124,12 @@ class Countersign:
                 max_chars=settings.slack_message_max_chars,
                 min_edit_interval=settings.slack_edit_min_interval_seconds,
                 max_tool_rounds=settings.max_tool_rounds,
+                max_tool_calls_per_round=settings.max_tool_calls_per_round,
+                thread_import_messages=settings.thread_import_messages,
+                reply_in_threads=settings.reply_in_threads,
                 tool_timeout=settings.tool_timeout_seconds,
                 proposal_expiry=timedelta(minutes=settings.proposal_expiry_minutes),
-                public_base_url=public_url,
+                links=links,
                 budget=Budget(
                     total=settings.token_budget,
                     reply=settings.reply_tokens,
@@ -117,6 +139,7 @@ class Countersign:
             ),
             ActionDesk(registry, policies, approvals, cards),
             ThreadLocks(redis),
+            live_replies,
         )
 
         def tool_context(proposal: Proposal) -> ToolContext:
@@ -127,11 +150,9 @@ class Countersign:
                 channel_id=proposal.channel_id,
                 requester=proposal.requester,
                 idempotency_key=proposal.idempotency_key,
-                public_base_url=public_url,
+                links=links,
             )
 
-        tasks = TaskGroup()
-        worker = new_worker_id()
         resumer = ResumeWorker(db, conversations, tasks, worker)
         executor = Executor(
             approvals,
@@ -143,16 +164,33 @@ class Countersign:
             settings.tool_timeout_seconds,
         )
         reminder = settings.proposal_reminder_minutes
+
+        async def resume_settled() -> None:
+            resumer.kick()
+
+        async def finish_cut_off_replies() -> None:
+            finished = await live_replies.recover(slack)
+            if finished:
+                log.warning("finished %d reply(ies) cut off by a crash", finished)
+
+        purged_at = [0.0]
+
+        async def retention() -> None:
+            if not settings.retention_days or time.monotonic() - purged_at[0] < 3600:
+                return
+            purged_at[0] = time.monotonic()
+            removed = await purge(db, timedelta(days=settings.retention_days))
+            if removed.conversations:
+                log.info("retention: removed %d conversation(s)", removed.conversations)
+
         sweeper = Sweeper(
             approvals,
             cards,
             executor,
-            resumer,
             tasks,
             settings.sweep_interval_seconds,
             timedelta(minutes=reminder) if reminder else None,
-            db=db,
-            retention=timedelta(days=settings.retention_days) if settings.retention_days else None,
+            jobs=[resume_settled, finish_cut_off_replies, retention],
         )
         groups = GroupMembers(slack)
         records = Records(db, slack, registry, policies, groups, tasks)
@@ -189,7 +227,9 @@ class Countersign:
             approvals,
             executor,
             sweeper,
+            live_replies,
             redis,
+            links,
         )
 
     async def start(self) -> None:
@@ -203,6 +243,7 @@ class Countersign:
         log.info("shutting down: %d turn(s) in flight", self.tasks.running)
         await self.sweeper.stop()
         await self.tasks.drain(self.settings.shutdown_grace_seconds)
+        await self.live_replies.stop()
         await self.budget.stop()
         await self.llm.client.close()
         await self.db.dispose()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AliasChoices,
@@ -126,12 +126,18 @@ class Settings(BaseSettings):
     proposal_expiry_minutes: Annotated[float, Field(ge=1, le=10080)] = 15.0
     proposal_reminder_minutes: Annotated[float, Field(ge=0, le=10080)] = 3.0
     max_tool_rounds: Annotated[int, Field(ge=1, le=50)] = 8
+    max_tool_calls_per_round: Annotated[int, Field(ge=1, le=128)] = 8
+    thread_import_messages: Annotated[int, Field(ge=0, le=1000)] = 50
+    reply_in_threads: Literal["mention", "always"] = "mention"
     tool_timeout_seconds: Annotated[float, Field(ge=1, le=600)] = 60.0
     public_base_url: HttpUrl | None = None
+    link_ttl_hours: Annotated[float, Field(gt=0, le=24 * 90)] = 168.0
     sweep_interval_seconds: Annotated[float, Field(ge=0.05, le=300)] = 15.0
     retention_days: Annotated[int, Field(ge=0, le=36_500)] = 90
 
     shutdown_grace_seconds: Annotated[float, Field(ge=0, le=600)] = 20.0
+    metrics_port: Annotated[int, Field(ge=0, le=65535)] | None = None
+    log_format: Literal["text", "json"] = "text"
     log_level: str = Field(default="INFO", validation_alias=AliasChoices("LOG_LEVEL"))
 
     @field_validator("slack_bot_token")

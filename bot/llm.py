@@ -7,6 +7,8 @@ several calls may interleave.
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +19,7 @@ from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletionChunk, ChatCompletionMessageParam
 
 from bot.config import Settings
+from bot.metrics import MODEL_ERRORS, MODEL_FIRST_TOKEN
 
 
 @dataclass(frozen=True)
@@ -70,28 +73,51 @@ class _PartialCall:
 
 
 class ToolCallAccumulator:
-    """Assembles streamed tool-call fragments by index into complete calls."""
+    """Assembles streamed tool-call fragments by index into complete calls.
+
+    Compatible servers differ: some omit `index` for a single call, some repeat the function
+    name in every fragment, some send empty or repeated ids. Every assembled call gets an id of
+    its own, because each must be answered by exactly one `tool` message.
+    """
 
     def __init__(self) -> None:
         self._calls: dict[int, _PartialCall] = {}
 
     def add(self, fragments: Iterable[Any]) -> None:
         for fragment in fragments:
-            call = self._calls.setdefault(fragment.index, _PartialCall())
-            if fragment.id:
+            index = getattr(fragment, "index", None)
+            if not isinstance(index, int):  # no index: a new id starts the next call
+                last = max(self._calls, default=None)
+                fragment_id = getattr(fragment, "id", None)
+                if last is None:
+                    index = 0
+                elif fragment_id and fragment_id != self._calls[last].id:
+                    index = last + 1
+                else:
+                    index = last
+            call = self._calls.setdefault(index, _PartialCall())
+            if isinstance(getattr(fragment, "id", None), str) and fragment.id:
                 call.id = fragment.id
-            function = fragment.function
+            function = getattr(fragment, "function", None)
             if function is not None:
-                if function.name:
-                    call.name += function.name
-                if function.arguments:
+                name = function.name if isinstance(function.name, str) else ""
+                if name and name != call.name:
+                    call.name += name
+                if isinstance(function.arguments, str) and function.arguments:
                     call.arguments.append(function.arguments)
 
     def calls(self) -> list[ToolCall]:
-        return [
-            ToolCall(id=c.id, name=c.name, arguments="".join(c.arguments) or "{}")
-            for _, c in sorted(self._calls.items())
-        ]
+        seen: set[str] = set()
+        calls = []
+        for _, c in sorted(self._calls.items()):
+            call_id = c.id[:100]
+            if not call_id or call_id in seen:
+                call_id = f"call_cs_{uuid.uuid4().hex[:20]}"
+            seen.add(call_id)
+            calls.append(
+                ToolCall(id=call_id, name=c.name[:128], arguments="".join(c.arguments) or "{}")
+            )
+        return calls
 
 
 def make_client(settings: Settings) -> AsyncOpenAI:
@@ -138,6 +164,7 @@ class LLM:
         finish_reason: str | None = None
         usage: Usage | None = None
         extra: dict[str, Any] = {"tools": tools} if tools else {}
+        started, first = time.monotonic(), True
         try:
             stream = await self.client.chat.completions.create(
                 model=self.model,
@@ -148,15 +175,20 @@ class LLM:
             )
             async with stream:
                 async for chunk in stream:
+                    if first:
+                        MODEL_FIRST_TOKEN.observe(time.monotonic() - started)
+                        first = False
                     for event in self._read_chunk(chunk, accumulator):
                         yield event
                     if chunk.choices and chunk.choices[0].finish_reason:
                         finish_reason = chunk.choices[0].finish_reason
                     if chunk.usage is not None:
                         usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
-        except (openai.OpenAIError, httpx2.HTTPError) as exc:
+        except Exception as exc:  # any failure, a malformed chunk included, is the model's
+            MODEL_ERRORS.inc()
             raise LLMError(_explain(exc)) from exc
         if finish_reason is None:
+            MODEL_ERRORS.inc()
             raise LLMError("the model's answer was cut off before it finished")
         yield Finished(finish_reason, accumulator.calls(), usage)
 

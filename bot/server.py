@@ -17,14 +17,24 @@ from sqlalchemy import text
 
 from bot.app import Countersign
 from bot.db.models import Task
+from bot.metrics import exposition
 
 log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
 
 
+async def metrics(_request: web.Request) -> web.Response:
+    body, content_type = exposition()
+    return web.Response(body=body, headers={"Content-Type": content_type})
+
+
 def http_app(countersign: Countersign) -> web.Application:
     async def slack_events(request: web.Request) -> web.Response:
+        if not countersign.tasks.accepting:
+            # Shutting down: refuse rather than acknowledge work we would then drop; Slack
+            # delivers the event again (to another replica, or to us after the restart).
+            return web.Response(status=503, text="shutting down")
         bolt_request = await to_bolt_request(request)
         return await to_aiohttp_response(await countersign.bolt.async_dispatch(bolt_request))
 
@@ -39,14 +49,20 @@ def http_app(countersign: Countersign) -> web.Application:
         return web.json_response({"ok": True, "replies_in_flight": countersign.tasks.running})
 
     async def task_page(request: web.Request) -> web.Response:
-        """Where a task's link on a card leads (read-only)."""
-        try:
-            task_id = int(request.match_info["task_id"])
-        except ValueError:
-            raise web.HTTPNotFound() from None
+        """Where a task's link on a card leads (read-only). Only a signed link this bot made
+        for the task's workspace, before it expired, opens it; anything else is a 404."""
+        links = countersign.links
+        raw_id = request.match_info["task_id"]
+        team = request.query.get("team", "")
+        if links is None or not raw_id.isdigit() or len(raw_id) > 18:
+            raise web.HTTPNotFound()
+        if not links.verify(
+            f"/tasks/{raw_id}", team, request.query.get("expires", ""), request.query.get("sig", "")
+        ):
+            raise web.HTTPNotFound()
         async with countersign.db.transaction() as session:
-            task = await session.get(Task, task_id)
-        if task is None:
+            task = await session.get(Task, int(raw_id))
+        if task is None or task.team_id != team:
             raise web.HTTPNotFound()
         rows = "".join(
             f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v or ''))}</td></tr>"
@@ -67,8 +83,21 @@ def http_app(countersign: Countersign) -> web.Application:
     application = web.Application()
     application.router.add_post(EVENTS_PATH, slack_events)
     application.router.add_get("/healthz", healthz)
-    application.router.add_get("/tasks/{task_id}", task_page)
+    application.router.add_get("/metrics", metrics)
+    if countersign.links is not None:
+        application.router.add_get("/tasks/{task_id}", task_page)
     return application
+
+
+async def serve_metrics(host: str, port: int) -> web.AppRunner:
+    """Socket Mode has no HTTP server of its own: `/metrics` on a port of its own."""
+    application = web.Application()
+    application.router.add_get("/metrics", metrics)
+    runner = web.AppRunner(application, handle_signals=False)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    log.info("metrics on http://%s:%s/metrics", host, port)
+    return runner
 
 
 def _stop_on_signals(stop: asyncio.Event) -> None:
@@ -115,6 +144,8 @@ async def run_socket_mode(countersign: Countersign, stop: asyncio.Event | None =
     stop = stop or asyncio.Event()
     await countersign.start()
     handler = AsyncSocketModeHandler(countersign.bolt, token.get_secret_value())
+    port = countersign.settings.metrics_port
+    metrics_runner = await serve_metrics("0.0.0.0", port) if port is not None else None  # noqa: S104
     if own_stop:
         _stop_on_signals(stop)
     await handler.connect_async()  # type: ignore[no-untyped-call]
@@ -124,3 +155,5 @@ async def run_socket_mode(countersign: Countersign, stop: asyncio.Event | None =
     finally:
         await handler.close_async()  # type: ignore[no-untyped-call]
         await countersign.shutdown()
+        if metrics_runner is not None:
+            await metrics_runner.cleanup()

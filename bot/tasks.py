@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
+import uuid
 from collections.abc import Coroutine
 from typing import Any
 
@@ -47,3 +50,8 @@ class TaskGroup:
             task.cancel()
         if pending:
             await asyncio.wait(pending, timeout=10)
+
+
+def new_worker_id() -> str:
+    """Unique per process; it names the holder of every lease this process takes."""
+    return f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"

@@ -292,7 +292,8 @@ class RunningBot:
         channel: str,
         slack: fake_slack.FakeSlack,
     ) -> int:
-        """Click a button of the card of `proposal_id` (whatever the card shows now)."""
+        """Click a button of the card of `proposal_id`, as its current revision shows it."""
+        revision = (await self.countersign.approvals.get(proposal_id)).revision
         for card in slack.cards(channel):
             card = fake_slack.StoredMessage(
                 card.ts,
@@ -303,7 +304,9 @@ class RunningBot:
                 blocks=[
                     {
                         "type": "actions",
-                        "elements": [{"action_id": action_id, "value": str(proposal_id)}],
+                        "elements": [
+                            {"action_id": action_id, "value": f"{proposal_id}:{revision}"}
+                        ],
                     }
                 ],
             )

@@ -4,11 +4,11 @@ resumes once."""
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 from sqlalchemy import ColumnElement, func, select, update
 
-from bot.approvals.background import host_prefix
-from bot.db.models import AuditEntry, Base, Proposal, ProposalState, ResumeRequest
+from bot.db.models import AuditEntry, Base, Proposal, ProposalState, ResumeRequest, utcnow
 from bot.slack import cards
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack
@@ -53,16 +53,11 @@ async def proposal_then_stop(
     await bot.mention("C1", "track it", slack)
     await bot.idle()
     (proposal,) = await proposals(bot)
+    # A real approval (vote row and all), then the state the process died in.
+    await bot.countersign.approvals.vote(proposal.id, proposal.revision, "UALICE", 1)
     async with bot.countersign.db.transaction() as session:
         await session.execute(
-            update(Proposal).values(
-                state=state,
-                version=Proposal.version + 1,
-                approved_arguments=proposal.arguments,
-                approved_hash=proposal.arguments_hash,
-                decided_by="UALICE",
-                **values,
-            )
+            update(Proposal).values(state=state, version=Proposal.version + 1, **values)
         )
     await stop_bot(bot)
 
@@ -172,7 +167,8 @@ async def test_a_crash_during_execution_is_interrupted_then_retry_works(
         fake_model,
         sqlite_url,
         ProposalState.EXECUTING,
-        lease_owner=f"{host_prefix()}999999/dead",
+        lease_owner="another-host/999999/dead",
+        lease_expires_at=utcnow() - timedelta(seconds=1),
         attempts=1,
     )
 

@@ -101,7 +101,7 @@ async def test_create_task_approved_runs_once_and_the_model_resumes(
     )
     card = fake_slack.cards("C1")[0]
     assert "*Done*: Created TASK-1" in card.text or "Created TASK-1" in card_text(card)
-    assert "https://cs.example.com/tasks/1|Open" in card_text(card)
+    assert "<https://cs.example.com/tasks/1?team=T0TEST&amp;expires=" in card_text(card)
     assert cards.APPROVE not in card_text(card)  # the buttons gave way to the state
     history = fake_slack.history[card.ts]
     assert any("executing" in t for t in history)  # it showed "executing" on the way

@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 from bot.db.models import Conversation, Message, ProcessedEvent, Role
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import BOT_USER_ID, FakeSlack
-from tests.harness import RunningBot
+from tests.harness import RunningBot, make_settings, start_bot, stop_bot
 
 
 async def stored(bot: RunningBot) -> list[Message]:
@@ -33,18 +33,45 @@ async def test_dm_is_a_conversation_answered_in_the_dm(
         assert await session.scalar(select(func.count()).select_from(Conversation)) == 1
 
 
-async def test_thread_reply_continues_without_a_new_mention(
+async def test_thread_replies_are_context_until_the_bot_is_mentioned_again(
     bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
+    """By default the bot answers in a channel thread only when mentioned; what people say in
+    between is kept as context for its next answer."""
     fake_model.script(Script(text="First answer."), Script(text="Second answer."))
     root = await bot.mention("C1", "question one", fake_slack)
     await bot.idle()
-    await bot.say(fake_slack, "C1", "and a follow-up", user="UBOB", thread_ts=root)
+    await bot.say(fake_slack, "C1", "just chatting", user="UBOB", thread_ts=root)
+    await bot.idle()
+    assert [m.text for m in fake_slack.bot_messages("C1")] == ["First answer."]
+    assert len(fake_model.requests) == 1
+    await bot.mention("C1", "and a follow-up", fake_slack, user="UBOB", thread_ts=root)
     await bot.idle()
     assert [m.text for m in fake_slack.bot_messages("C1")] == ["First answer.", "Second answer."]
     last = fake_model.requests[-1].body["messages"]
+    assert last[-2] == {"role": "user", "content": "just chatting", "name": "UBOB"}
     assert last[-1] == {"role": "user", "content": "and a follow-up", "name": "UBOB"}
-    assert last[-2]["content"] == "First answer."
+
+
+async def test_thread_reply_continues_without_a_mention_when_configured(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
+) -> None:
+    bot = await start_bot(
+        make_settings(fake_slack, fake_model, sqlite_url, reply_in_threads="always")
+    )
+    try:
+        fake_model.script(Script(text="First answer."), Script(text="Second answer."))
+        root = await bot.mention("C1", "question one", fake_slack)
+        await bot.idle()
+        await bot.say(fake_slack, "C1", "and a follow-up", user="UBOB", thread_ts=root)
+        await bot.idle()
+        texts = [m.text for m in fake_slack.bot_messages("C1")]
+        assert texts == ["First answer.", "Second answer."]
+        last = fake_model.requests[-1].body["messages"]
+        assert last[-1] == {"role": "user", "content": "and a follow-up", "name": "UBOB"}
+        assert last[-2]["content"] == "First answer."
+    finally:
+        await stop_bot(bot)
 
 
 async def test_thread_the_bot_is_not_in_is_ignored(

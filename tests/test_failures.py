@@ -33,7 +33,7 @@ async def messages(bot: RunningBot) -> list[Message]:
 async def assert_recovers(bot: RunningBot, slack: FakeSlack, model: FakeOpenAI, root: str) -> None:
     """After a failure the same thread still works and its history is well-formed."""
     model.script(Script(text="Recovered."))
-    await bot.say(slack, "C1", "try again", thread_ts=root)
+    await bot.mention("C1", "try again", slack, thread_ts=root)
     await bot.idle()
     assert slack.bot_messages("C1")[-1].text == "Recovered."
     stored = await messages(bot)

@@ -7,7 +7,7 @@ import time
 
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import BOT_USER_ID, FakeSlack, event_body
-from tests.harness import RunningBot
+from tests.harness import RunningBot, make_settings, start_bot, stop_bot
 
 
 async def test_unsigned_forged_and_stale_requests_are_rejected(
@@ -77,15 +77,47 @@ async def test_twenty_thousand_characters_arrive_whole_across_messages(
     assert failed == []  # never msg_too_long, never rate limited
 
 
-async def test_task_links_lead_to_a_read_only_page(bot: RunningBot) -> None:
+async def test_task_pages_open_only_through_a_signed_unexpired_link(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
+) -> None:
     from bot.db.models import Task
 
-    async with bot.countersign.db.transaction() as session:
-        session.add(Task(team_id="T0TEST", title="<script>x</script>", created_by="U1"))
+    bot = await start_bot(
+        make_settings(fake_slack, fake_model, sqlite_url, public_base_url="https://cs.example.com")
+    )
+    try:
+        links = bot.countersign.links
+        assert links is not None
+        async with bot.countersign.db.transaction() as session:
+            session.add(Task(team_id="T0TEST", title="<script>x</script>", created_by="U1"))
+            session.add(Task(team_id="TOTHER", title="their secret", created_by="U9"))
+
+        def local(url: str) -> str:
+            return url.replace("https://cs.example.com", bot.url)
+
+        async def status(url: str) -> int:
+            async with bot.session.get(url) as response:
+                return response.status
+
+        signed = local(links.url("/tasks/1", "T0TEST"))
+        async with bot.session.get(signed) as response:
+            assert response.status == 200
+            page = await response.text()
+        assert "TASK-1" in page
+        assert "<script>" not in page
+        # Sequential ids alone open nothing, nor do links for another workspace's task,
+        # links whose signature was altered, or links whose time is up.
+        assert await status(bot.url + "/tasks/1") == 404
+        assert await status(bot.url + "/tasks/2") == 404
+        assert await status(local(links.url("/tasks/2", "T0TEST"))) == 404
+        assert await status(signed.replace("team=T0TEST", "team=TOTHER")) == 404
+        assert await status(signed[:-4] + "0000") == 404
+        expired = local(links.url("/tasks/1", "T0TEST", now=time.time() - 8 * 24 * 3600))
+        assert await status(expired) == 404
+    finally:
+        await stop_bot(bot)
+
+
+async def test_without_a_public_url_there_is_no_task_page(bot: RunningBot) -> None:
     async with bot.session.get(bot.url + "/tasks/1") as response:
-        assert response.status == 200
-        page = await response.text()
-    assert "TASK-1" in page
-    assert "<script>" not in page
-    async with bot.session.get(bot.url + "/tasks/999") as response:
         assert response.status == 404

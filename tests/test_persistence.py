@@ -37,7 +37,7 @@ async def test_migrations_create_the_schema_and_are_idempotent(db: Database) -> 
         version = await connection.scalar(text("SELECT version_num FROM alembic_version"))
     assert {"conversations", "messages", "processed_events", "alembic_version"} <= tables
     assert {"ix_messages_conversation_id_id", "ix_messages_conversation_id_slack_ts"} <= indexes
-    assert version == "0004"
+    assert version == "0005"
 
 
 async def test_delivery_keys_are_claimed_once(db: Database) -> None:

@@ -106,8 +106,8 @@ async def test_turns_of_one_thread_stay_in_order_across_instances(
             Script(text="Second answer.", time_to_first_token=0.5), Script(text="Third answer.")
         )
         await asyncio.gather(
-            first.say(fake_slack, "C1", "question two", thread_ts=root),
-            second.say(fake_slack, "C1", "question three", thread_ts=root),
+            first.mention("C1", "question two", fake_slack, thread_ts=root),
+            second.mention("C1", "question three", fake_slack, thread_ts=root),
         )
         await first.idle()
         await second.idle()

@@ -1,38 +1,43 @@
-"""Runs an approved call exactly once: claim (compare-and-set with a lease), re-read the target
-and refuse if it changed since the card was shown, run the tool with the exact approved
-arguments and the proposal's idempotency key, record the result, update the card, and let the
-resume worker continue the turn."""
+"""Runs an approved call at most once per attempt.
+
+Claim (compare-and-set with a lease) -> check the arguments are exactly the approved revision ->
+re-read the target and refuse if it changed since the card was shown -> run the tool with the
+proposal's idempotency key while a heartbeat renews the lease -> record the outcome (only while
+holding the lease) -> let the resume worker continue the turn. Card edits are requested, never
+awaited: execution does not wait on the workspace's `chat.update` budget.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from bot.approvals.service import AlreadyHandled, ApprovalsService
-from bot.conversation.tool_calls import plain_error
+from bot.approvals.service import AlreadyHandled, ApprovalsService, LeaseLost
 from bot.db.models import Proposal
-from bot.tools.registry import (
-    Outcome,
-    Tool,
-    ToolContext,
-    ToolError,
-    ToolRegistry,
-    arguments_hash,
-)
+from bot.errors import plain_error
+from bot.metrics import EXECUTIONS, LEASE_LOST
+from bot.tools.registry import Outcome, Tool, ToolContext, ToolError, ToolRegistry
 
 log = logging.getLogger(__name__)
 
 
 class CardRefresher(Protocol):
-    async def refresh(self, proposal_id: int) -> None: ...
+    def refresh(self, proposal_id: int) -> None:
+        """Bring the card in line with its proposal soon, without waiting for it."""
 
 
 class StaleTarget(ToolError):
     """The target changed since the card was shown."""
+
+
+def lease_for(tool_timeout: float) -> float:
+    """An execution lease comfortably longer than the longest a tool may run."""
+    return tool_timeout + max(30.0, tool_timeout / 2)
 
 
 class Executor:
@@ -53,6 +58,9 @@ class Executor:
         self.on_settled = on_settled
         self.worker = worker
         self.timeout = timeout
+        # Guaranteed by construction (app.py), checked here because the promise rests on it.
+        if approvals.lease.total_seconds() <= timeout:
+            raise ValueError("the execution lease must be longer than the tool timeout")
 
     async def run(self, proposal_id: int, retry_by: str | None = None) -> Proposal | None:
         """Execute once; returns the settled proposal, or None if someone else has it."""
@@ -62,30 +70,58 @@ class Executor:
             if retry_by:
                 raise
             return None
-        await self.cards.refresh(proposal.id)
+        self.cards.refresh(proposal.id)
+        heartbeat = asyncio.get_running_loop().create_task(
+            self._heartbeat(proposal), name=f"lease-{proposal.id}"
+        )
         try:
             outcome = await self._execute(proposal)
         except asyncio.CancelledError:
-            raise  # shutdown: the lease runs out and recovery marks it interrupted
+            raise  # shutdown: the lease lapses and recovery marks it interrupted
         except Exception as exc:  # every failure becomes a plain-language error on the card
-            log.info("proposal %s failed: %s", proposal.id, exc)
-            settled = await self.approvals.fail(proposal, self.worker, plain_error(exc))
+            log.info("proposal %s failed: %s", proposal.id, type(exc).__name__)
+            result: Outcome | str = plain_error(exc)
         else:
-            settled = await self.approvals.succeed(proposal, self.worker, outcome)
-        await self.cards.refresh(settled.id)
+            result = outcome
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+        try:
+            if isinstance(result, Outcome):
+                settled = await self.approvals.succeed(proposal, self.worker, result)
+            else:
+                settled = await self.approvals.fail(proposal, self.worker, result)
+        except LeaseLost as exc:
+            LEASE_LOST.labels(kind="execution").inc()
+            log.error("outcome not recorded, the lease was lost: %s", exc)
+            return None
+        EXECUTIONS.labels(outcome=settled.state.value).inc()
+        self.cards.refresh(settled.id)
         self.on_settled()
         return settled
+
+    async def _heartbeat(self, proposal: Proposal) -> None:
+        """Renew the lease while the tool runs (three times per lease period)."""
+        period = self.approvals.lease.total_seconds() / 3
+        while True:
+            await asyncio.sleep(period)
+            try:
+                held = await self.approvals.renew(proposal, self.worker)
+            except Exception:  # a database hiccup: try again next period, well within the lease
+                log.warning("could not renew the lease of proposal %s", proposal.id)
+                continue
+            if not held:
+                log.error("lease of proposal %s was taken over", proposal.id)
+                return
 
     async def _execute(self, proposal: Proposal) -> Outcome:
         tool = self.registry.get(proposal.tool_name)
         if tool is None:
             raise LookupError(f"the tool {proposal.tool_name!r} is no longer available")
-        approved = proposal.approved_arguments
-        if approved is None or arguments_hash(approved) != proposal.approved_hash:
-            raise PermissionError("the approved arguments do not match what was approved")
-        arguments = tool.parse(approved)
+        arguments = tool.parse(await self.approvals.approved_call(proposal))
         ctx = self.context(proposal)
-        await self._check_fresh(tool, arguments, ctx, proposal)
+        await asyncio.wait_for(self._check_fresh(tool, arguments, ctx, proposal), self.timeout)
         return await asyncio.wait_for(tool.run(arguments, ctx), self.timeout)
 
     @staticmethod

@@ -6,15 +6,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from bot.states import State
 
-class State(enum.StrEnum):
-    PROPOSED = "proposed"
-    APPROVED = "approved"
-    DECLINED = "declined"
-    EXPIRED = "expired"
-    EXECUTING = "executing"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
+__all__ = ["TERMINAL", "TRANSITIONS", "Actor", "Event", "State", "Transition", "transition"]
 
 
 class Event(enum.StrEnum):

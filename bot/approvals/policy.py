@@ -88,9 +88,18 @@ class Verdict:
     reason: str = ""
 
 
-async def may_approve(policy: Policy, requester: str, user: str, groups: GroupMembers) -> Verdict:
+async def may_approve(
+    policy: Policy,
+    requester: str,
+    user: str,
+    groups: GroupMembers,
+    revised_by: str | None = None,
+) -> Verdict:
+    """May `user` decide on a proposal of `requester` (last edited by `revised_by`)?"""
     if policy.four_eyes and user == requester:
         return Verdict(False, "this action needs someone other than the requester to approve it")
+    if policy.four_eyes and user == revised_by:
+        return Verdict(False, "you edited this action, so someone else must approve it")
     if not policy.approvers:
         if policy.four_eyes:
             return Verdict(False, "no approvers are configured for this action")

@@ -100,6 +100,12 @@ class Memory:
         rendered = [
             _cap_tool_result(to_openai(m), self.counter, self.budget.tool_result) for m in stored
         ]
+        if rendered and rendered[-1]["role"] != "tool":
+            # The newest message is what the model must answer: however large (a long paste),
+            # it stays in the window, cut to fit if it has to be.
+            rendered[-1] = self._fit_newest(
+                rendered[-1], int(history_budget * self.budget.headroom)
+            )
         costs = [self.counter.message(m) for m in rendered]
         roles = [str(m.role) for m in stored]
         start = _window_start(costs, roles, history_budget, max_messages)
@@ -119,6 +125,15 @@ class Memory:
                 {"role": "system", "content": f"Summary of the earlier conversation:\n{summary}"}
             )
         return prompt + rendered[start:]
+
+    def _fit_newest(self, message: Any, limit: int) -> Any:
+        if self.counter.message(message) <= limit:
+            return message
+        content = str(message.get("content") or "")
+        size = self.counter.text(content)
+        keep = max(50, limit - 60 - self.counter.message({**message, "content": ""}))
+        note = f"\n[cut for the model: the first {keep} of {size} tokens of this message]"
+        return {**message, "content": self.counter.truncate(content, keep) + note}
 
     def _fixed_cost(self, system_prompt: str, tools: list[dict[str, Any]] | None) -> int:
         """Tokens of the system prompt and tool schemas: the same on every request, so
@@ -155,11 +170,17 @@ class Memory:
             + (f" [calls: {json.dumps(m['tool_calls'])}]" if m.get("tool_calls") else "")
             for m in rendered[: len(older)]
         )
+        # Over the summariser's budget: keep the earlier summary and the newest part of the
+        # transcript (what happened last matters most); the oldest part gives way.
+        limit = self.budget.total - self.budget.summary - 500
         if previous:
-            transcript = f"Earlier summary:\n{previous}\n\nThen:\n{transcript}"
-        transcript = self.counter.truncate(
-            transcript, self.budget.total - self.budget.summary - 500
-        )
+            previous = self.counter.truncate(previous, self.budget.summary)
+            header = f"Earlier summary:\n{previous}\n\nThen:\n"
+            transcript = header + self.counter.keep_end(
+                transcript, limit - self.counter.text(header)
+            )
+        else:
+            transcript = self.counter.keep_end(transcript, limit)
         tokens_before = self.counter.text(transcript)
         summary = await self.llm.complete(
             [

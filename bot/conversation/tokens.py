@@ -56,3 +56,13 @@ class TokenCounter:
             encoding = _encoding()
             return encoding.decode(encoding.encode(text, disallowed_special=())[:limit])
         return text[: limit * 3]
+
+    def keep_end(self, text: str, limit: int) -> str:
+        """At most `limit` tokens of `text`, from its end (the newest part of a transcript)."""
+        if self.text(text) <= limit:
+            return text
+        if self.exact:
+            encoding = _encoding()
+            tokens = encoding.encode(text, disallowed_special=())
+            return encoding.decode(tokens[len(tokens) - limit :]) if limit > 0 else ""
+        return text[len(text) - limit * 3 :] if limit > 0 else ""

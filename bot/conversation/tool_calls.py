@@ -13,16 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from slack_sdk.errors import SlackApiError
-
+from bot.errors import plain_error
 from bot.llm import ToolCall
-from bot.slack.errors import slack_error
 from bot.tools.registry import (
     Preview,
     Tool,
     ToolArgumentsError,
     ToolContext,
-    ToolError,
     ToolRegistry,
 )
 
@@ -43,27 +40,32 @@ class Prepared:
         return None if self.result is None else json.dumps(self.result, ensure_ascii=False)
 
 
-def plain_error(exc: BaseException) -> str:
-    """A tool failure in words a person (and the model) can act on."""
-    if isinstance(exc, SlackApiError):
-        return f"Slack refused the request ({slack_error(exc)})"
-    if isinstance(exc, TimeoutError):
-        return "the tool did not finish in time"
-    if isinstance(exc, ToolError | LookupError | ValueError | PermissionError):
-        return str(exc.args[0]) if exc.args else type(exc).__name__
-    return f"{type(exc).__name__}: {exc}"[:500]
-
-
 async def prepare_calls(
     calls: list[ToolCall],
     registry: ToolRegistry,
     context: Callable[[], ToolContext],
     on_status: Callable[[str], None],
     timeout: float,
+    max_calls: int = 8,
 ) -> list[Prepared]:
+    """One `Prepared` per call, in call order (each call is answered, run or not); calls past
+    `max_calls` in one round are refused without running."""
     prepared: list[Prepared] = []
-    for call in calls:
+    for position, call in enumerate(calls):
         tool = registry.get(call.name)
+        if position >= max_calls:
+            prepared.append(
+                Prepared(
+                    call,
+                    tool,
+                    {
+                        "status": "error",
+                        "error": f"too many tool calls in one round (at most {max_calls}); "
+                        "this one was not run. Make fewer calls at a time.",
+                    },
+                )
+            )
+            continue
         if tool is None:
             prepared.append(
                 Prepared(

@@ -9,27 +9,30 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.conversation.incoming import Incoming
 from bot.conversation.memory import Budget, Memory
+from bot.conversation.thread_import import earlier_thread_messages
 from bot.conversation.tokens import TokenCounter
 from bot.conversation.tool_calls import prepare_calls
 from bot.coordination import ThreadLocks
 from bot.db import repositories as repo
 from bot.db.claims import DeliveryClaims
-from bot.db.models import Conversation, Role
+from bot.db.models import Conversation, Proposal, Role
 from bot.db.session import Database
+from bot.links import LinkSigner
 from bot.llm import LLM, Finished, LLMError, TextDelta, Usage
+from bot.metrics import TURNS
 from bot.slack.edit_budget import EditBudget
-from bot.slack.errors import slack_error
-from bot.slack.render import unescape
-from bot.slack.streamer import ReplyStream
+from bot.slack.streamer import Journal, ReplyStream
 from bot.tools.registry import ToolContext, ToolRegistry
 
 if TYPE_CHECKING:
@@ -41,6 +44,7 @@ log = logging.getLogger(__name__)
 
 INTERRUPTED = ":warning: _Interrupted: Countersign was restarting before this reply finished._"
 EMPTY = "_The model returned an empty answer._"
+BROKE = "something went wrong on my side (the operator's log has details)"
 
 
 def failure_note(reason: str) -> str:
@@ -54,9 +58,12 @@ class TurnSettings:
     max_chars: int
     min_edit_interval: float
     max_tool_rounds: int = 8
+    max_tool_calls_per_round: int = 8
+    thread_import_messages: int = 50
+    reply_in_threads: str = "mention"  # or "always"
     tool_timeout: float = 60.0
     proposal_expiry: timedelta = timedelta(minutes=15)
-    public_base_url: str | None = None
+    links: LinkSigner | None = None
     budget: Budget = field(default_factory=Budget)
 
 
@@ -80,7 +87,8 @@ def rounds_note(rounds: int) -> str:
 
 
 class Conversations:
-    """Runs turns. Turns of one conversation run one after another, in arrival order."""
+    """Runs turns. Turns of one conversation run one after another, in arrival order. Every
+    turn ends with a final text or a plain note, whatever fails on the way."""
 
     def __init__(
         self,
@@ -91,6 +99,7 @@ class Conversations:
         settings: TurnSettings,
         desk: ActionDesk | None = None,
         locks: ThreadLocks | None = None,
+        journal: Journal | None = None,
     ) -> None:
         self.db = db
         self.llm = llm
@@ -101,13 +110,17 @@ class Conversations:
         self.memory = Memory(db, llm, TokenCounter(llm.model), settings.budget)
         self.claims = DeliveryClaims(db)
         self.locks = locks or ThreadLocks()
+        self.journal = journal
 
-    async def _claim(self, incoming: Incoming) -> bool:
-        """True if this message is ours to answer and was not handled before.
+    async def _claim(self, incoming: Incoming) -> Conversation | bool:
+        """True if this message is ours to answer and was not handled before; the known
+        conversation if it is a thread message to record without answering; else False.
 
         Kept to the one write that must precede the placeholder (so that a duplicate never
-        posts one); a thread reply without a mention is ours only in a known conversation.
+        posts one). In a channel thread the bot answers when mentioned, or every message if
+        `REPLY_IN_THREADS=always`; other messages of a thread it is in are kept as context.
         """
+        known: Conversation | None = None
         if not (incoming.mentions_bot or incoming.is_dm):
             async with self.db.transaction() as session:
                 known = await repo.find_conversation(
@@ -118,6 +131,8 @@ class Conversations:
         if not await self.claims.claim(incoming.delivery_keys()):
             log.info("duplicate delivery of %s ignored", incoming.delivery_keys())
             return False
+        if known is not None and self.settings.reply_in_threads != "always":
+            return known
         return True
 
     async def _conversation(self, incoming: Incoming) -> tuple[Conversation, bool]:
@@ -130,24 +145,50 @@ class Conversations:
                 incoming.user_id,
             )
 
-    async def handle(self, incoming: Incoming, bot_user_id: str | None = None) -> None:
-        if not await self._claim(incoming):
+    async def handle(
+        self, incoming: Incoming, bot_user_id: str | None = None, bot_id: str | None = None
+    ) -> None:
+        claimed = await self._claim(incoming)
+        if claimed is False:
+            return
+        if isinstance(claimed, Conversation):  # context only: stored, not answered
+            async with self.locks.hold(claimed.id):
+                await self._record_user_message(claimed, False, incoming, None, None)
             return
         stream = self._stream(incoming.channel_id, incoming.reply_thread_ts)
         placeholder = asyncio.create_task(stream.start())
         try:
             conversation, created = await self._conversation(incoming)
             async with self.locks.hold(conversation.id):
-                await self._record_user_message(conversation, created, incoming, bot_user_id)
+                await self._record_user_message(
+                    conversation, created, incoming, bot_user_id, bot_id
+                )
                 await placeholder
                 await self._respond(conversation, stream, incoming.user_id)
         except asyncio.CancelledError:
             # Shutting down: whatever the reply shows must end with a note, not "Thinking…".
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(placeholder), 5)
-            if placeholder.done() and not placeholder.cancelled() and not placeholder.exception():
-                await asyncio.shield(stream.finish(INTERRUPTED))
+            await asyncio.shield(self._close(stream, placeholder, INTERRUPTED, "interrupted"))
             raise
+        except Exception:  # the reply says so below; the details go to the (redacted) log
+            log.exception("turn in %s failed", incoming.channel_id)
+        finally:
+            await self._close(stream, placeholder, failure_note(BROKE), "failed")
+
+    @staticmethod
+    async def _close(
+        stream: ReplyStream, placeholder: asyncio.Task[str], note: str, outcome: str
+    ) -> None:
+        """Finish a reply that has not finished: the text so far plus `note`. Releases the
+        reply's edit-budget slot and its pump task whatever happens."""
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.shield(placeholder), 5)
+        if not placeholder.done() or placeholder.cancelled() or placeholder.exception():
+            return  # no placeholder was posted: nothing in Slack to finish
+        if stream.finished:
+            return
+        TURNS.labels(outcome=outcome).inc()
+        with contextlib.suppress(Exception):
+            await stream.finish(note)
 
     async def _record_user_message(
         self,
@@ -155,10 +196,13 @@ class Conversations:
         created: bool,
         incoming: Incoming,
         bot_user_id: str | None,
+        bot_id: str | None,
     ) -> None:
         earlier: list[dict[str, Any]] = []
         if created and incoming.joins_existing_thread:
-            earlier = await self._earlier_thread_messages(incoming, bot_user_id)
+            earlier = await earlier_thread_messages(
+                self.slack, incoming, bot_user_id, bot_id, self.settings.thread_import_messages
+            )
         async with self.db.transaction() as session:
             for message in earlier:
                 await repo.add_message(session, conversation, **message)
@@ -171,42 +215,6 @@ class Conversations:
                 slack_user=incoming.user_id,
             )
 
-    async def _earlier_thread_messages(
-        self, incoming: Incoming, bot_user_id: str | None
-    ) -> list[dict[str, Any]]:
-        """The thread so far, when the bot is first mentioned inside an existing thread."""
-        found: list[dict[str, Any]] = []
-        cursor: str | None = None
-        try:
-            while True:
-                page = await self.slack.conversations_replies(
-                    channel=incoming.channel_id,
-                    ts=incoming.thread_ts or incoming.ts,
-                    limit=200,
-                    cursor=cursor,
-                )
-                for m in page.get("messages") or []:
-                    if float(m.get("ts", "0")) >= float(incoming.ts):
-                        continue
-                    from_bot = bool(m.get("bot_id")) or m.get("user") == bot_user_id
-                    text = unescape(str(m.get("text") or ""))
-                    if not text.strip():
-                        continue
-                    found.append(
-                        {
-                            "role": Role.ASSISTANT if from_bot else Role.USER,
-                            "content": text,
-                            "slack_ts": m.get("ts"),
-                            "slack_user": None if from_bot else m.get("user"),
-                        }
-                    )
-                cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
-                if not cursor:
-                    break
-        except SlackApiError as exc:
-            log.warning("could not read the earlier thread: %s", slack_error(exc))
-        return found[-self.settings.history_window :]
-
     def _stream(self, channel: str, thread_ts: str | None) -> ReplyStream:
         return ReplyStream(
             self.slack,
@@ -215,6 +223,7 @@ class Conversations:
             thread_ts,
             max_chars=self.settings.max_chars,
             min_interval=self.settings.min_edit_interval,
+            journal=self.journal,
         )
 
     def _tool_context(self, conversation: Conversation, requester: str) -> ToolContext:
@@ -224,7 +233,7 @@ class Conversations:
             team_id=conversation.team_id,
             channel_id=conversation.channel_id,
             requester=requester,
-            public_base_url=self.settings.public_base_url,
+            links=self.settings.links,
         )
 
     async def _model_round(
@@ -244,35 +253,47 @@ class Conversations:
                     finished = event
         except LLMError as exc:
             log.warning("model failed in conversation %s: %s", conversation.id, exc)
+            TURNS.labels(outcome="failed").inc()
             await stream.finish(failure_note(exc.user_message))
             return None
         return finished
 
     async def _respond(
-        self, conversation: Conversation, stream: ReplyStream, requester: str
-    ) -> None:
-        """Model rounds until an answer, a pause for approval, or the round limit."""
+        self,
+        conversation: Conversation,
+        stream: ReplyStream,
+        requester: str,
+        on_stored: OnStored | None = None,
+    ) -> bool:
+        """Model rounds until an answer, a pause for approval, or the round limit. True once
+        something of the reply is stored (`on_stored` runs in that same transaction)."""
+        hook = _Once(on_stored)
         rounds = 0
         while True:
             start = len(stream.source)
             finished = await self._model_round(conversation, stream)
             if finished is None:
-                return
+                return hook.done
             text = stream.source[start:]
             usage = finished.usage
             if not finished.tool_calls or self.desk is None:
                 await stream.finish("" if stream.source.strip() else EMPTY)
-                await self._store_answer(conversation, stream, text, usage)
-                return
+                await self._store_answer(conversation, stream, text, usage, hook)
+                TURNS.labels(outcome="answered").inc()
+                return True
             rounds += 1
             if rounds > self.settings.max_tool_rounds:
                 await stream.finish(rounds_note(self.settings.max_tool_rounds))
-                await self._store_answer(conversation, stream, text, usage)
-                return
-            paused = await self._handle_tool_calls(conversation, stream, requester, finished, text)
+                await self._store_answer(conversation, stream, text, usage, hook)
+                TURNS.labels(outcome="rounds_exhausted").inc()
+                return True
+            paused = await self._handle_tool_calls(
+                conversation, stream, requester, finished, text, hook
+            )
             if paused:
                 await stream.finish(pause_note(paused))
-                return
+                TURNS.labels(outcome="paused").inc()
+                return True
             if stream.source.strip():
                 stream.append("\n\n")
 
@@ -282,6 +303,7 @@ class Conversations:
         stream: ReplyStream,
         text: str,
         usage: Usage | None,
+        hook: _Once,
     ) -> None:
         async with self.db.transaction() as session:
             await repo.add_message(
@@ -293,6 +315,7 @@ class Conversations:
                 prompt_tokens=usage.prompt_tokens if usage else None,
                 completion_tokens=usage.completion_tokens if usage else None,
             )
+            await hook(session)
 
     async def _handle_tool_calls(
         self,
@@ -301,6 +324,7 @@ class Conversations:
         requester: str,
         finished: Finished,
         text: str,
+        hook: _Once,
     ) -> int:
         """Run read tools, turn write calls into proposals and cards; store the assistant
         message and one tool message per call, in call order, in one transaction. Returns the
@@ -313,6 +337,7 @@ class Conversations:
             lambda: self._tool_context(conversation, requester),
             stream.set_status,
             self.settings.tool_timeout,
+            self.settings.max_tool_calls_per_round,
         )
         stream.set_status("")
         proposals = []
@@ -364,25 +389,65 @@ class Conversations:
                         expires_in=expiry,
                     )
                 )
+            await hook(session)
         for proposal in proposals:
             await desk.cards.post(proposal)
         return len(proposals)
 
-    async def resume(self, conversation_id: int, note: str | None = None) -> None:
+    async def resume(
+        self,
+        conversation_id: int,
+        assistant_message_id: int | None,
+        note: str | None = None,
+        on_stored: OnStored | None = None,
+    ) -> bool:
         """Continue a paused turn in its thread with a new live reply, once its proposals are
-        settled (their results are already stored as the `tool` messages)."""
+        settled (their results are already stored as the `tool` messages). It acts for the
+        person whose request was paused. True once the resumed reply is stored, or if there
+        is nothing left to resume."""
         async with self.db.transaction() as session:
             conversation = await session.get(Conversation, conversation_id)
             if conversation is None:
-                return
-            requester = await repo.last_user(session, conversation_id) or conversation.started_by
-            if note:
-                await repo.add_message(session, conversation, Role.SYSTEM, note)
+                return True  # forgotten meanwhile
+            requester = None
+            if assistant_message_id is not None:
+                requester = await session.scalar(
+                    select(Proposal.requester)
+                    .where(Proposal.assistant_message_id == assistant_message_id)
+                    .limit(1)
+                )
+            requester = requester or conversation.started_by
         stream = self._stream(conversation.channel_id, conversation.thread_ts or None)
-        async with self.locks.hold(conversation.id):
-            await stream.start()
-            try:
-                await self._respond(conversation, stream, requester)
-            except asyncio.CancelledError:
-                await asyncio.shield(stream.finish(INTERRUPTED))
-                raise
+        placeholder: asyncio.Task[str] | None = None
+        try:
+            async with self.locks.hold(conversation.id):
+                if note:  # inside the lock: never between a tool_calls row and its results
+                    async with self.db.transaction() as session:
+                        await repo.add_message(session, conversation, Role.SYSTEM, note)
+                placeholder = asyncio.create_task(stream.start())
+                await placeholder
+                return await self._respond(conversation, stream, requester, on_stored)
+        except asyncio.CancelledError:
+            if placeholder is not None:
+                await asyncio.shield(self._close(stream, placeholder, INTERRUPTED, "interrupted"))
+            raise
+        finally:
+            if placeholder is not None:
+                await self._close(stream, placeholder, failure_note(BROKE), "failed")
+
+
+OnStored = Callable[[AsyncSession], Awaitable[None]]
+
+
+class _Once:
+    """Runs a hook in the first transaction that stores part of a reply, and only there."""
+
+    def __init__(self, hook: OnStored | None) -> None:
+        self.hook = hook
+        self.done = False
+
+    async def __call__(self, session: AsyncSession) -> None:
+        if not self.done:
+            self.done = True
+            if self.hook is not None:
+                await self.hook(session)

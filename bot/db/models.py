@@ -22,7 +22,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-from bot.approvals.machine import State
+from bot.states import State
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -165,19 +165,27 @@ class Proposal(Base):
             values_callable=lambda e: [m.value for m in e],
         )
     )
+    # Bumped by every transition (the compare-and-set guard).
     version: Mapped[int] = mapped_column(Integer, default=1)
+    # The arguments' version: 1 when proposed, +1 per edit. A card's buttons carry it, and a
+    # vote counts only for the revision its clicker saw.
+    revision: Mapped[int] = mapped_column(Integer, default=1)
+    revised_by: Mapped[str | None] = mapped_column(String(32))  # author of the last edit
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
     reminded_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     channel_id: Mapped[str] = mapped_column(String(32))
     thread_ts: Mapped[str | None] = mapped_column(String(32))
     card_channel: Mapped[str | None] = mapped_column(String(32))
     card_ts: Mapped[str | None] = mapped_column(String(32))
+    # The `version` the card in Slack last showed; behind `version`, the card still needs an edit.
+    card_version: Mapped[int | None] = mapped_column(Integer)
     approved_arguments: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     approved_hash: Mapped[str | None] = mapped_column(String(64))
+    approved_revision: Mapped[int | None] = mapped_column(Integer)
     decided_by: Mapped[str | None] = mapped_column(String(32))
     decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     decline_reason: Mapped[str | None] = mapped_column(Text)
-    lease_owner: Mapped[str | None] = mapped_column(String(64))
+    lease_owner: Mapped[str | None] = mapped_column(String(255))
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
@@ -197,6 +205,9 @@ class ProposalApproval(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     proposal_id: Mapped[int] = mapped_column(ForeignKey("proposals.id", ondelete="CASCADE"))
     approver: Mapped[str] = mapped_column(String(32))
+    # What the approver saw: the revision on the card they clicked and its arguments' hash.
+    revision: Mapped[int] = mapped_column(Integer, default=1)
+    arguments_hash: Mapped[str] = mapped_column(String(64), default="")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
@@ -212,7 +223,7 @@ class AuditEntry(Base):
     from_state: Mapped[str | None] = mapped_column(String(16))
     to_state: Mapped[str | None] = mapped_column(String(16))
     event: Mapped[str] = mapped_column(String(32))
-    actor: Mapped[str] = mapped_column(String(64))
+    actor: Mapped[str] = mapped_column(String(255))
     detail: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
 
@@ -220,8 +231,10 @@ class AuditEntry(Base):
 class ResumeRequest(Base):
     """Outbox: a paused turn whose proposals are all settled, to be resumed exactly once.
 
-    Inserted in the transaction of the settling transition; a worker claims it with a
-    compare-and-set on `claimed_at`, so two workers never resume the same turn."""
+    Inserted in the transaction of the settling transition. A worker claims it with a lease
+    (compare-and-set on `lease_expires_at`), renews the lease while the resume runs, and marks it
+    done in the transaction that stores the resumed reply; a lapsed lease lets another worker
+    take it over, so a crash or an error never loses the continuation."""
 
     __tablename__ = "resume_requests"
     __table_args__ = (UniqueConstraint("assistant_message_id", "kind"),)
@@ -231,9 +244,29 @@ class ResumeRequest(Base):
     assistant_message_id: Mapped[int] = mapped_column(ForeignKey("messages.id", ondelete="CASCADE"))
     kind: Mapped[str] = mapped_column(String(32), default="resume")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    claimed_by: Mapped[str | None] = mapped_column(String(64))
+    claimed_by: Mapped[str | None] = mapped_column(String(255))
     claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), index=True)
-    done_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    done_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), index=True)
+
+
+class LiveReply(Base):
+    """A reply that is being written in Slack right now, held by one worker's lease.
+
+    Deleted when the reply has its final text. A row whose lease lapsed belongs to a process
+    that died mid-reply: start-up (on any replica) finalises that message with a note, so no
+    reply is left showing its cursor forever."""
+
+    __tablename__ = "live_replies"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    channel_id: Mapped[str] = mapped_column(String(32))
+    ts: Mapped[str] = mapped_column(String(32))
+    shown: Mapped[str] = mapped_column(Text, default="")  # the text the message last showed
+    owner: Mapped[str] = mapped_column(String(255))
+    lease_expires_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class Task(Base):

@@ -1,8 +1,10 @@
 """Posting approval cards and keeping them in step with their proposal.
 
-A refresh always re-reads the proposal, under a per-proposal lock, so the last edit shows the
-newest state even when several refreshes race. Card edits share the workspace's `chat.update`
-budget with live replies, as final-priority edits.
+`refresh` never waits: it marks the card as behind and a per-proposal task brings it in line,
+re-reading the proposal each pass so the last edit shows the newest state. Card edits share the
+workspace's `chat.update` budget with live replies (as final-priority edits), so a click never
+waits on that budget. A failed edit is retried with backoff until it lands; the card's shown
+version is stored, so edits lost to a crash are redone by the sweeper on any replica.
 """
 
 from __future__ import annotations
@@ -10,24 +12,43 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.approvals.machine import State
 from bot.approvals.policy import Policies
-from bot.approvals.service import ApprovalsService
+from bot.approvals.service import ApprovalsService, UnknownProposal
 from bot.db.models import Proposal
-from bot.slack.cards import CardView, approval_card
+from bot.errors import slack_error
+from bot.metrics import SLACK_EDITS
+from bot.slack.cards import CardView, approval_card, slack_date
 from bot.slack.edit_budget import EditBudget
-from bot.slack.errors import slack_error
+from bot.tasks import TaskGroup
+from bot.text import escape
 from bot.tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
+
+# Slack errors that no retry will cure: the card is gone or out of reach.
+PERMANENT = frozenset(
+    {
+        "message_not_found",
+        "channel_not_found",
+        "cant_update_message",
+        "is_archived",
+        "not_in_channel",
+        "invalid_blocks",
+        "msg_too_long",
+        "account_inactive",
+        "invalid_auth",
+    }
+)
+RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 
 
 @dataclass
@@ -44,36 +65,29 @@ class CardPublisher:
         approvals: ApprovalsService,
         registry: ToolRegistry,
         policies: Policies,
+        tasks: TaskGroup,
     ) -> None:
         self.slack = slack
         self.budget = budget
         self.approvals = approvals
         self.registry = registry
         self.policies = policies
-        self._locks: weakref.WeakValueDictionary[int, asyncio.Lock] = weakref.WeakValueDictionary()
-        # What each card last showed, so a click that changed nothing costs no chat.update
-        # (the budget is shared with every live reply).
+        self.tasks = tasks
+        self._behind: set[int] = set()
+        self._workers: dict[int, asyncio.Task[None]] = {}
+        # What each card last showed, so a click that changed nothing costs no chat.update.
         self._shown: OrderedDict[int, str] = OrderedDict()
         # Told after a card changed (the App Home of the people concerned follows it).
         self.on_change: Callable[[Proposal, list[str]], None] | None = None
 
-    def _remember(self, proposal_id: int, text: str, blocks: list[dict[str, object]]) -> bool:
-        """False if the card already shows exactly this."""
-        rendered = json.dumps([text, blocks], sort_keys=True)
-        if self._shown.get(proposal_id) == rendered:
-            return False
-        self._shown[proposal_id] = rendered
+    def _same_as_shown(self, proposal_id: int, text: str, blocks: list[dict[str, object]]) -> bool:
+        return self._shown.get(proposal_id) == json.dumps([text, blocks], sort_keys=True)
+
+    def _remember(self, proposal_id: int, text: str, blocks: list[dict[str, object]]) -> None:
+        self._shown[proposal_id] = json.dumps([text, blocks], sort_keys=True)
         self._shown.move_to_end(proposal_id)
         while len(self._shown) > 2000:
             self._shown.popitem(last=False)
-        return True
-
-    def _lock(self, proposal_id: int) -> asyncio.Lock:
-        lock = self._locks.get(proposal_id)
-        if lock is None:
-            lock = asyncio.Lock()
-            self._locks[proposal_id] = lock
-        return lock
 
     async def view(self, proposal: Proposal) -> CardView:
         tool = self.registry.get(proposal.tool_name)
@@ -81,6 +95,7 @@ class CardPublisher:
         approvers = await self.approvals.approvers_of(proposal.id)
         return CardView(
             proposal_id=proposal.id,
+            revision=proposal.revision,
             state=State(proposal.state.value),
             description=proposal.description,
             changes=list(proposal.preview),
@@ -97,35 +112,86 @@ class CardPublisher:
             error=proposal.error,
         )
 
-    async def post(self, proposal: Proposal) -> None:
+    async def post(self, proposal: Proposal) -> bool:
+        """Post the card; False if Slack refused (the proposal then waits without a card, and
+        the turn says so)."""
         text, blocks = approval_card(await self.view(proposal))
         try:
             posted = await self.slack.chat_postMessage(
                 channel=proposal.channel_id, thread_ts=proposal.thread_ts, text=text, blocks=blocks
             )
-        except SlackApiError as exc:
-            log.error("could not post the card of proposal %s: %s", proposal.id, slack_error(exc))
-            return
+        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+            reason = slack_error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
+            log.error("could not post the card of proposal %s: %s", proposal.id, reason)
+            return False
         self._remember(proposal.id, text, blocks)
         await self.approvals.set_card(proposal.id, str(posted["channel"]), str(posted["ts"]))
+        await self.approvals.card_shown(proposal.id, proposal.version)
+        return True
 
-    async def refresh(self, proposal_id: int) -> None:
-        async with self._lock(proposal_id):
-            proposal = await self.approvals.get(proposal_id)
-            if not proposal.card_ts or not proposal.card_channel:
+    def refresh(self, proposal_id: int) -> None:
+        """Bring the card in line with its proposal soon; returns at once."""
+        self._behind.add(proposal_id)
+        worker = self._workers.get(proposal_id)
+        if worker is not None and not worker.done():
+            return
+        task = self.tasks.spawn(self._keep_in_step(proposal_id), name=f"card-{proposal_id}")
+        if task is not None:
+            self._workers[proposal_id] = task
+            task.add_done_callback(lambda _t: self._workers.pop(proposal_id, None))
+
+    async def _keep_in_step(self, proposal_id: int) -> None:
+        failures = 0
+        while proposal_id in self._behind:
+            self._behind.discard(proposal_id)
+            try:
+                await self._edit(proposal_id)
+                failures = 0
+            except UnknownProposal:
                 return
-            text, blocks = approval_card(await self.view(proposal))
-            if not self._remember(proposal_id, text, blocks):
-                return
+            except Exception as exc:  # transient: Slack 5xx/429, network, database
+                reason = slack_error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
+                delay = RETRY_DELAYS[min(failures, len(RETRY_DELAYS) - 1)]
+                failures += 1
+                log.warning(
+                    "card %s not updated (%s); retrying in %.0fs", proposal_id, reason, delay
+                )
+                self._behind.add(proposal_id)
+                await asyncio.sleep(delay)
+
+    async def _edit(self, proposal_id: int) -> None:
+        proposal = await self.approvals.get(proposal_id)
+        if not proposal.card_ts or not proposal.card_channel:
+            return
+        text, blocks = approval_card(await self.view(proposal))
+        if not self._same_as_shown(proposal_id, text, blocks):
             await self.budget.acquire(_CardEdit())
             try:
                 await self.slack.chat_update(
                     channel=proposal.card_channel, ts=proposal.card_ts, text=text, blocks=blocks
                 )
             except SlackApiError as exc:
-                log.warning("could not update card %s: %s", proposal_id, slack_error(exc))
+                if slack_error(exc) not in PERMANENT:
+                    raise
+                log.warning("card %s cannot be updated: %s", proposal_id, slack_error(exc))
+            SLACK_EDITS.labels(kind="card").inc()
+            self._remember(proposal_id, text, blocks)
             if self.on_change is not None:
                 self.on_change(proposal, await self.approvals.approvers_of(proposal.id))
+        await self.approvals.card_shown(proposal_id, proposal.version)
+
+    async def remind(self, proposal: Proposal) -> None:
+        """A reminder in the thread that a card waits for a decision."""
+        text = (
+            f":alarm_clock: <@{proposal.requester}>, an action waits for a decision and "
+            f"expires {slack_date(proposal.expires_at)}: {escape(proposal.description[:200])}"
+        )
+        try:
+            await self.slack.chat_postMessage(
+                channel=proposal.channel_id, thread_ts=proposal.thread_ts, text=text
+            )
+        except Exception as exc:  # a missed reminder must not stop the sweep
+            log.warning("reminder for proposal %s failed: %s", proposal.id, type(exc).__name__)
 
     async def tell(self, channel: str, user: str, text: str, thread_ts: str | None) -> None:
         """An ephemeral note to one person (e.g. why their click changed nothing)."""
@@ -133,5 +199,5 @@ class CardPublisher:
             await self.slack.chat_postEphemeral(
                 channel=channel, user=user, text=text, thread_ts=thread_ts
             )
-        except SlackApiError as exc:
-            log.warning("could not tell %s: %s", user, slack_error(exc))
+        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("could not tell %s: %s", user, type(exc).__name__)

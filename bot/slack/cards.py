@@ -1,5 +1,7 @@
 """Approval cards: pure Block Kit builders (slack_sdk's models, which check Block Kit's limits
-when serialised) and the action ids the buttons carry. Buttons carry only the proposal id.
+when serialised) and the action ids the buttons carry. Buttons carry only ids: the proposal's
+and the revision of its arguments that the card shows (`42:3`), so a click approves what its
+clicker saw and nothing else.
 
 Everything that came from the model (descriptions, argument values) is escaped and clipped, so
 a card stays within Slack's limits and pings nobody whatever the arguments hold.
@@ -23,7 +25,7 @@ from slack_sdk.models.blocks import (
 )
 
 from bot.approvals.machine import State
-from bot.slack.render import escape
+from bot.text import escape
 
 APPROVE = "proposal_approve"
 DECLINE = "proposal_decline"
@@ -53,6 +55,25 @@ def safe(text: str | None, limit: int) -> str:
     return clip(escape(text or ""), limit)
 
 
+class BadValue(ValueError):
+    """A button value or modal metadata that this app did not make."""
+
+
+def card_ref(proposal_id: int, revision: int) -> str:
+    return f"{proposal_id}:{revision}"
+
+
+def parse_card_ref(value: object) -> tuple[int, int | None]:
+    """`(proposal id, revision)` from a button value or modal metadata; `BadValue` for anything
+    else (a crafted payload). A bare id (cards posted before revisions existed) has no revision."""
+    if not isinstance(value, str) or len(value) > 40:
+        raise BadValue("not a card reference")
+    head, _, tail = value.partition(":")
+    if not head.isdigit() or (tail and not tail.isdigit()) or len(head) > 18 or len(tail) > 9:
+        raise BadValue("not a card reference")
+    return int(head), (int(tail) if tail else None)
+
+
 def slack_date(moment: datetime, fallback_format: str = "%Y-%m-%d %H:%M UTC") -> str:
     return f"<!date^{int(moment.timestamp())}^{{date_short_pretty}} {{time}}|" + (
         moment.strftime(fallback_format) + ">"
@@ -64,6 +85,7 @@ class CardView:
     """What a card shows, read from a proposal (kept apart from the ORM row)."""
 
     proposal_id: int
+    revision: int
     state: State
     description: str
     changes: list[dict[str, Any]]
@@ -90,7 +112,7 @@ def _change_field(change: dict[str, Any]) -> MarkdownTextObject:
 
 
 def _buttons(view: CardView) -> ActionsBlock:
-    value = str(view.proposal_id)
+    value = card_ref(view.proposal_id, view.revision)
     approve = ButtonElement(
         text="Approve",
         action_id=APPROVE,
@@ -142,7 +164,9 @@ def _status(view: CardView) -> list[Block]:
         )
     else:  # failed
         text = f":x: *Failed*: {safe(view.error, 2000)}"
-        retry = ButtonElement(text="Retry", action_id=RETRY, value=str(view.proposal_id))
+        retry = ButtonElement(
+            text="Retry", action_id=RETRY, value=card_ref(view.proposal_id, view.revision)
+        )
         return [
             SectionBlock(text=MarkdownTextObject(text=clip(text, SECTION_MAX))),
             ActionsBlock(block_id=f"proposal:{view.proposal_id}:retry", elements=[retry]),
@@ -167,11 +191,11 @@ def approval_card(view: CardView) -> tuple[str, list[dict[str, Any]]]:
     return fallback, [b.to_dict() for b in blocks]
 
 
-def decline_modal(proposal_id: int, description: str) -> dict[str, Any]:
+def decline_modal(proposal_id: int, revision: int, description: str) -> dict[str, Any]:
     return {
         "type": "modal",
         "callback_id": DECLINE_MODAL,
-        "private_metadata": str(proposal_id),
+        "private_metadata": card_ref(proposal_id, revision),
         "title": PlainTextObject(text="Decline action").to_dict(),
         "submit": PlainTextObject(text="Decline").to_dict(),
         "close": PlainTextObject(text="Cancel").to_dict(),
@@ -193,7 +217,9 @@ def decline_modal(proposal_id: int, description: str) -> dict[str, Any]:
     }
 
 
-def edit_modal(proposal_id: int, fields: list[tuple[str, str, str, bool, bool]]) -> dict[str, Any]:
+def edit_modal(
+    proposal_id: int, revision: int, fields: list[tuple[str, str, str, bool, bool]]
+) -> dict[str, Any]:
     """`fields`: (name, label, current value as text, optional, multiline)."""
     blocks: list[dict[str, Any]] = []
     for name, label, current, optional, multiline in fields[:45]:
@@ -216,7 +242,7 @@ def edit_modal(proposal_id: int, fields: list[tuple[str, str, str, bool, bool]])
     return {
         "type": "modal",
         "callback_id": EDIT_MODAL,
-        "private_metadata": str(proposal_id),
+        "private_metadata": card_ref(proposal_id, revision),
         "title": PlainTextObject(text="Edit action").to_dict(),
         "submit": PlainTextObject(text="Save").to_dict(),
         "close": PlainTextObject(text="Cancel").to_dict(),

@@ -1,12 +1,5 @@
-"""Reading Slack API failures safely (a proxy's HTML error page has no `error` field)."""
+"""Reading Slack API failures safely; kept in `bot.errors` so that every layer can use it."""
 
-from __future__ import annotations
+from bot.errors import slack_error
 
-from slack_sdk.errors import SlackApiError
-
-
-def slack_error(exc: SlackApiError) -> str:
-    data = getattr(exc.response, "data", None)
-    if isinstance(data, dict) and data.get("error"):
-        return str(data["error"])
-    return f"http_{getattr(exc.response, 'status_code', 'error')}"
+__all__ = ["slack_error"]

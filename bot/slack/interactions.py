@@ -1,205 +1,254 @@
-"""Approve / Decline / Edit / Retry: acknowledge at once, authorise the clicker, then hand the
-decision to the approvals service. Every refused click changes nothing, is explained to the
-clicker only, and leaves an audit row."""
+"""Approve / Decline / Edit / Retry: acknowledge at once, parse the payload, authorise the
+clicker, then hand the decision to the approvals service.
+
+A button names the proposal and the revision its card showed; a click on a revision that is no
+longer current changes nothing and the clicker is told, privately, that the card changed. Every
+refused click changes nothing, is explained to the clicker only, and leaves an audit row. Card
+edits are requested, never awaited, so nothing here waits on the `chat.update` budget.
+"""
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
 from slack_bolt.async_app import AsyncAck, AsyncApp
 
 from bot.approvals.executor import Executor
-from bot.approvals.policy import GroupMembers, Policies, may_approve
-from bot.approvals.service import ApprovalError, ApprovalsService
+from bot.approvals.policy import GroupMembers, Policies, Policy, may_approve
+from bot.approvals.service import ApprovalError, ApprovalsService, CardChanged
 from bot.db.models import Proposal
+from bot.errors import plain_error
+from bot.metrics import DECISIONS
 from bot.slack import cards
 from bot.slack.card_publisher import CardPublisher
+from bot.slack.edit_form import edit_fields, field_errors, submitted_arguments
+from bot.slack.payloads import BadPayload, Click, Submission, parse_click, parse_submission
 from bot.tasks import TaskGroup
-from bot.tools.registry import Tool, ToolArgumentsError, ToolContext, ToolRegistry
+from bot.tools.registry import ToolArgumentsError, ToolContext, ToolRegistry
 
 log = logging.getLogger(__name__)
 
+BAD_INPUT = "That button or form was not made by Countersign, so nothing changed."
 
+
+@dataclass
 class Interactions:
-    def __init__(
-        self,
-        approvals: ApprovalsService,
-        registry: ToolRegistry,
-        policies: Policies,
-        groups: GroupMembers,
-        card_publisher: CardPublisher,
-        executor: Executor,
-        tasks: TaskGroup,
-        context: Callable[[Proposal], ToolContext],
-        on_settled: Callable[[], None],
-    ) -> None:
-        self.approvals = approvals
-        self.registry = registry
-        self.policies = policies
-        self.groups = groups
-        self.cards = card_publisher
-        self.executor = executor
-        self.tasks = tasks
-        self.context = context
-        self.on_settled = on_settled
+    approvals: ApprovalsService
+    registry: ToolRegistry
+    policies: Policies
+    groups: GroupMembers
+    cards: CardPublisher
+    executor: Executor
+    tasks: TaskGroup
+    context: Callable[[Proposal], ToolContext]
+    on_settled: Callable[[], None]
 
-    def _tool(self, proposal: Proposal) -> Tool[Any] | None:
-        return self.registry.get(proposal.tool_name)
+    def _policy(self, proposal: Proposal) -> Policy:
+        tool = self.registry.get(proposal.tool_name)
+        return self.policies.for_tool(proposal.tool_name, tool.pack if tool else "")
 
-    async def _authorise(self, proposal: Proposal, user: str, action: str) -> str | None:
+    async def _refusal(self, proposal: Proposal, user: str, action: str) -> str | None:
         """None if `user` may decide on `proposal`; else the reason (already audited)."""
-        tool = self._tool(proposal)
-        policy = self.policies.for_tool(proposal.tool_name, tool.pack if tool else "")
-        verdict = await may_approve(policy, proposal.requester, user, self.groups)
+        verdict = await may_approve(
+            self._policy(proposal), proposal.requester, user, self.groups, proposal.revised_by
+        )
         if verdict.allowed:
             return None
         await self.approvals.refuse(proposal.id, user, action, verdict.reason)
+        DECISIONS.labels(action=action, result="refused").inc()
         return verdict.reason
 
-    async def _tell(self, body: dict[str, Any], text: str) -> None:
-        channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get(
-            "channel_id"
-        )
-        message = body.get("message") or {}
-        thread = message.get("thread_ts")
-        if channel:
-            await self.cards.tell(str(channel), body["user"]["id"], text, thread)
+    async def _tell(self, click: Click, text: str) -> None:
+        if click.channel:
+            await self.cards.tell(click.channel, click.user, text, click.thread_ts)
 
-    async def _clicked(self, body: dict[str, Any], action: str) -> Proposal | None:
-        """The proposal behind a button, if the clicker may act on it; otherwise they are told
-        why (privately) and None is returned. The requester may always edit their own."""
-        user, proposal_id = body["user"]["id"], int(body["actions"][0]["value"])
+    async def _stale(self, click: Click, action: str) -> None:
+        """The clicked card shows an older revision: nothing changes; say so privately."""
+        await self.approvals.refuse(click.proposal_id, click.user, action, "the card changed")
+        DECISIONS.labels(action=action, result="stale").inc()
+        await self._tell(click, CardChanged().user_message)
+        self.cards.refresh(click.proposal_id)
+
+    async def _clicked(self, body: dict[str, Any], action: str) -> tuple[Click, Proposal] | None:
+        """The click and its proposal if the clicker may act on that revision; otherwise they
+        are told why (privately) and None is returned."""
         try:
-            proposal = await self.approvals.get(proposal_id)
+            click = parse_click(body)
+        except BadPayload as exc:
+            log.info("refused a %s payload: %s", action, exc)
+            DECISIONS.labels(action=action, result="bad_input").inc()
+            return None
+        try:
+            proposal = await self.approvals.get(click.proposal_id)
         except ApprovalError as exc:
-            await self._tell(body, exc.user_message)
+            await self._tell(click, exc.user_message)
             return None
-        if action == "edit" and user == proposal.requester:
-            return proposal
-        refusal = await self._authorise(proposal, user, action)
+        stale = action != "retry" and click.revision != proposal.revision
+        if stale and proposal.state.value == "proposed":
+            await self._stale(click, action)
+            return None
+        if action == "edit" and click.user == proposal.requester:
+            return click, proposal  # the requester may always reword their own request
+        refusal = await self._refusal(proposal, click.user, action)
         if refusal:
-            await self._tell(body, f"Nothing changed: {refusal}.")
+            await self._tell(click, f"Nothing changed: {refusal}.")
             return None
-        return proposal
+        return click, proposal
 
     # -- buttons -----------------------------------------------------------------------------
     async def approve(self, body: dict[str, Any]) -> None:
-        user, proposal_id = body["user"]["id"], int(body["actions"][0]["value"])
-        proposal = await self._clicked(body, "approve")
-        if proposal is None:
+        clicked = await self._clicked(body, "approve")
+        if clicked is None:
             return
+        click, proposal = clicked
+        policy = self._policy(proposal)
         try:
-            tool = self._tool(proposal)
-            policy = self.policies.for_tool(proposal.tool_name, tool.pack if tool else "")
-            vote = await self.approvals.vote(proposal_id, user, policy.approvals_required)
+            vote = await self.approvals.vote(
+                proposal.id,
+                click.revision or 0,
+                click.user,
+                policy.approvals_required,
+                policy.four_eyes,
+            )
+        except CardChanged:
+            await self._stale(click, "approve")
+            return
         except ApprovalError as exc:
-            await self._tell(body, exc.user_message)
-            await self.cards.refresh(proposal_id)
+            DECISIONS.labels(action="approve", result="already_handled").inc()
+            await self._tell(click, exc.user_message)
+            self.cards.refresh(proposal.id)
             self.on_settled()
             return
-        await self.cards.refresh(proposal_id)
+        DECISIONS.labels(action="approve", result="accepted").inc()
         if vote.approved_now:
-            self.tasks.spawn(self.executor.run(proposal_id), name=f"execute-{proposal_id}")
+            self.tasks.spawn(self.executor.run(proposal.id), name=f"execute-{proposal.id}")
         else:
             await self._tell(
-                body,
+                click,
                 f"Your approval is recorded ({len(vote.approvers)} of "
                 f"{policy.approvals_required}).",
             )
+        self.cards.refresh(proposal.id)
 
     async def open_decline(self, body: dict[str, Any], client: Any) -> None:
-        proposal = await self._clicked(body, "decline")
-        if proposal is not None:
+        clicked = await self._clicked(body, "decline")
+        if clicked is not None and clicked[0].trigger_id:
+            click, proposal = clicked
             await client.views_open(
-                trigger_id=body["trigger_id"],
-                view=cards.decline_modal(proposal.id, proposal.description),
+                trigger_id=click.trigger_id,
+                view=cards.decline_modal(proposal.id, proposal.revision, proposal.description),
             )
 
     async def retry(self, body: dict[str, Any]) -> None:
-        proposal = await self._clicked(body, "retry")
-        if proposal is None:
+        clicked = await self._clicked(body, "retry")
+        if clicked is None:
             return
+        click, proposal = clicked
         try:
-            await self.executor.run(proposal.id, retry_by=body["user"]["id"])
+            await self.executor.run(proposal.id, retry_by=click.user)
         except ApprovalError as exc:
-            await self._tell(body, exc.user_message)
+            DECISIONS.labels(action="retry", result="already_handled").inc()
+            await self._tell(click, exc.user_message)
+            return
+        DECISIONS.labels(action="retry", result="accepted").inc()
 
     async def open_edit(self, body: dict[str, Any], client: Any) -> None:
-        proposal = await self._clicked(body, "edit")
-        if proposal is None:
+        clicked = await self._clicked(body, "edit")
+        if clicked is None or not clicked[0].trigger_id:
             return
-        tool = self._tool(proposal)
+        click, proposal = clicked
+        tool = self.registry.get(proposal.tool_name)
         if tool is None:
-            await self._tell(body, "This tool is no longer available.")
+            await self._tell(click, "This tool is no longer available.")
             return
         await client.views_open(
-            trigger_id=body["trigger_id"],
-            view=cards.edit_modal(proposal.id, edit_fields(tool.arguments, proposal.arguments)),
+            trigger_id=click.trigger_id,
+            view=cards.edit_modal(
+                proposal.id, proposal.revision, edit_fields(tool.arguments, proposal.arguments)
+            ),
         )
 
     # -- modals ------------------------------------------------------------------------------
-    async def submit_decline(self, ack: AsyncAck, body: dict[str, Any]) -> None:
-        view = body["view"]
-        user, proposal_id = body["user"]["id"], int(view["private_metadata"])
-        values = view["state"]["values"]
-        reason = (values.get("reason", {}).get("value", {}) or {}).get("value") or None
+    async def _submitted(
+        self, ack: AsyncAck, body: dict[str, Any], action: str, error_block: str
+    ) -> tuple[Submission, Proposal] | None:
         try:
-            proposal = await self.approvals.get(proposal_id)
-            refusal = await self._authorise(proposal, user, "decline")
-            if refusal:
-                await ack(response_action="errors", errors={"reason": refusal})
-                return
-            await self.approvals.decline(proposal_id, user, reason)
+            form = parse_submission(body)
+            proposal = await self.approvals.get(form.proposal_id)
+        except BadPayload:
+            DECISIONS.labels(action=action, result="bad_input").inc()
+            await ack(response_action="errors", errors={error_block: BAD_INPUT})
+            return None
         except ApprovalError as exc:
-            await ack(response_action="errors", errors={"reason": exc.user_message})
+            await ack(response_action="errors", errors={error_block: exc.user_message[:150]})
+            return None
+        if form.revision != proposal.revision:
+            await self.approvals.refuse(proposal.id, form.user, action, "the card changed")
+            DECISIONS.labels(action=action, result="stale").inc()
+            await ack(response_action="errors", errors={error_block: CardChanged().user_message})
+            return None
+        if action == "edit" and form.user == proposal.requester:
+            return form, proposal
+        refusal = await self._refusal(proposal, form.user, action)
+        if refusal:
+            await ack(response_action="errors", errors={error_block: refusal[:150]})
+            return None
+        return form, proposal
+
+    async def submit_decline(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        submitted = await self._submitted(ack, body, "decline", "reason")
+        if submitted is None:
             return
+        form, proposal = submitted
+        reason = (form.values.get("reason") or "").strip()[:1000] or None
+        try:
+            await self.approvals.decline(proposal.id, form.user, reason, form.revision)
+        except ApprovalError as exc:
+            await ack(response_action="errors", errors={"reason": exc.user_message[:150]})
+            return
+        DECISIONS.labels(action="decline", result="accepted").inc()
         await ack()
-        await self.cards.refresh(proposal_id)
+        self.cards.refresh(proposal.id)
         self.on_settled()
 
     async def submit_edit(self, ack: AsyncAck, body: dict[str, Any]) -> None:
-        view = body["view"]
-        user, proposal_id = body["user"]["id"], int(view["private_metadata"])
-        try:
-            proposal = await self.approvals.get(proposal_id)
-        except ApprovalError as exc:
-            log.info("edit of proposal %s: %s", proposal_id, exc.user_message)
-            await ack()  # the proposal is gone; closing the modal is all that is left
+        first_field = await body_first_field(body, self.registry, self.approvals)
+        submitted = await self._submitted(ack, body, "edit", first_field)
+        if submitted is None:
             return
-        tool = self._tool(proposal)
+        form, proposal = submitted
+        tool = self.registry.get(proposal.tool_name)
         if tool is None or tool.preview is None:
             await ack()  # nothing to edit any more; the card says what happened
             return
-        first = next(iter(tool.arguments.model_fields))
-        if user != proposal.requester:
-            refusal = await self._authorise(proposal, user, "edit")
-            if refusal:
-                await ack(response_action="errors", errors={first: refusal})
-                return
-        raw = submitted_arguments(view["state"]["values"], tool.arguments)
+        fields = list(tool.arguments.model_fields)
         try:
-            arguments = tool.parse_strings(raw)
+            arguments = tool.parse_strings(submitted_arguments(form.values, tool.arguments))
+            preview = await tool.preview(arguments, self.context(proposal))
         except ToolArgumentsError as exc:
-            fields = list(tool.arguments.model_fields)
             await ack(response_action="errors", errors=field_errors(str(exc), fields))
             return
-        preview = await tool.preview(arguments, self.context(proposal))
-        try:
-            await self.approvals.edit(proposal_id, user, arguments.model_dump(mode="json"), preview)
-        except ApprovalError as exc:
-            await ack(response_action="errors", errors={first: exc.user_message})
+        except Exception as exc:  # the target vanished, Slack said no, …: say so on the form
+            await ack(response_action="errors", errors={fields[0]: plain_error(exc)[:150]})
             return
+        try:
+            await self.approvals.edit(
+                proposal.id, form.user, arguments.model_dump(mode="json"), preview, form.revision
+            )
+        except ApprovalError as exc:
+            await ack(response_action="errors", errors={fields[0]: exc.user_message[:150]})
+            return
+        DECISIONS.labels(action="edit", result="accepted").inc()
         await ack()
-        await self.cards.refresh(proposal_id)
+        self.cards.refresh(proposal.id)
 
     def register(self, app: AsyncApp) -> None:
         async def ack_then(ack: AsyncAck, body: dict[str, Any], handler: Any, *args: Any) -> None:
             await ack()  # within Slack's 3 s; the decision runs as a tracked task
-            self.tasks.spawn(handler(body, *args), name=f"click-{body.get('trigger_id')}")
+            self.tasks.spawn(handler(body, *args), name="click")
 
         @app.action(cards.APPROVE)
         async def _approve(ack: AsyncAck, body: dict[str, Any]) -> None:
@@ -226,38 +275,14 @@ class Interactions:
             await self.submit_edit(ack, body)
 
 
-MULTILINE = {"description", "body", "text"}
-
-
-def edit_fields(
-    model: type[BaseModel], current: dict[str, Any]
-) -> list[tuple[str, str, str, bool, bool]]:
-    fields = []
-    for name, info in model.model_fields.items():
-        value = current.get(name)
-        text = "" if value is None else value if isinstance(value, str) else json.dumps(value)
-        label = name.replace("_", " ")
-        if info.description:
-            label = f"{label} ({info.description})"
-        fields.append((name, label, text, not info.is_required(), name in MULTILINE))
-    return fields
-
-
-def submitted_arguments(values: dict[str, Any], model: type[BaseModel]) -> dict[str, str]:
-    """The modal's text inputs by field; an empty optional input is left out (its default)."""
-    arguments: dict[str, str] = {}
-    for name in model.model_fields:
-        text = ((values.get(name) or {}).get("value") or {}).get("value")
-        if text:
-            arguments[name] = text
-    return arguments
-
-
-def field_errors(message: str, fields: list[str]) -> dict[str, str]:
-    """Slack wants errors keyed by block id: attach each problem to its field's input."""
-    errors: dict[str, str] = {}
-    for part in message.split("; "):
-        name, _, text = part.partition(": ")
-        key = name.split(".")[0] if name.split(".")[0] in fields else fields[0]
-        errors[key] = (errors.get(key, "") + " " + (text or part)).strip()[:150]
-    return errors
+async def body_first_field(
+    body: dict[str, Any], registry: ToolRegistry, approvals: ApprovalsService
+) -> str:
+    """The block id of the edit form's first input, where general errors are shown."""
+    try:
+        form = parse_submission(body)
+        proposal = await approvals.get(form.proposal_id)
+    except (BadPayload, ApprovalError):
+        return "title"
+    tool = registry.get(proposal.tool_name)
+    return next(iter(tool.arguments.model_fields), "title") if tool else "title"

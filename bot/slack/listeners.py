@@ -25,7 +25,7 @@ def register(app: AsyncApp, conversations: Conversations, tasks: TaskGroup) -> N
         if not incoming.is_dm and not incoming.mentions_bot and not incoming.thread_ts:
             return  # top-level channel chatter that does not address the bot
         tasks.spawn(
-            conversations.handle(incoming, bot_user_id),
+            conversations.handle(incoming, bot_user_id, context.bot_id),
             name=f"turn-{incoming.channel_id}-{incoming.ts}",
         )
 

@@ -12,16 +12,11 @@ from collections.abc import Sequence
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from bot.text import escape, unescape
+
+__all__ = ["escape", "to_mrkdwn", "unescape"]
+
 _parser = MarkdownIt("commonmark").enable(["table", "strikethrough"])
-
-
-def escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def unescape(text: str) -> str:
-    """Slack event text arrives escaped; the model should read it as typed."""
-    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
 def _link_target(url: str) -> str:

@@ -13,12 +13,14 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.errors import slack_error
+from bot.metrics import LIVE_REPLIES, SLACK_EDITS
 from bot.slack.edit_budget import EditBudget
-from bot.slack.errors import slack_error
 from bot.slack.render import escape, to_mrkdwn
 from bot.slack.split import split_message
 
@@ -26,6 +28,17 @@ log = logging.getLogger(__name__)
 
 PLACEHOLDER = "_Thinking…_"
 CURSOR = " ▍"
+
+
+class Journal(Protocol):
+    """Where a live reply is recorded while it is open, so that a reply cut off by a crash can
+    be finished by whichever process starts next (see `bot.conversation.live_replies`)."""
+
+    async def opened(self, channel: str, ts: str) -> None: ...
+
+    def shown(self, ts: str, text: str) -> None: ...
+
+    async def closed(self, ts: str) -> None: ...
 
 
 class ReplyStream:
@@ -39,6 +52,7 @@ class ReplyStream:
         max_chars: int = 3500,
         min_interval: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        journal: Journal | None = None,
     ) -> None:
         self.client = client
         self.budget = budget
@@ -57,6 +71,7 @@ class ReplyStream:
         self._changed = asyncio.Event()
         self._final_requested = asyncio.Event()
         self._pump: asyncio.Task[None] | None = None
+        self.journal = journal
 
     # -- what the budget reads -------------------------------------------------------------
     @property
@@ -77,8 +92,22 @@ class ReplyStream:
         self.message_ts.append(ts)
         self.shown.append(PLACEHOLDER)
         self.budget.open(self)
+        LIVE_REPLIES.inc()
         self._pump = asyncio.get_running_loop().create_task(self._run(), name=f"reply-{ts}")
+        if self.journal is not None:
+            try:
+                await self.journal.opened(self.channel, ts)
+            except Exception:  # the reply still works; only crash recovery lacks this one
+                log.warning("could not record live reply %s", ts)
         return ts
+
+    @property
+    def started(self) -> bool:
+        return self._pump is not None
+
+    @property
+    def finished(self) -> bool:
+        return self._final and (self._pump is None or self._pump.done())
 
     def append(self, text: str) -> None:
         if text and not self._final:
@@ -99,7 +128,7 @@ class ReplyStream:
         self._final_requested.set()
         self.budget.poke()
         if self._pump is not None:
-            await self._pump
+            await asyncio.shield(self._pump)  # a cancelled caller must not stop the final edit
         return self.message_ts
 
     # -- the Slack side --------------------------------------------------------------------
@@ -138,10 +167,17 @@ class ReplyStream:
                     continue
                 if final and not self._changed.is_set():
                     return
-        except SlackApiError as exc:
-            log.warning("reply in %s stopped updating: %s", self.channel, slack_error(exc))
+        except Exception as exc:  # Slack or the network failed for good: stop, release all
+            reason = slack_error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
+            log.warning("reply in %s stopped updating: %s", self.channel, reason)
         finally:
             self.budget.close(self)
+            LIVE_REPLIES.dec()
+            landed = self._final and self.shown == self.desired()
+            if self.journal is not None and self.message_ts and landed:
+                with contextlib.suppress(Exception):  # left open: recovery finishes it
+                    for ts in self.message_ts:
+                        await self.journal.closed(ts)
 
     async def _reconcile(self, desired: list[str], *, permit_held: bool) -> None:
         for index, text in enumerate(desired):
@@ -154,12 +190,19 @@ class ReplyStream:
                 await self.client.chat_update(
                     channel=self.channel, ts=self.message_ts[index], text=text
                 )
+                SLACK_EDITS.labels(kind="reply").inc()
                 self._last_edit_at = self._clock()
+                if self.journal is not None:
+                    self.journal.shown(self.message_ts[index], text)
             else:
                 response = await self.client.chat_postMessage(
                     channel=self.channel, thread_ts=self.thread_ts, text=text
                 )
                 self.message_ts.append(str(response["ts"]))
+                if self.journal is not None and not self._final:
+                    with contextlib.suppress(Exception):
+                        await self.journal.opened(self.channel, self.message_ts[-1])
+                        self.journal.shown(self.message_ts[-1], text)
             self.shown[index : index + 1] = [text]
         for index in range(len(desired), len(self.message_ts)):
             # The text got shorter than before (rare: a re-render moved a cut); blank the rest.

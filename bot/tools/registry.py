@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from slack_sdk.web.async_client import AsyncWebClient
 
     from bot.db.session import Database
+    from bot.links import LinkSigner
 
 A = TypeVar("A", bound=BaseModel)
 
@@ -63,7 +64,7 @@ class ToolContext:
     channel_id: str
     requester: str
     idempotency_key: str | None = None
-    public_base_url: str | None = None
+    links: LinkSigner | None = None  # signed, expiring links to pages this bot serves
     _names: dict[str, str] = field(default_factory=dict)
 
     async def user_label(self, user_id: str | None) -> str:

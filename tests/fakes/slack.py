@@ -28,6 +28,7 @@ TEAM_ID = "T0TEST"
 BOT_USER_ID = "UBOT"
 BOT_ID = "BBOT"
 MAX_TEXT = 4000  # chat.update answers msg_too_long near here in practice
+DEFAULT_MEMBERS = ["UALICE", "UBOB", "UCAROL", "UDANA", BOT_USER_ID]
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class StoredMessage:
     thread_ts: str | None
     edits: int = 0
     blocks: list[dict[str, Any]] | None = None
+    metadata: dict[str, Any] | None = None
 
 
 class BlockKitError(ValueError):
@@ -118,6 +120,10 @@ class FakeSlack:
     channel_info: dict[str, dict[str, Any]] = field(default_factory=dict)
     user_groups: dict[str, list[str]] = field(default_factory=dict)
     delays: dict[str, float] = field(default_factory=dict)  # method -> seconds before answering
+    # channel -> member ids; a channel not listed has DEFAULT_MEMBERS
+    members: dict[str, list[str]] = field(default_factory=dict)
+    # method -> how many of its next calls answer HTTP 500 (a Slack outage, for fault tests)
+    server_errors: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -212,6 +218,10 @@ class FakeSlack:
         auth = request.headers.get("Authorization", "")
         token = auth.removeprefix("Bearer ") or str(args.get("token", ""))
         with self._lock:
+            if self.server_errors.get(method, 0) > 0:
+                self.server_errors[method] -= 1
+                self.calls.append(Call(method, args, now, 500, False))
+                return web.Response(status=500, text="internal error")
             wait = self._rate_limited(method, args, now)
             if wait is not None:
                 self.calls.append(Call(method, args, now, 429, False))
@@ -238,6 +248,7 @@ class FakeSlack:
             "conversations.replies": self._replies,
             "conversations.history": self._history,
             "conversations.info": self._info,
+            "conversations.members": self._members,
             "conversations.setTopic": self._set_topic,
             "apps.connections.open": self._connections_open,
             "users.info": self._users_info,
@@ -280,8 +291,12 @@ class FakeSlack:
             blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
         ts = self._next_ts()
         thread_ts = args.get("thread_ts") or None
+        metadata = args.get("metadata")
+        metadata = json.loads(metadata) if isinstance(metadata, str) else metadata
         self.channels[channel].append(
-            StoredMessage(ts, text, BOT_USER_ID, BOT_ID, thread_ts, blocks=blocks)
+            StoredMessage(
+                ts, text, BOT_USER_ID, BOT_ID, thread_ts, blocks=blocks, metadata=metadata
+            )
         )
         self.history[ts].append(text)
         self.timeline[ts].append((time.monotonic(), text))
@@ -329,13 +344,19 @@ class FakeSlack:
     def _history(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
         channel = str(args.get("channel"))
         top = [m for m in self.channels[channel] if m.thread_ts is None or m.thread_ts == m.ts]
+        with_metadata = str(args.get("include_all_metadata")).lower() in ("1", "true")
         return {
             "ok": True,
             "messages": [
                 {"type": "message", "ts": m.ts, "text": m.text, "user": m.user}
+                | ({"metadata": m.metadata} if with_metadata and m.metadata else {})
                 for m in reversed(top)
             ][: int(args.get("limit") or 100)],
         }
+
+    def _members(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
+        members = self.members.get(str(args.get("channel")), DEFAULT_MEMBERS)
+        return {"ok": True, "members": members, "response_metadata": {"next_cursor": ""}}
 
     def _channel(self, channel: str) -> dict[str, Any]:
         return self.channel_info.setdefault(

@@ -2,6 +2,12 @@
 
 Text the model wants to post is escaped like every model text (`&`, `<`, `>`), so an approved
 message can never ping `@channel` or a user by smuggling mention syntax.
+
+Reach: the bot sees every channel it was invited to, but each tool acts for the person who asked.
+Reading a private channel (or a DM) needs the requester to be a member of it; every write needs
+the requester to be a member of the target channel, checked when the card is prepared and
+again just before the write runs. A message post carries the proposal's idempotency key in its
+message metadata, so a retry finds the earlier post instead of posting twice.
 """
 
 from __future__ import annotations
@@ -10,8 +16,16 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bot.slack.render import escape
-from bot.tools.registry import Change, Outcome, Preview, ToolContext, read_tool, write_tool
+from bot.text import escape
+from bot.tools.registry import (
+    Change,
+    Outcome,
+    Preview,
+    ToolContext,
+    ToolError,
+    read_tool,
+    write_tool,
+)
 
 PACK = "slack"
 
@@ -58,6 +72,34 @@ async def _channel(ctx: ToolContext, channel: str) -> dict[str, object]:
     return dict(data)
 
 
+MEMBER_PAGES = 20
+IDEMPOTENCY_EVENT = "countersign_action"
+
+
+async def _is_member(ctx: ToolContext, channel: str, user: str) -> bool:
+    cursor: str | None = None
+    for _ in range(MEMBER_PAGES):
+        page = await ctx.slack.conversations_members(channel=channel, limit=1000, cursor=cursor)
+        if user in (page.get("members") or []):
+            return True
+        cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
+        if not cursor:
+            return False
+    return False
+
+
+async def _reach(ctx: ToolContext, channel: str, *, write: bool) -> dict[str, object]:
+    """The channel's info if the requester may read it (writes: act in it); else ToolError."""
+    data = await _channel(ctx, channel)
+    private = bool(data.get("is_private") or data.get("is_im") or data.get("is_mpim"))
+    if (write or private) and not await _is_member(ctx, channel, ctx.requester):
+        raise ToolError(
+            "the person who asked is not a member of that channel, so I cannot "
+            + ("act in it for them" if write else "read it for them")
+        )
+    return data
+
+
 def _topic(channel: dict[str, object]) -> str:
     topic = channel.get("topic")
     return str(topic.get("value", "")) if isinstance(topic, dict) else ""
@@ -70,7 +112,7 @@ def _topic(channel: dict[str, object]) -> str:
     label="Looking at the channel",
 )
 async def get_channel_info(args: ChannelInfo, ctx: ToolContext) -> Outcome:
-    data = await _channel(ctx, args.channel)
+    data = await _reach(ctx, args.channel, write=False)
     purpose = data.get("purpose")
     result = {
         "id": data.get("id"),
@@ -85,11 +127,12 @@ async def get_channel_info(args: ChannelInfo, ctx: ToolContext) -> Outcome:
 
 @read_tool(
     "get_recent_messages",
-    "Recent messages of a channel the bot is a member of.",
+    "Recent messages of a channel (private ones only for their members).",
     RecentMessages,
     label="Reading recent messages",
 )
 async def get_recent_messages(args: RecentMessages, ctx: ToolContext) -> Outcome:
+    await _reach(ctx, args.channel, write=False)
     history = await ctx.slack.conversations_history(channel=args.channel, limit=args.limit)
     messages = [
         {"user": m.get("user") or m.get("bot_id"), "ts": m.get("ts"), "text": m.get("text", "")}
@@ -133,6 +176,7 @@ async def _channel_label(ctx: ToolContext, channel: str) -> str:
 
 
 async def _preview_post(args: PostMessage, ctx: ToolContext) -> Preview:
+    await _reach(ctx, args.channel, write=True)
     where = await _channel_label(ctx, args.channel)
     return Preview(f"Post a message in {where}", (Change("message", None, args.text),))
 
@@ -144,11 +188,37 @@ async def _preview_post(args: PostMessage, ctx: ToolContext) -> Preview:
     preview=_preview_post,
 )
 async def post_message(args: PostMessage, ctx: ToolContext) -> Outcome:
-    posted = await ctx.slack.chat_postMessage(channel=args.channel, text=escape(args.text))
-    link = await _permalink(ctx, args.channel, str(posted["ts"]))
-    return Outcome(
-        {"posted": True, "channel": args.channel, "ts": posted["ts"]}, "Message posted", link
+    await _reach(ctx, args.channel, write=True)
+    ts = await _posted_before(ctx, args.channel)
+    if ts is None:
+        metadata = (
+            {"event_type": IDEMPOTENCY_EVENT, "event_payload": {"key": ctx.idempotency_key}}
+            if ctx.idempotency_key
+            else None
+        )
+        posted = await ctx.slack.chat_postMessage(
+            channel=args.channel, text=escape(args.text), metadata=metadata
+        )
+        ts = str(posted["ts"])
+    link = await _permalink(ctx, args.channel, ts)
+    return Outcome({"posted": True, "channel": args.channel, "ts": ts}, "Message posted", link)
+
+
+async def _posted_before(ctx: ToolContext, channel: str) -> str | None:
+    """The ts of a message an earlier attempt of this proposal posted (same idempotency key)."""
+    if not ctx.idempotency_key:
+        return None
+    history = await ctx.slack.conversations_history(
+        channel=channel, limit=100, include_all_metadata=True
     )
+    for message in history.get("messages") or []:
+        metadata = message.get("metadata") or {}
+        payload = metadata.get("event_payload") or {}
+        if metadata.get("event_type") == IDEMPOTENCY_EVENT and payload.get("key") == (
+            ctx.idempotency_key
+        ):
+            return str(message.get("ts"))
+    return None
 
 
 async def _permalink(ctx: ToolContext, channel: str, ts: str) -> str | None:
@@ -160,6 +230,7 @@ async def _permalink(ctx: ToolContext, channel: str, ts: str) -> str | None:
 
 
 async def _preview_schedule(args: ScheduleMessage, ctx: ToolContext) -> Preview:
+    await _reach(ctx, args.channel, write=True)
     where = await _channel_label(ctx, args.channel)
     when = args.post_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return Preview(
@@ -175,6 +246,7 @@ async def _preview_schedule(args: ScheduleMessage, ctx: ToolContext) -> Preview:
     preview=_preview_schedule,
 )
 async def schedule_message(args: ScheduleMessage, ctx: ToolContext) -> Outcome:
+    await _reach(ctx, args.channel, write=True)
     post_at = int(args.post_at.timestamp())
     if post_at <= int(datetime.now(UTC).timestamp()):
         raise ValueError("post_at is in the past")
@@ -188,7 +260,7 @@ async def schedule_message(args: ScheduleMessage, ctx: ToolContext) -> Outcome:
 
 
 async def _preview_topic(args: SetChannelTopic, ctx: ToolContext) -> Preview:
-    data = await _channel(ctx, args.channel)
+    data = await _reach(ctx, args.channel, write=True)
     return Preview(
         f"Set the topic of #{data.get('name') or args.channel}",
         (Change("topic", _topic(data) or None, args.topic or None),),
@@ -203,6 +275,7 @@ async def _preview_topic(args: SetChannelTopic, ctx: ToolContext) -> Preview:
     destructive=True,
 )
 async def set_channel_topic(args: SetChannelTopic, ctx: ToolContext) -> Outcome:
+    await _reach(ctx, args.channel, write=True)
     await ctx.slack.conversations_setTopic(channel=args.channel, topic=args.topic)
     return Outcome({"topic": args.topic}, "Topic set")
 

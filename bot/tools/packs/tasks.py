@@ -73,8 +73,8 @@ def task_ref(task_id: int) -> str:
 
 
 def task_link(ctx: ToolContext, task_id: int) -> str | None:
-    base = ctx.public_base_url
-    return f"{base.rstrip('/')}/tasks/{task_id}" if base else None
+    """A signed link that expires, for this workspace only; None without `PUBLIC_BASE_URL`."""
+    return ctx.links.url(f"/tasks/{task_id}", ctx.team_id) if ctx.links else None
 
 
 def as_json(task: Task) -> dict[str, Any]:

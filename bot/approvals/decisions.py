@@ -1,0 +1,259 @@
+"""People's side of the machine: proposing, voting, declining and editing.
+
+A card shows one revision of the arguments and its buttons carry that revision number. A vote,
+a decline or an edit names the revision its author saw; if the proposal has moved on to another
+revision, nothing changes (`CardChanged`). An edit makes a new revision and voids every earlier
+vote; under four-eyes its author may not approve it.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.approvals.ledger import (
+    AlreadyHandled,
+    CardChanged,
+    Ledger,
+    NotAuthorised,
+    UnknownProposal,
+    describe_state,
+)
+from bot.approvals.machine import Event, State
+from bot.db.models import AuditEntry, Proposal, ProposalApproval, utcnow
+from bot.tools.registry import Preview, arguments_hash
+
+
+@dataclass(frozen=True)
+class VoteResult:
+    proposal: Proposal
+    approvers: list[str]
+    approved_now: bool
+
+
+class Decisions(Ledger):
+    async def propose(
+        self,
+        session: AsyncSession,
+        *,
+        team_id: str,
+        conversation_id: int,
+        assistant_message_id: int,
+        result_message_id: int,
+        tool_call_id: str,
+        tool_name: str,
+        arguments: dict[str, Any],
+        preview: Preview,
+        requester: str,
+        channel_id: str,
+        thread_ts: str | None,
+        expires_in: timedelta,
+    ) -> Proposal:
+        proposal = Proposal(
+            team_id=team_id,
+            conversation_id=conversation_id,
+            assistant_message_id=assistant_message_id,
+            result_message_id=result_message_id,
+            tool_call_id=tool_call_id,
+            tool_name=tool_name,
+            arguments=arguments,
+            arguments_hash=arguments_hash(arguments),
+            description=preview.description,
+            preview=[c.as_json() for c in preview.changes],
+            requester=requester,
+            idempotency_key=secrets.token_hex(16),
+            state=State.PROPOSED,
+            version=1,
+            revision=1,
+            expires_at=utcnow() + expires_in,
+            channel_id=channel_id,
+            thread_ts=thread_ts,
+        )
+        session.add(proposal)
+        await session.flush()
+        session.add(
+            AuditEntry(
+                proposal_id=proposal.id,
+                from_state=None,
+                to_state=State.PROPOSED.value,
+                event="propose",
+                actor=requester,
+                detail={
+                    "arguments": arguments,
+                    "arguments_hash": proposal.arguments_hash,
+                    "revision": 1,
+                },
+            )
+        )
+        return proposal
+
+    @asynccontextmanager
+    async def _deciding(
+        self, proposal_id: int, revision: int | None
+    ) -> AsyncIterator[tuple[AsyncSession, Proposal]]:
+        """The locked proposal, still waiting and at the revision the person saw, inside one
+        transaction. If its time is up, it expires instead (committed, so the refusal does not
+        roll the expiry back)."""
+        async with self.db.transaction() as session:
+            proposal = await session.get(Proposal, proposal_id, with_for_update=True)
+            if proposal is None:
+                raise UnknownProposal("this action no longer exists")
+            if State(proposal.state) is State.PROPOSED and proposal.expires_at <= utcnow():
+                await self._apply(session, proposal, Event.EXPIRE, "clock")
+            else:
+                if State(proposal.state) is not State.PROPOSED:
+                    raise AlreadyHandled(f"This action was {describe_state(proposal)}.")
+                if revision is not None and revision != proposal.revision:
+                    raise CardChanged()
+                yield session, proposal
+                return
+        raise AlreadyHandled("This action expired before anyone decided; nothing was done.")
+
+    async def vote(
+        self,
+        proposal_id: int,
+        revision: int,
+        user: str,
+        approvals_required: int,
+        four_eyes: bool = False,
+    ) -> VoteResult:
+        """Record `user`'s approval of `revision`; the quorum's last vote moves the proposal to
+        approved and freezes that revision's arguments (and hash) for the executor."""
+        async with self._deciding(proposal_id, revision) as (session, proposal):
+            if four_eyes and user in (proposal.requester, proposal.revised_by):
+                raise NotAuthorised(
+                    "this action needs someone other than the person who asked for it or last "
+                    "edited it to approve it"
+                )
+            try:
+                async with session.begin_nested():
+                    session.add(
+                        ProposalApproval(
+                            proposal_id=proposal.id,
+                            approver=user,
+                            revision=proposal.revision,
+                            arguments_hash=proposal.arguments_hash,
+                        )
+                    )
+            except IntegrityError:
+                raise AlreadyHandled("You have already approved this action.") from None
+            approvers = list(
+                (
+                    await session.scalars(
+                        select(ProposalApproval.approver)
+                        .where(
+                            ProposalApproval.proposal_id == proposal.id,
+                            ProposalApproval.revision == proposal.revision,
+                        )
+                        .order_by(ProposalApproval.id)
+                    )
+                ).all()
+            )
+            detail = {
+                "votes": len(approvers),
+                "required": approvals_required,
+                "revision": proposal.revision,
+                "arguments_hash": proposal.arguments_hash,
+            }
+            if len(approvers) < approvals_required:
+                session.add(
+                    AuditEntry(
+                        proposal_id=proposal.id,
+                        from_state=proposal.state.value,
+                        to_state=proposal.state.value,
+                        event="vote",
+                        actor=user,
+                        detail=detail,
+                    )
+                )
+                return VoteResult(proposal, approvers, approved_now=False)
+            approved = await self._apply(
+                session,
+                proposal,
+                Event.APPROVE,
+                user,
+                {**detail, "approvers": approvers},
+                approved_arguments=proposal.arguments,
+                approved_hash=proposal.arguments_hash,
+                approved_revision=proposal.revision,
+                decided_by=user,
+                decided_at=utcnow(),
+            )
+            return VoteResult(approved, approvers, approved_now=True)
+
+    async def decline(
+        self, proposal_id: int, user: str, reason: str | None, revision: int | None = None
+    ) -> Proposal:
+        async with self._deciding(proposal_id, revision) as (session, proposal):
+            return await self._apply(
+                session,
+                proposal,
+                Event.DECLINE,
+                user,
+                {"reason": reason, "revision": proposal.revision},
+                decided_by=user,
+                decided_at=utcnow(),
+                decline_reason=reason,
+            )
+
+    async def edit(
+        self,
+        proposal_id: int,
+        user: str,
+        arguments: dict[str, Any],
+        preview: Preview,
+        revision: int | None = None,
+    ) -> Proposal:
+        """A new revision of the arguments for a proposal still waiting. The audit keeps both
+        revisions, and every earlier vote is void (it approved other arguments)."""
+        async with self._deciding(proposal_id, revision) as (session, proposal):
+            before, before_hash = proposal.arguments, proposal.arguments_hash
+            new_hash = arguments_hash(arguments)
+            fresh = await session.scalar(
+                update(Proposal)
+                .where(Proposal.id == proposal.id, Proposal.version == proposal.version)
+                .values(
+                    arguments=arguments,
+                    arguments_hash=new_hash,
+                    description=preview.description,
+                    preview=[c.as_json() for c in preview.changes],
+                    version=Proposal.version + 1,
+                    revision=Proposal.revision + 1,
+                    revised_by=user,
+                    updated_at=utcnow(),
+                )
+                .returning(Proposal)
+                .execution_options(populate_existing=True)
+            )
+            if fresh is None:
+                raise AlreadyHandled("This action changed while you edited it; try again.")
+            await session.execute(
+                delete(ProposalApproval).where(ProposalApproval.proposal_id == proposal.id)
+            )
+            session.add(
+                AuditEntry(
+                    proposal_id=proposal.id,
+                    from_state=proposal.state.value,
+                    to_state=proposal.state.value,
+                    event="edit",
+                    actor=user,
+                    detail={
+                        "before": before,
+                        "before_hash": before_hash,
+                        "before_revision": fresh.revision - 1,
+                        "after": arguments,
+                        "after_hash": new_hash,
+                        "revision": fresh.revision,
+                        "arguments_hash": new_hash,
+                    },
+                )
+            )
+            return fresh

@@ -1,0 +1,132 @@
+"""The executor's side of the machine: claiming an approved proposal with a lease, renewing the
+lease while the tool runs, and recording the outcome only while holding it.
+
+A worker is presumed dead only when its lease has lapsed (see `clock.py`); the lease is longer
+than the tool's timeout and renewed while the tool runs, so a live execution is never taken
+over. `succeed` and `fail` are compare-and-sets guarded by "this worker holds the lease": a
+worker that lost its lease cannot record an outcome over someone else's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select, update
+
+from bot.approvals.ledger import AlreadyHandled, LeaseLost, Ledger, UnknownProposal
+from bot.approvals.machine import Event, State
+from bot.db.models import AuditEntry, Proposal, ProposalApproval, utcnow
+from bot.tools.registry import Outcome, arguments_hash
+
+
+class TamperedApproval(Exception):
+    """The arguments about to run are not the ones the approvers saw."""
+
+
+class Executions(Ledger):
+    async def start(self, proposal_id: int, worker: str, retry_by: str | None = None) -> Proposal:
+        """Claim execution (approved -> executing, or failed -> executing on Retry) with a lease."""
+        async with self.db.transaction() as session:
+            proposal = await session.get(Proposal, proposal_id)
+            if proposal is None:
+                raise UnknownProposal("this action no longer exists")
+            event = Event.RETRY if retry_by else Event.START
+            return await self._apply(
+                session,
+                proposal,
+                event,
+                retry_by or worker,
+                {"worker": worker, "attempt": proposal.attempts + 1},
+                lease_owner=worker,
+                lease_expires_at=utcnow() + self.lease,
+                attempts=Proposal.attempts + 1,
+                error=None,
+            )
+
+    async def renew(self, proposal: Proposal, worker: str) -> bool:
+        """Extend this worker's lease; False if it no longer holds it."""
+        async with self.db.transaction() as session:
+            result = await session.execute(
+                update(Proposal)
+                .where(
+                    Proposal.id == proposal.id,
+                    Proposal.state == State.EXECUTING,
+                    Proposal.version == proposal.version,
+                    Proposal.lease_owner == worker,
+                )
+                .values(lease_expires_at=utcnow() + self.lease)
+            )
+            return getattr(result, "rowcount", 0) == 1
+
+    async def approved_call(self, proposal: Proposal) -> dict[str, Any]:
+        """The arguments to run, after checking they are exactly the approved revision: their
+        hash must match the hash recorded when that revision was made (the audit row of its
+        proposal or edit), and every vote that approved it must have been cast for it."""
+        arguments = proposal.approved_arguments
+        revision = proposal.approved_revision
+        if arguments is None or revision is None:
+            raise TamperedApproval("this action has no approved arguments")
+        digest = arguments_hash(arguments)
+        async with self.db.transaction() as session:
+            made = await session.scalars(
+                select(AuditEntry.detail)
+                .where(
+                    AuditEntry.proposal_id == proposal.id,
+                    AuditEntry.event.in_(["propose", "edit"]),
+                )
+                .order_by(AuditEntry.id)
+            )
+            recorded = {
+                int((d or {}).get("revision") or 1): (d or {}).get("arguments_hash")
+                for d in made.all()
+            }
+            votes = (
+                await session.execute(
+                    select(ProposalApproval.revision, ProposalApproval.arguments_hash).where(
+                        ProposalApproval.proposal_id == proposal.id
+                    )
+                )
+            ).all()
+        if digest != proposal.approved_hash or recorded.get(revision) != digest:
+            raise TamperedApproval("the arguments differ from the approved revision")
+        if not votes or any(v.revision != revision or v.arguments_hash != digest for v in votes):
+            raise TamperedApproval("the approvals on record are for other arguments")
+        return arguments
+
+    async def succeed(self, proposal: Proposal, worker: str, outcome: Outcome) -> Proposal:
+        return await self._finish(
+            proposal,
+            worker,
+            Event.SUCCEED,
+            {"summary": outcome.summary, "link": outcome.link},
+            result=outcome.result,
+            result_link=outcome.link,
+            result_summary=outcome.summary,
+        )
+
+    async def fail(self, proposal: Proposal, worker: str, error: str) -> Proposal:
+        return await self._finish(proposal, worker, Event.FAIL, {"error": error}, error=error)
+
+    async def _finish(
+        self,
+        proposal: Proposal,
+        worker: str,
+        event: Event,
+        detail: dict[str, Any],
+        **values: Any,
+    ) -> Proposal:
+        try:
+            async with self.db.transaction() as session:
+                return await self._apply(
+                    session,
+                    proposal,
+                    event,
+                    worker,
+                    detail,
+                    (Proposal.lease_owner == worker,),
+                    lease_owner=None,
+                    lease_expires_at=None,
+                    **values,
+                )
+        except AlreadyHandled as exc:
+            raise LeaseLost(f"proposal {proposal.id}: {exc.user_message}") from None

@@ -1,0 +1,273 @@
+"""The compare-and-set core: the one place that moves a proposal.
+
+Every transition is one `UPDATE … WHERE id AND state AND version [AND guards]` plus its audit
+row, in one transaction: whoever loses a race gets `AlreadyHandled` and nothing runs twice. When
+a transition settles the last open proposal of a paused turn, the same transaction records a
+`ResumeRequest` (an outbox row), so the turn resumes exactly once even when two proposals settle
+at the same moment on different workers. Services built on it never commit: `Database.transaction`
+is the boundary.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import ColumnElement, func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.approvals.machine import SETTLED, Event, State, transition
+from bot.db.models import (
+    AuditEntry,
+    Message,
+    Proposal,
+    ProposalApproval,
+    ResumeRequest,
+    utcnow,
+)
+from bot.db.session import Database
+from bot.metrics import TRANSITIONS
+
+
+class ApprovalError(Exception):
+    """A click that changes nothing; `user_message` is shown to the clicker."""
+
+    def __init__(self, user_message: str) -> None:
+        super().__init__(user_message)
+        self.user_message = user_message
+
+
+class AlreadyHandled(ApprovalError):
+    pass
+
+
+class NotAuthorised(ApprovalError):
+    pass
+
+
+class UnknownProposal(ApprovalError):
+    pass
+
+
+class CardChanged(ApprovalError):
+    """The clicked card showed another revision of the arguments than the proposal has now."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "This card changed since you looked at it (its action was edited), so your click "
+            "did nothing. Read the updated card, then decide again."
+        )
+
+
+class LeaseLost(Exception):
+    """This worker no longer holds the lease on the work it tried to complete."""
+
+
+def result_for_model(proposal: Proposal) -> dict[str, Any]:
+    """What the model reads in the `tool` message once the proposal is settled."""
+    state = State(proposal.state)
+    if state is State.SUCCEEDED:
+        return {"status": "succeeded", "result": proposal.result or {}}
+    if state is State.DECLINED:
+        return {
+            "status": "declined",
+            "reason": proposal.decline_reason or "no reason given",
+            "instruction": "A person declined this action; it was not carried out. Do not "
+            "repeat the same call; continue without it or ask what to do instead.",
+        }
+    if state is State.EXPIRED:
+        return {
+            "status": "expired",
+            "instruction": "Nobody approved this action in time; it was not carried out.",
+        }
+    return {"status": "failed", "error": proposal.error or "unknown error"}
+
+
+def describe_state(proposal: Proposal) -> str:
+    who = f" by <@{proposal.decided_by}>" if proposal.decided_by else ""
+    return f"already {proposal.state}{who}"
+
+
+class Ledger:
+    """Reads proposals and applies transitions (compare-and-set + audit + outbox)."""
+
+    def __init__(self, db: Database, lease_seconds: float = 300.0) -> None:
+        self.db = db
+        self.lease = timedelta(seconds=lease_seconds)
+
+    async def set_card(self, proposal_id: int, channel: str, ts: str) -> None:
+        async with self.db.transaction() as session:
+            await session.execute(
+                update(Proposal)
+                .where(Proposal.id == proposal_id)
+                .values(card_channel=channel, card_ts=ts)
+            )
+
+    async def card_shown(self, proposal_id: int, version: int) -> None:
+        """The card in Slack now shows `version` of the proposal."""
+        async with self.db.transaction() as session:
+            await session.execute(
+                update(Proposal)
+                .where(
+                    Proposal.id == proposal_id,
+                    Proposal.card_version.is_(None) | (Proposal.card_version < version),
+                )
+                .values(card_version=version)
+            )
+
+    async def cards_behind(self, limit: int = 50) -> list[int]:
+        """Proposals whose card shows an older state than they have (an edit that failed or
+        was cut off by a crash); the sweeper brings them in line."""
+        async with self.db.transaction() as session:
+            rows = await session.scalars(
+                select(Proposal.id)
+                .where(
+                    Proposal.card_ts.is_not(None),
+                    (Proposal.card_version.is_(None)) | (Proposal.card_version < Proposal.version),
+                )
+                .order_by(Proposal.updated_at.desc())
+                .limit(limit)
+            )
+            return list(rows.all())
+
+    async def get(self, proposal_id: int) -> Proposal:
+        async with self.db.transaction() as session:
+            proposal = await session.get(Proposal, proposal_id)
+        if proposal is None:
+            raise UnknownProposal("this action no longer exists")
+        return proposal
+
+    async def approvers_of(self, proposal_id: int) -> list[str]:
+        """Who approved the proposal's current revision (earlier revisions' votes are void)."""
+        async with self.db.transaction() as session:
+            rows = await session.scalars(
+                select(ProposalApproval.approver)
+                .join(Proposal, Proposal.id == ProposalApproval.proposal_id)
+                .where(
+                    ProposalApproval.proposal_id == proposal_id,
+                    ProposalApproval.revision == Proposal.revision,
+                )
+                .order_by(ProposalApproval.id)
+            )
+            return list(rows.all())
+
+    async def fire(self, proposal_id: int, event: Event, actor: str, **values: Any) -> Proposal:
+        """Apply one event to a proposal in its own transaction (the generic entry point)."""
+        async with self.db.transaction() as session:
+            proposal = await session.get(Proposal, proposal_id)
+            if proposal is None:
+                raise UnknownProposal("this action no longer exists")
+            return await self._apply(session, proposal, event, actor, **values)
+
+    async def _apply(
+        self,
+        session: AsyncSession,
+        proposal: Proposal,
+        event: Event,
+        actor: str,
+        detail: dict[str, Any] | None = None,
+        guards: tuple[ColumnElement[bool], ...] = (),
+        **values: Any,
+    ) -> Proposal:
+        """Move `proposal` by `event` if its row is still exactly as read (state and version),
+        and `guards` hold (e.g. "this worker holds the lease"); else `AlreadyHandled`."""
+        step = transition(State(proposal.state), event)
+        fresh = await session.scalar(
+            update(Proposal)
+            .where(
+                Proposal.id == proposal.id,
+                Proposal.state == step.source,
+                Proposal.version == proposal.version,
+                *guards,
+            )
+            .values(state=step.target, version=Proposal.version + 1, updated_at=utcnow(), **values)
+            .returning(Proposal)
+            .execution_options(populate_existing=True)
+        )
+        if fresh is None:
+            current = await session.get(Proposal, proposal.id, populate_existing=True)
+            raise AlreadyHandled(
+                f"This action was {describe_state(current) if current else 'removed'}."
+            )
+        session.add(
+            AuditEntry(
+                proposal_id=proposal.id,
+                from_state=step.source.value,
+                to_state=step.target.value,
+                event=event.value,
+                actor=actor,
+                detail=detail,
+            )
+        )
+        TRANSITIONS.labels(event=event.value).inc()
+        if step.target in SETTLED:
+            await self._settle(session, fresh)
+        return fresh
+
+    async def _settle(self, session: AsyncSession, proposal: Proposal) -> None:
+        """Give the model its result and, if this was the turn's last open proposal, record
+        the resume in this same transaction."""
+        if proposal.conversation_id is None or proposal.assistant_message_id is None:
+            return  # the conversation was forgotten: nobody to resume
+        await session.execute(
+            update(Message)
+            .where(Message.id == proposal.result_message_id)
+            .values(content=json.dumps(result_for_model(proposal), ensure_ascii=False))
+        )
+        # Serialise siblings settling at once (PostgreSQL: row lock; SQLite: one writer).
+        await session.execute(
+            select(Message.id).where(Message.id == proposal.assistant_message_id).with_for_update()
+        )
+        open_siblings = await session.scalar(
+            select(func.count())
+            .select_from(Proposal)
+            .where(
+                Proposal.assistant_message_id == proposal.assistant_message_id,
+                Proposal.state.not_in(list(SETTLED)),
+            )
+        )
+        if open_siblings:
+            return
+        already = await session.scalar(
+            select(ResumeRequest.id).where(
+                ResumeRequest.assistant_message_id == proposal.assistant_message_id,
+                ResumeRequest.kind == "resume",
+            )
+        )
+        # A retry that settles after the turn already resumed tells the model in an update.
+        kind = "resume" if already is None else f"update:{proposal.id}:{proposal.attempts}"
+        try:
+            async with session.begin_nested():
+                session.add(
+                    ResumeRequest(
+                        conversation_id=proposal.conversation_id,
+                        assistant_message_id=proposal.assistant_message_id,
+                        kind=kind,
+                    )
+                )
+        except IntegrityError:
+            pass  # recorded by a sibling already
+
+    async def audit_only(
+        self, proposal_id: int, event: str, actor: str, detail: dict[str, Any]
+    ) -> None:
+        async with self.db.transaction() as session:
+            proposal = await session.get(Proposal, proposal_id)
+            if proposal is None:
+                return
+            session.add(
+                AuditEntry(
+                    proposal_id=proposal_id,
+                    from_state=proposal.state.value,
+                    to_state=proposal.state.value,
+                    event=event,
+                    actor=actor,
+                    detail=detail,
+                )
+            )
+
+    async def refuse(self, proposal_id: int, user: str, action: str, reason: str) -> None:
+        """An unauthorised or stale click changes nothing but is remembered."""
+        await self.audit_only(proposal_id, "refused", user, {"action": action, "reason": reason})

@@ -1,0 +1,135 @@
+"""Replies being written in Slack, recorded so that none is left showing its cursor forever.
+
+While a reply is open its messages have rows in `live_replies`, held by this worker's lease and
+renewed in one statement for all of them every few seconds, together with the text each message
+last showed. When a reply gets its final text the rows go. A process killed mid-reply leaves
+rows whose lease lapses; `recover` (at start-up and on every sweep, on any replica) takes each
+over with a compare-and-set and finishes that message: its text so far, without the cursor, and
+a note that the reply was interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import timedelta
+
+from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy import delete, select, update
+
+from bot.db.models import LiveReply, utcnow
+from bot.db.session import Database
+from bot.metrics import LEASE_TAKEOVERS
+from bot.slack.streamer import CURSOR, PLACEHOLDER
+
+log = logging.getLogger(__name__)
+
+CUT_OFF = (
+    ":warning: _Interrupted: Countersign stopped before this reply finished. Please ask again._"
+)
+
+
+def finished_text(shown: str) -> str:
+    """What a message cut off mid-reply should end up showing."""
+    body = shown.rsplit(CURSOR, 1)[0] if CURSOR in shown else shown
+    if body.strip() in ("", PLACEHOLDER):
+        return CUT_OFF
+    return f"{body}\n\n{CUT_OFF}" if CURSOR in shown else body
+
+
+class LiveReplies:
+    def __init__(self, db: Database, worker: str, lease_seconds: float = 30.0) -> None:
+        self.db = db
+        self.worker = worker
+        self.lease = timedelta(seconds=lease_seconds)
+        self._pending: dict[str, str] = {}
+        self._open: set[str] = set()
+        self._flusher: asyncio.Task[None] | None = None
+
+    async def opened(self, channel: str, ts: str) -> None:
+        async with self.db.transaction() as session:
+            session.add(
+                LiveReply(
+                    channel_id=channel,
+                    ts=ts,
+                    shown="",
+                    owner=self.worker,
+                    lease_expires_at=utcnow() + self.lease,
+                )
+            )
+        self._open.add(ts)
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.get_running_loop().create_task(self._renew(), name="live")
+
+    def shown(self, ts: str, text: str) -> None:
+        if ts in self._open:
+            self._pending[ts] = text
+
+    async def closed(self, ts: str) -> None:
+        self._open.discard(ts)
+        self._pending.pop(ts, None)
+        async with self.db.transaction() as session:
+            await session.execute(
+                delete(LiveReply).where(LiveReply.ts == ts, LiveReply.owner == self.worker)
+            )
+
+    async def flush(self) -> None:
+        """Store the texts shown since the last flush and renew this worker's leases."""
+        pending, self._pending = self._pending, {}
+        async with self.db.transaction() as session:
+            for ts, text in pending.items():
+                await session.execute(
+                    update(LiveReply)
+                    .where(LiveReply.ts == ts, LiveReply.owner == self.worker)
+                    .values(shown=text)
+                )
+            await session.execute(
+                update(LiveReply)
+                .where(LiveReply.owner == self.worker)
+                .values(lease_expires_at=utcnow() + self.lease)
+            )
+
+    async def _renew(self) -> None:
+        while self._open:
+            await asyncio.sleep(self.lease.total_seconds() / 3)
+            try:
+                await self.flush()
+            except Exception:  # the database is back soon; the lease is three periods long
+                log.warning("could not renew live replies")
+
+    async def stop(self) -> None:
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+
+    async def recover(self, slack: AsyncWebClient) -> int:
+        """Finish every message whose writer's lease lapsed; returns how many were finished."""
+        now = utcnow()
+        async with self.db.transaction() as session:
+            lapsed = (
+                await session.scalars(select(LiveReply).where(LiveReply.lease_expires_at <= now))
+            ).all()
+        done = 0
+        for row in lapsed:
+            async with self.db.transaction() as session:
+                claimed = await session.execute(
+                    update(LiveReply)
+                    .where(LiveReply.id == row.id, LiveReply.lease_expires_at <= now)
+                    .values(owner=self.worker, lease_expires_at=utcnow() + self.lease)
+                )
+            if getattr(claimed, "rowcount", 0) != 1:
+                continue  # another replica took it
+            LEASE_TAKEOVERS.labels(kind="reply").inc()
+            try:
+                await slack.chat_update(
+                    channel=row.channel_id, ts=row.ts, text=finished_text(row.shown)
+                )
+            except Exception as exc:  # left for the next sweep once our lease lapses
+                log.warning("could not finish interrupted reply %s: %s", row.ts, type(exc).__name__)
+                continue
+            async with self.db.transaction() as session:
+                await session.execute(delete(LiveReply).where(LiveReply.id == row.id))
+            done += 1
+        return done

@@ -1,0 +1,71 @@
+"""The thread so far, read from Slack when the bot is first mentioned inside an existing thread.
+
+Bounded: at most `limit` earlier messages (the newest ones) are kept, and paging stops once
+that many are read. Only this bot's own messages become assistant messages; other apps' and
+bots' messages are context from someone else, never the assistant's own words.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.conversation.incoming import Incoming
+from bot.db.models import Role
+from bot.errors import slack_error
+from bot.text import unescape
+
+log = logging.getLogger(__name__)
+
+MAX_PAGES = 10
+
+
+async def earlier_thread_messages(
+    slack: AsyncWebClient,
+    incoming: Incoming,
+    bot_user_id: str | None,
+    bot_id: str | None,
+    limit: int,
+) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    if limit <= 0:
+        return found
+    cursor: str | None = None
+    try:
+        for _ in range(MAX_PAGES):
+            page = await slack.conversations_replies(
+                channel=incoming.channel_id,
+                ts=incoming.thread_ts or incoming.ts,
+                limit=min(200, max(limit + 1, 20)),
+                cursor=cursor,
+            )
+            for m in page.get("messages") or []:
+                if float(m.get("ts", "0")) >= float(incoming.ts):
+                    continue
+                text = unescape(str(m.get("text") or ""))
+                if not text.strip():
+                    continue
+                ours = (bot_user_id is not None and m.get("user") == bot_user_id) or (
+                    bot_id is not None and m.get("bot_id") == bot_id
+                )
+                other_app = not ours and bool(m.get("bot_id"))
+                if other_app:
+                    name = (m.get("bot_profile") or {}).get("name") or m.get("username") or "an app"
+                    text = f"[message from another app, {name}]: {text}"
+                found.append(
+                    {
+                        "role": Role.ASSISTANT if ours else Role.USER,
+                        "content": text,
+                        "slack_ts": m.get("ts"),
+                        "slack_user": None if ours or other_app else m.get("user"),
+                    }
+                )
+            cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
+            if not cursor or len(found) >= limit * 4:
+                break
+    except SlackApiError as exc:
+        log.warning("could not read the earlier thread: %s", slack_error(exc))
+    return found[-limit:]

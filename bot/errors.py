@@ -1,0 +1,40 @@
+"""Failures in words a person (and the model) can act on, without leaking internals.
+
+Only exceptions whose message is written for people (tool errors, lookups, validation, Slack's
+error code, time-outs) are shown as they are. Anything else, a database error with its SQL and
+parameters say, is named by its kind only; the details stay in the (redacted) log.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import aiohttp
+import httpx2
+from slack_sdk.errors import SlackApiError
+
+log = logging.getLogger(__name__)
+
+
+def slack_error(exc: SlackApiError) -> str:
+    """Slack's error code (a proxy's HTML error page has no `error` field)."""
+    data = getattr(exc.response, "data", None)
+    if isinstance(data, dict) and data.get("error"):
+        return str(data["error"])[:100]
+    return f"http_{getattr(exc.response, 'status_code', 'error')}"
+
+
+def plain_error(exc: BaseException) -> str:
+    from bot.tools.registry import ToolError  # tools import this module too
+
+    if isinstance(exc, SlackApiError):
+        return f"Slack refused the request ({slack_error(exc)})"
+    if isinstance(exc, TimeoutError):
+        return "the tool did not finish in time"
+    if isinstance(exc, aiohttp.ClientError | httpx2.TransportError | ConnectionError):
+        return "a service the tool needs could not be reached; try again in a moment"
+    if isinstance(exc, ToolError | LookupError | ValueError | PermissionError):
+        message = str(exc.args[0]) if exc.args else type(exc).__name__
+        return message[:1000]
+    log.warning("unexpected %s (details withheld from Slack)", type(exc).__name__, exc_info=exc)
+    return f"an internal error occurred ({type(exc).__name__}); the operator's log has details"

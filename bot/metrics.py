@@ -1,0 +1,65 @@
+"""Prometheus metrics: what an operator watches to see the promises hold.
+
+Served at `GET /metrics` in HTTP mode, and on `METRICS_PORT` in Socket Mode. Metric objects live
+on prometheus-client's default registry, the way the library is meant to be used; they hold
+counts only, never message text, ids of people or secrets.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+
+LIVE_REPLIES = Gauge("countersign_live_replies", "Replies being written in Slack right now")
+TURNS = Counter(
+    "countersign_turns_total",
+    "Turns by how they ended",
+    ["outcome"],  # answered | paused | failed | interrupted | rounds_exhausted
+)
+SLACK_EDITS = Counter(
+    "countersign_slack_edits_total",
+    "chat.update calls made",
+    ["kind"],  # reply | card
+)
+SLACK_RATELIMITED = Counter(
+    "countersign_slack_ratelimited_total", "429 answers from Slack", ["method"]
+)
+MODEL_FIRST_TOKEN = Histogram(
+    "countersign_model_first_token_seconds",
+    "Time from a model request to its first streamed event",
+    buckets=(0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64),
+)
+MODEL_ERRORS = Counter("countersign_model_errors_total", "Model requests that failed")
+PROPOSALS = Gauge(
+    "countersign_proposals", "Proposals by state (refreshed by the sweeper)", ["state"]
+)
+TRANSITIONS = Counter(
+    "countersign_proposal_transitions_total", "State machine transitions", ["event"]
+)
+DECISIONS = Counter(
+    "countersign_decisions_total",
+    "Clicks and submissions on cards by result",
+    ["action", "result"],  # result: accepted | refused | stale | already_handled | bad_input
+)
+EXECUTIONS = Counter(
+    "countersign_executions_total",
+    "Executions by outcome",
+    ["outcome"],  # succeeded | failed
+)
+LEASE_TAKEOVERS = Counter(
+    "countersign_lease_takeovers_total",
+    "Work taken over after its holder's lease lapsed",
+    ["kind"],  # execution | resume | reply
+)
+LEASE_LOST = Counter(
+    "countersign_lease_lost_total", "Outcomes not recorded because the lease was lost", ["kind"]
+)
+RESUMES = Counter(
+    "countersign_resumes_total",
+    "Paused turns resumed",
+    ["outcome"],  # done | failed
+)
+
+
+def exposition() -> tuple[bytes, str]:
+    """The current metrics in Prometheus' text format, with its content type."""
+    return generate_latest(), CONTENT_TYPE_LATEST

@@ -1,0 +1,85 @@
+"""Interactive payloads parsed into typed values before anything acts on them.
+
+Slack signs what it sends, but a payload's contents are still whatever a button value or a
+modal's metadata held, and a workspace member can craft a button of their own. Anything this app
+did not make is a `BadPayload`: it changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bot.slack.cards import BadValue, parse_card_ref
+
+
+class BadPayload(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Click:
+    user: str
+    proposal_id: int
+    revision: int | None
+    channel: str | None
+    thread_ts: str | None
+    trigger_id: str | None
+
+
+@dataclass(frozen=True)
+class Submission:
+    user: str
+    proposal_id: int
+    revision: int | None
+    values: dict[str, str]  # block id -> the text typed into its input
+
+
+def _str(value: Any, limit: int = 255) -> str | None:
+    return value if isinstance(value, str) and 0 < len(value) <= limit else None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _user(body: dict[str, Any]) -> str:
+    user = _str(_dict(body.get("user")).get("id"), 32)
+    if user is None:
+        raise BadPayload("no user")
+    return user
+
+
+def parse_click(body: dict[str, Any]) -> Click:
+    actions = body.get("actions")
+    if not isinstance(actions, list) or not actions or not isinstance(actions[0], dict):
+        raise BadPayload("no action")
+    try:
+        proposal_id, revision = parse_card_ref(actions[0].get("value"))
+    except BadValue as exc:
+        raise BadPayload(str(exc)) from None
+    channel = _str(_dict(body.get("channel")).get("id"), 32) or _str(
+        _dict(body.get("container")).get("channel_id"), 32
+    )
+    return Click(
+        user=_user(body),
+        proposal_id=proposal_id,
+        revision=revision,
+        channel=channel,
+        thread_ts=_str(_dict(body.get("message")).get("thread_ts"), 32),
+        trigger_id=_str(body.get("trigger_id")),
+    )
+
+
+def parse_submission(body: dict[str, Any]) -> Submission:
+    view = _dict(body.get("view"))
+    try:
+        proposal_id, revision = parse_card_ref(view.get("private_metadata"))
+    except BadValue as exc:
+        raise BadPayload(str(exc)) from None
+    values: dict[str, str] = {}
+    for block_id, inputs in _dict(_dict(view.get("state")).get("values")).items():
+        typed = _dict(_dict(inputs).get("value")).get("value")
+        if isinstance(block_id, str) and isinstance(typed, str):
+            values[block_id] = typed[:10_000]
+    return Submission(_user(body), proposal_id, revision, values)
