@@ -108,10 +108,12 @@ class Countersign:
             )
         registry = ToolRegistry.from_packs(settings.tool_packs)
         policies = Policies.parse(settings.approval_policies)
-        approvals = ApprovalsService(db, lease_for(settings.tool_timeout_seconds))
+        approvals = ApprovalsService(
+            db, lease_for(settings.tool_timeout_seconds, settings.lease_seconds)
+        )
         tasks = TaskGroup()
         worker = new_worker_id()
-        live_replies = LiveReplies(db, worker)
+        live_replies = LiveReplies(db, worker, settings.lease_seconds)
         cards = CardPublisher(slack, budget, approvals, registry, policies, tasks)
         conversations = Conversations(
             db,
@@ -153,7 +155,7 @@ class Countersign:
                 links=links,
             )
 
-        resumer = ResumeWorker(db, conversations, tasks, worker)
+        resumer = ResumeWorker(db, conversations, tasks, worker, settings.lease_seconds)
         executor = Executor(
             approvals,
             registry,

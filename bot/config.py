@@ -133,6 +133,7 @@ class Settings(BaseSettings):
     public_base_url: HttpUrl | None = None
     link_ttl_hours: Annotated[float, Field(gt=0, le=24 * 90)] = 168.0
     sweep_interval_seconds: Annotated[float, Field(ge=0.05, le=300)] = 15.0
+    lease_seconds: Annotated[float, Field(ge=0.5, le=3600)] = 30.0
     retention_days: Annotated[int, Field(ge=0, le=36_500)] = 90
 
     shutdown_grace_seconds: Annotated[float, Field(ge=0, le=600)] = 20.0

@@ -70,11 +70,10 @@ def make_settings(
 
 
 @dataclass
-class RunningBot:
-    countersign: Countersign
+class SlackFront:
+    """Slack's side of a bot's HTTP front door: signed events, clicks, commands, modals."""
+
     url: str
-    stop: asyncio.Event
-    task: asyncio.Task[None]
     session: aiohttp.ClientSession
     signing_secret: str = SIGNING_SECRET
     _event_ids: int = field(default=0)
@@ -284,6 +283,32 @@ class RunningBot:
         assert status == 200
         return key
 
+    async def submit_view(
+        self, view: dict[str, Any], user: str, values: dict[str, str]
+    ) -> tuple[int, str]:
+        """A person submits a modal the bot opened, with text typed into its inputs."""
+        state = {
+            block: {"value": {"type": "plain_text_input", "value": text}}
+            for block, text in values.items()
+        }
+        return await self._interact(
+            {
+                "type": "view_submission",
+                "user": {"id": user, "team_id": fake_slack.TEAM_ID},
+                "trigger_id": "t",
+                "view": {**view, "id": "V1", "state": {"values": state}},
+            }
+        )
+
+
+@dataclass(kw_only=True)
+class RunningBot(SlackFront):
+    """A bot served in this process (its objects are there to inspect)."""
+
+    countersign: Countersign
+    stop: asyncio.Event
+    task: asyncio.Task[None]
+
     async def click_value(
         self,
         proposal_id: int,
@@ -313,23 +338,6 @@ class RunningBot:
             return await self.click(card, action_id, user, channel)
         raise AssertionError("no card in that channel")
 
-    async def submit_view(
-        self, view: dict[str, Any], user: str, values: dict[str, str]
-    ) -> tuple[int, str]:
-        """A person submits a modal the bot opened, with text typed into its inputs."""
-        state = {
-            block: {"value": {"type": "plain_text_input", "value": text}}
-            for block, text in values.items()
-        }
-        return await self._interact(
-            {
-                "type": "view_submission",
-                "user": {"id": user, "team_id": fake_slack.TEAM_ID},
-                "trigger_id": "t",
-                "view": {**view, "id": "V1", "state": {"values": state}},
-            }
-        )
-
     async def idle(self, timeout: float = 30.0) -> None:
         """Wait until every turn has finished."""
         deadline = time.monotonic() + timeout
@@ -347,7 +355,13 @@ async def start_bot(settings: Settings) -> RunningBot:
     task = asyncio.create_task(serve_http(countersign, "127.0.0.1", 0, stop, started))
     port = await asyncio.wait_for(started, 30)
     session = aiohttp.ClientSession()
-    return RunningBot(countersign, f"http://127.0.0.1:{port}", stop, task, session)
+    return RunningBot(
+        url=f"http://127.0.0.1:{port}",
+        session=session,
+        countersign=countersign,
+        stop=stop,
+        task=task,
+    )
 
 
 async def stop_bot(bot: RunningBot) -> None:

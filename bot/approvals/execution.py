@@ -19,7 +19,7 @@ from bot.db.models import AuditEntry, Proposal, ProposalApproval, utcnow
 from bot.tools.registry import Outcome, arguments_hash
 
 
-class TamperedApproval(Exception):
+class TamperedApproval(PermissionError):
     """The arguments about to run are not the ones the approvers saw."""
 
 

@@ -35,9 +35,10 @@ class StaleTarget(ToolError):
     """The target changed since the card was shown."""
 
 
-def lease_for(tool_timeout: float) -> float:
-    """An execution lease comfortably longer than the longest a tool may run."""
-    return tool_timeout + max(30.0, tool_timeout / 2)
+def lease_for(tool_timeout: float, margin: float = 30.0) -> float:
+    """An execution lease longer than the longest a tool may run, by `margin` (`LEASE_SECONDS`:
+    how long a dead worker's work waits before another takes it over)."""
+    return tool_timeout + margin
 
 
 class Executor:

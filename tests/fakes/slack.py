@@ -214,6 +214,10 @@ class FakeSlack:
         args = await self._read_args(request)
         if method in self.delays:
             await asyncio.sleep(self.delays[method])
+            if request.transport is None or request.transport.is_closing():
+                # The caller died while waiting: like Slack, act only on requests it received
+                # whole from a live client.
+                return web.Response(status=499)
         now = time.monotonic()
         auth = request.headers.get("Authorization", "")
         token = auth.removeprefix("Bearer ") or str(args.get("token", ""))

@@ -1,0 +1,248 @@
+"""`kill -9` at six points of a turn's life, with real bot processes, each followed by a
+restart. After every restart: every reply is finished (no cursor, no lone "Thinking…"), each
+approved write ran at most once, and every settled turn resumed exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import aiohttp
+import pytest
+from sqlalchemy import func, select
+
+from bot.approvals.service import ApprovalsService
+from bot.db.models import LiveReply, Proposal, ProposalState, ResumeRequest, Task
+from bot.db.session import Database
+from bot.slack import cards
+from tests.fakes.openai import FakeOpenAI, Script
+from tests.fakes.slack import FakeSlack, wait_until
+from tests.harness import SlackFront
+from tests.test_approvals_flow import CREATE, call
+from tests.test_runtime import bot_env, free_port, start_process
+
+CURSOR = "▍"
+THINKING = "_Thinking…_"
+
+
+class Bot:
+    """One bot process on a fixed port and database; `kill()` is SIGKILL, no clean-up."""
+
+    def __init__(self, slack: FakeSlack, model: FakeOpenAI, tmp_path: Path) -> None:
+        self.env = bot_env(
+            slack,
+            model,
+            tmp_path,
+            SWEEP_INTERVAL_SECONDS="0.2",
+            LEASE_SECONDS="1",
+            TOOL_TIMEOUT_SECONDS="2",
+            PROPOSAL_REMINDER_MINUTES="0",
+            SLACK_EDIT_MIN_INTERVAL_SECONDS="0.2",
+        )
+        self.tmp_path = tmp_path
+        self.port = free_port()
+        self.process: subprocess.Popen[str] | None = None
+        self.session = aiohttp.ClientSession()
+        self.front = SlackFront(f"http://127.0.0.1:{self.port}", self.session)
+
+    async def start(self) -> None:
+        self.process = await start_process(self.env, self.port, self.tmp_path)
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    async def close(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+        await self.session.close()
+
+
+@pytest.fixture
+async def crashing(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, tmp_path: Path
+) -> AsyncIterator[tuple[Bot, Database]]:
+    bot = Bot(fake_slack, fake_model, tmp_path)
+    db = Database.from_url(f"sqlite:///{tmp_path / 'bot.db'}")
+    yield bot, db
+    await bot.close()
+    await db.dispose()
+
+
+def unfinished(slack: FakeSlack, channel: str = "C1") -> list[str]:
+    return [m.text for m in slack.bot_messages(channel) if CURSOR in m.text or m.text == THINKING]
+
+
+async def count(db: Database, model: type[object], *where: object) -> int:
+    async with db.transaction() as session:
+        query = select(func.count()).select_from(model)
+        for clause in where:
+            query = query.where(clause)  # type: ignore[arg-type]
+        return int(await session.scalar(query) or 0)
+
+
+async def eventually(check: Callable[[], object], timeout: float = 20) -> None:
+    await wait_until(check, timeout=timeout, interval=0.05)
+
+
+async def until_db(db: Database, model: type[object], n: int, *where: object) -> None:
+    for _ in range(400):
+        if await count(db, model, *where) >= n:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{model.__name__} never reached {n}")
+
+
+def texts(slack: FakeSlack, channel: str = "C1") -> list[str]:
+    return [m.text for m in slack.bot_messages(channel)]
+
+
+async def assert_invariants(slack: FakeSlack, db: Database) -> None:
+    await eventually(lambda: not unfinished(slack))
+    assert await count(db, LiveReply) == 0
+    async with db.transaction() as session:
+        for proposal in (await session.scalars(select(Proposal))).all():
+            assert proposal.attempts <= 2  # at most one run per attempt (a retry is a second)
+    # Every settled turn's resume is done (its reply stored a moment after it showed).
+    await until_db(db, ResumeRequest, 0)
+    for _ in range(200):
+        if await count(db, ResumeRequest, ResumeRequest.done_at.is_(None)) == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert await count(db, ResumeRequest, ResumeRequest.done_at.is_(None)) == 0
+
+
+async def propose(bot: Bot, slack: FakeSlack) -> None:
+    await bot.front.mention("C1", "track the login bug", slack)
+    await eventually(lambda: slack.cards("C1"))
+
+
+async def test_killed_mid_stream(
+    crashing: tuple[Bot, Database], fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    bot, db = crashing
+    fake_model.script(Script(text=" ".join(f"t{i}" for i in range(80)), tokens_per_second=10))
+    await bot.start()
+    await bot.front.mention("C1", "a long answer please", fake_slack)
+    await eventually(lambda: any(CURSOR in t and "t1" in t for t in texts(fake_slack)))
+    bot.kill()
+    assert unfinished(fake_slack)  # the crash left a cursor behind
+    await bot.start()
+    await assert_invariants(fake_slack, db)
+    (reply,) = texts(fake_slack)
+    assert reply.startswith("t0")  # what the journal last stored (it trails by < 1 s)
+    assert "Interrupted" in reply
+
+
+async def test_killed_after_the_card_was_posted(
+    crashing: tuple[Bot, Database], fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    bot, db = crashing
+    fake_model.script(Script(tool_calls=[call("create_task", CREATE)]), Script(text="Resumed."))
+    await bot.start()
+    await propose(bot, fake_slack)
+    bot.kill()
+    await bot.start()
+    await bot.front.click(fake_slack.cards("C1")[0], cards.APPROVE, "UALICE", "C1")
+    await eventually(lambda: "Resumed." in texts(fake_slack))
+    await assert_invariants(fake_slack, db)
+    assert await count(db, Task) == 1
+    assert texts(fake_slack).count("Resumed.") == 1
+
+
+async def test_killed_between_approval_and_execution(
+    crashing: tuple[Bot, Database], fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    bot, db = crashing
+    fake_model.script(Script(tool_calls=[call("create_task", CREATE)]), Script(text="Resumed."))
+    await bot.start()
+    await propose(bot, fake_slack)
+    bot.kill()
+    # The approval had committed when the process died, before the executor claimed it.
+    async with db.transaction() as session:
+        proposal = (await session.scalars(select(Proposal))).one()
+    await ApprovalsService(db).vote(proposal.id, proposal.revision, "UALICE", 1)
+    await bot.start()
+    await eventually(lambda: "Resumed." in texts(fake_slack))
+    await assert_invariants(fake_slack, db)
+    assert await count(db, Task) == 1
+    assert texts(fake_slack).count("Resumed.") == 1
+
+
+async def test_killed_mid_execution_then_retried_posts_once(
+    crashing: tuple[Bot, Database], fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """The process dies after the Slack post went out but before its outcome was stored; the
+    Retry reuses the idempotency key and finds the earlier post instead of posting again."""
+    bot, db = crashing
+    post = {"channel": "CREL", "text": "Release at 5pm"}
+    fake_model.script(
+        Script(tool_calls=[call("post_message", post)]),
+        Script(text="It was interrupted."),
+        Script(text="Now it is done."),
+    )
+    await bot.start()
+    await propose(bot, fake_slack)
+    fake_slack.delays["chat.getPermalink"] = 60  # the step right after the post
+    await bot.front.click(fake_slack.cards("C1")[0], cards.APPROVE, "UALICE", "C1")
+    await eventually(
+        lambda: any(m.text == "Release at 5pm" for m in fake_slack.bot_messages("CREL"))
+    )
+    bot.kill()
+    fake_slack.delays.clear()
+    await bot.start()
+    await eventually(lambda: cards.RETRY in json.dumps(fake_slack.cards("C1")[0].blocks))
+    await bot.front.click(fake_slack.cards("C1")[0], cards.RETRY, "UALICE", "C1")
+    await until_db(db, Proposal, 1, Proposal.state == ProposalState.SUCCEEDED)
+    await eventually(lambda: "Now it is done." in texts(fake_slack))
+    await assert_invariants(fake_slack, db)
+    posts = [m for m in fake_slack.bot_messages("CREL") if m.text == "Release at 5pm"]
+    assert len(posts) == 1
+
+
+async def test_killed_after_execution_before_the_resume(
+    crashing: tuple[Bot, Database], fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    bot, db = crashing
+    fake_model.script(Script(tool_calls=[call("create_task", CREATE)]), Script(text="Resumed."))
+    await bot.start()
+    await propose(bot, fake_slack)
+    fake_slack.delays["chat.postMessage"] = 60  # the resumed reply's placeholder
+    await bot.front.click(fake_slack.cards("C1")[0], cards.APPROVE, "UALICE", "C1")
+    await until_db(db, ResumeRequest, 1, ResumeRequest.claimed_by.is_not(None))
+    assert await count(db, Task) == 1
+    bot.kill()
+    fake_slack.delays.clear()
+    await bot.start()
+    await eventually(lambda: "Resumed." in texts(fake_slack))
+    await assert_invariants(fake_slack, db)
+    assert await count(db, Task) == 1
+    assert texts(fake_slack).count("Resumed.") == 1
+
+
+async def test_killed_mid_resume(
+    crashing: tuple[Bot, Database], fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    bot, db = crashing
+    fake_model.script(
+        Script(tool_calls=[call("create_task", CREATE)]),
+        Script(text="never shown", time_to_first_token=60),
+        Script(text="Resumed."),
+    )
+    await bot.start()
+    await propose(bot, fake_slack)
+    await bot.front.click(fake_slack.cards("C1")[0], cards.APPROVE, "UALICE", "C1")
+    await eventually(lambda: THINKING in texts(fake_slack))  # the resume's placeholder
+    bot.kill()
+    await bot.start()
+    await eventually(lambda: "Resumed." in texts(fake_slack))
+    await assert_invariants(fake_slack, db)
+    assert await count(db, Task) == 1
+    assert texts(fake_slack).count("Resumed.") == 1
+    assert "never shown" not in " ".join(texts(fake_slack))

@@ -1,0 +1,170 @@
+"""Promise 2: a write runs at most once per attempt, with the approved arguments.
+
+Two workers share one database (SQLite and PostgreSQL). A live lease is never taken over, from
+this host or any other; a lapsed one is; only the holder records an outcome; the heartbeat keeps
+a lease alive through work longer than the lease itself."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+import pytest
+from pydantic import BaseModel
+from sqlalchemy import update
+
+from bot.approvals.executor import Executor, lease_for
+from bot.approvals.service import ApprovalsService, LeaseLost
+from bot.db.migrate import upgrade_to_head
+from bot.db.models import Proposal, ProposalState, utcnow
+from bot.db.session import Database
+from bot.tools.registry import (
+    Change,
+    Outcome,
+    Preview,
+    ToolContext,
+    ToolRegistry,
+    write_tool,
+)
+from tests.test_state_machine import make_proposal
+
+
+class Args(BaseModel):
+    title: str
+
+
+RUNS: list[str] = []
+
+
+async def slow_preview(args: Args, ctx: ToolContext) -> Preview:
+    await asyncio.sleep(0.3)
+    return Preview(f"Create task '{args.title}'", (Change("title", None, args.title),))
+
+
+@write_tool("create_task", "slow create", Args, preview=slow_preview)
+async def slow_create(args: Args, ctx: ToolContext) -> Outcome:
+    await asyncio.sleep(0.45)
+    RUNS.append(str(ctx.idempotency_key))
+    return Outcome({"ok": True}, "created")
+
+
+class NoCards:
+    def refresh(self, proposal_id: int) -> None:
+        return None
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[Database]:
+    database = Database.from_url(database_url)
+    await upgrade_to_head(database)
+    yield database
+    await database.dispose()
+
+
+def executor(approvals: ApprovalsService, worker: str, timeout: float) -> Executor:
+    def context(proposal: Proposal) -> ToolContext:
+        return ToolContext(
+            db=approvals.db,
+            slack=None,  # type: ignore[arg-type]
+            team_id="T",
+            channel_id="C",
+            requester="UA",
+            idempotency_key=proposal.idempotency_key,
+        )
+
+    return Executor(
+        approvals, ToolRegistry([slow_create]), NoCards(), context, lambda: None, worker, timeout
+    )
+
+
+async def approved(approvals: ApprovalsService) -> Proposal:
+    proposal = await make_proposal(approvals)
+    await approvals.vote(proposal.id, proposal.revision, "UA", 1)
+    return proposal
+
+
+def test_the_lease_is_always_longer_than_the_tool_timeout() -> None:
+    for timeout in (1, 30, 60, 600):
+        assert lease_for(timeout) > timeout
+    with pytest.raises(ValueError, match="longer than the tool timeout"):
+        executor(ApprovalsService(None, lease_seconds=60), "w", timeout=60)  # type: ignore[arg-type]
+
+
+async def test_a_live_lease_is_never_interrupted_by_another_worker(db: Database) -> None:
+    first = ApprovalsService(db, lease_seconds=30)
+    second = ApprovalsService(db, lease_seconds=30)
+    proposal = await approved(first)
+    started = await first.start(proposal.id, "same-host/1/a")
+    # A second process starting up on the same host, or any sweep, leaves it alone.
+    assert await second.interrupt_lapsed() == []
+    assert (await second.get(proposal.id)).state == ProposalState.EXECUTING
+    settled = await first.succeed(started, "same-host/1/a", Outcome({}, "done"))
+    assert settled.state == ProposalState.SUCCEEDED
+
+
+async def test_a_lapsed_lease_is_interrupted_and_its_holder_cannot_record_after(
+    db: Database,
+) -> None:
+    first = ApprovalsService(db, lease_seconds=30)
+    second = ApprovalsService(db, lease_seconds=30)
+    proposal = await approved(first)
+    started = await first.start(proposal.id, "host-a/1/a")
+    async with db.transaction() as session:
+        await session.execute(
+            update(Proposal).values(lease_expires_at=utcnow() - timedelta(seconds=1))
+        )
+    (interrupted,) = await second.interrupt_lapsed()
+    assert interrupted.state == ProposalState.FAILED
+    assert (interrupted.error or "").startswith("interrupted")
+    with pytest.raises(LeaseLost):
+        await first.succeed(started, "host-a/1/a", Outcome({}, "done"))
+    with pytest.raises(LeaseLost):
+        await first.fail(started, "host-a/1/a", "boom")
+    assert (await second.get(proposal.id)).state == ProposalState.FAILED
+
+
+async def test_only_the_lease_holder_records_the_outcome(db: Database) -> None:
+    approvals = ApprovalsService(db, lease_seconds=30)
+    proposal = await approved(approvals)
+    started = await approvals.start(proposal.id, "holder")
+    with pytest.raises(LeaseLost):
+        await approvals.succeed(started, "somebody-else", Outcome({}, "done"))
+    assert (await approvals.get(proposal.id)).state == ProposalState.EXECUTING
+
+
+async def test_the_heartbeat_keeps_a_lease_alive_through_long_work(db: Database) -> None:
+    """Preview re-read (0.3 s) + tool (0.45 s) outlast a 0.6 s lease: only renewal keeps a
+    sweeping second worker from interrupting live work."""
+    RUNS.clear()
+    approvals = ApprovalsService(db, lease_seconds=0.6)
+    sweeper = ApprovalsService(db, lease_seconds=0.6)
+    proposal = await approved(approvals)
+    run = asyncio.create_task(executor(approvals, "worker-a", timeout=0.5).run(proposal.id))
+    interrupted = []
+    while not run.done():
+        interrupted += await sweeper.interrupt_lapsed()
+        await asyncio.sleep(0.05)
+    settled = await run
+    assert interrupted == []
+    assert settled is not None
+    assert settled.state == ProposalState.SUCCEEDED
+    assert len(RUNS) == 1
+
+
+async def test_a_retry_passes_the_same_idempotency_key(db: Database) -> None:
+    RUNS.clear()
+    approvals = ApprovalsService(db, lease_seconds=5)
+    proposal = await approved(approvals)
+    worker = executor(approvals, "worker-a", timeout=2)
+    started = await approvals.start(proposal.id, "crashed")
+    async with db.transaction() as session:
+        await session.execute(
+            update(Proposal).values(lease_expires_at=utcnow() - timedelta(seconds=1))
+        )
+    await approvals.interrupt_lapsed()
+    settled = await worker.run(proposal.id, retry_by="UA")
+    assert settled is not None
+    assert settled.state == ProposalState.SUCCEEDED
+    assert [started.idempotency_key] == RUNS
+    assert settled.attempts == 2
