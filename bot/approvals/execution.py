@@ -14,9 +14,14 @@ from typing import Any
 from sqlalchemy import select, update
 
 from bot.approvals.ledger import AlreadyHandled, LeaseLost, Ledger, UnknownProposal
-from bot.approvals.machine import Event, State
+from bot.approvals.machine import TRANSITIONS, Event, State
 from bot.db.models import AuditEntry, Proposal, ProposalApproval, utcnow
 from bot.tools.registry import Outcome, arguments_hash
+
+# The (state, event) pairs that claim execution, as the transition table has them.
+STARTS = frozenset(
+    (t.source, t.event) for t in TRANSITIONS if t.event in (Event.START, Event.RETRY)
+)
 
 
 class TamperedApproval(PermissionError):
@@ -31,6 +36,11 @@ class Executions(Ledger):
             if proposal is None:
                 raise UnknownProposal("this action no longer exists")
             event = Event.RETRY if retry_by else Event.START
+            if (State(proposal.state), event) not in STARTS:
+                raise AlreadyHandled(
+                    f"This action is {proposal.state.value}; there is nothing to "
+                    + ("retry." if retry_by else "run.")
+                )
             return await self._apply(
                 session,
                 proposal,
