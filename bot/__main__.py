@@ -123,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from bot.logs import configure
 
-    configure(settings.log_level)
+    configure(settings.log_level, settings.secret_values(), settings.log_format == "json")
     if args.command == "migrate":
         return asyncio.run(_migrate(settings))
     if args.command == "doctor":

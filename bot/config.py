@@ -21,6 +21,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings import SettingsError as PydanticSettingsError
+from sqlalchemy.engine import make_url
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are Countersign, a helpful assistant working inside Slack. Answer concisely and use "
@@ -230,6 +231,16 @@ class Settings(BaseSettings):
                     f"SYSTEM_PROMPT_FILE: cannot read {self.system_prompt_file} ({exc.strerror})"
                 ) from exc
         return self
+
+    def secret_values(self) -> list[str]:
+        """Every configured secret, so logs can redact them by value."""
+        secrets = [self.slack_bot_token, self.slack_app_token, self.slack_signing_secret]
+        values = [s.get_secret_value() for s in [*secrets, self.openai_api_key] if s]
+        for url in (self.database_url, self.redis_url or ""):
+            password = make_url(url).password if "://" in url else None
+            if password:
+                values.append(str(password))
+        return values
 
     @property
     def socket_mode(self) -> bool:

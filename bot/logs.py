@@ -1,26 +1,105 @@
-"""Logging that never prints a token, whatever a library puts in its messages."""
+"""Logging that never prints a secret, whatever a library puts in its messages or tracebacks.
+
+Redaction happens on the finished line, after the formatter has added the traceback, so a token
+inside an exception's text or a local variable's repr is caught too. Two nets: the exact values
+of this process's configured secrets, and the shapes of secrets (Slack tokens of every kind,
+`sk-` keys, bearer headers, passwords inside URLs).
+
+`LOG_FORMAT=json` writes one JSON object per line; lines written inside `log_context(...)`
+carry the conversation and proposal ids they concern.
+"""
 
 from __future__ import annotations
 
+import contextvars
+import json
 import logging
 import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
 
-_SECRET = re.compile(r"\b(xox[abposr]-[A-Za-z0-9-]+|xapp-[A-Za-z0-9-]+|sk-[A-Za-z0-9_-]{8,})")
+_SHAPES = re.compile(
+    r"\b(?:xox[a-z]-[A-Za-z0-9-]+|xoxe\.xox[a-z]-[A-Za-z0-9-]+|xapp-[A-Za-z0-9-]+"
+    r"|sk-[A-Za-z0-9_-]{8,}|gh[pousr]_[A-Za-z0-9]{20,}|lin_api_[A-Za-z0-9]{20,})"
+)
+_BEARER = re.compile(
+    r"(?i)\b(bearer\s+|(?:token|authorization|api[_-]?key|password|secret)[\"']?\s*[:=]\s*[\"']?)"
+    r"([^\s\"',]{6,})"
+)
+_URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^:/@\s]+:)([^@/\s]+)(@)")
+
+_context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "countersign_log_context", default=None
+)
+
+
+@contextmanager
+def log_context(**ids: Any) -> Iterator[None]:
+    """Lines logged inside carry these ids (e.g. conversation_id, proposal_id) in JSON logs."""
+    token = _context.set({**(_context.get() or {}), **ids})
+    try:
+        yield
+    finally:
+        _context.reset(token)
+
+
+class Redactor:
+    def __init__(self, secrets: Sequence[str] = ()) -> None:
+        self.secrets = sorted({s for s in secrets if s and len(s) >= 6}, key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, "[redacted]")
+        text = _SHAPES.sub(lambda m: m.group(0)[:5] + "[redacted]", text)
+        text = _BEARER.sub(lambda m: f"{m.group(1)}[redacted]", text)
+        return _URL_PASSWORD.sub(r"\1[redacted]\3", text)
+
+
+class RedactingFormatter(logging.Formatter):
+    def __init__(self, redact: Redactor, json_lines: bool = False) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        self.redact = redact
+        self.json_lines = json_lines
+
+    def format(self, record: logging.LogRecord) -> str:
+        if not self.json_lines:
+            return self.redact(super().format(record))
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+            **(getattr(record, "ids", None) or {}),
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return self.redact(json.dumps(entry, ensure_ascii=False, default=str))
 
 
 class RedactingFilter(logging.Filter):
+    """Redacts a record's message in place and stamps it with the current log context; for
+    handlers this module did not set up (the formatter above also redacts whole lines)."""
+
+    def __init__(self, redact: Redactor | None = None) -> None:
+        super().__init__()
+        self.redact = redact or Redactor()
+
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        redacted = _SECRET.sub(lambda m: m.group(0)[:5] + "[redacted]", message)
+        redacted = self.redact(message)
         if redacted != message:
             record.msg, record.args = redacted, None
+        record.ids = _context.get() or {}
         return True
 
 
-def configure(level: str) -> None:
+def configure(level: str, secrets: Sequence[str] = (), json_lines: bool = False) -> None:
+    redact = Redactor(secrets)
     handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(RedactingFilter())
+    handler.setFormatter(RedactingFormatter(redact, json_lines))
+    handler.addFilter(RedactingFilter(redact))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

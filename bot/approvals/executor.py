@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from bot.approvals.service import AlreadyHandled, ApprovalsService, LeaseLost
 from bot.db.models import Proposal
 from bot.errors import plain_error
+from bot.logs import log_context
 from bot.metrics import EXECUTIONS, LEASE_LOST
 from bot.tools.registry import Outcome, Tool, ToolContext, ToolError, ToolRegistry
 
@@ -65,6 +66,10 @@ class Executor:
 
     async def run(self, proposal_id: int, retry_by: str | None = None) -> Proposal | None:
         """Execute once; returns the settled proposal, or None if someone else has it."""
+        with log_context(proposal_id=proposal_id):
+            return await self._run(proposal_id, retry_by)
+
+    async def _run(self, proposal_id: int, retry_by: str | None) -> Proposal | None:
         try:
             proposal = await self.approvals.start(proposal_id, self.worker, retry_by)
         except AlreadyHandled:

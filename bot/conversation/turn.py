@@ -30,6 +30,7 @@ from bot.db.models import Conversation, Proposal, Role
 from bot.db.session import Database
 from bot.links import LinkSigner
 from bot.llm import LLM, Finished, LLMError, TextDelta, Usage
+from bot.logs import log_context
 from bot.metrics import TURNS
 from bot.slack.edit_budget import EditBudget
 from bot.slack.streamer import Journal, ReplyStream
@@ -159,12 +160,13 @@ class Conversations:
         placeholder = asyncio.create_task(stream.start())
         try:
             conversation, created = await self._conversation(incoming)
-            async with self.locks.hold(conversation.id):
-                await self._record_user_message(
-                    conversation, created, incoming, bot_user_id, bot_id
-                )
-                await placeholder
-                await self._respond(conversation, stream, incoming.user_id)
+            with log_context(conversation_id=conversation.id):
+                async with self.locks.hold(conversation.id):
+                    await self._record_user_message(
+                        conversation, created, incoming, bot_user_id, bot_id
+                    )
+                    await placeholder
+                    await self._respond(conversation, stream, incoming.user_id)
         except asyncio.CancelledError:
             # Shutting down: whatever the reply shows must end with a note, not "Thinking…".
             await asyncio.shield(self._close(stream, placeholder, INTERRUPTED, "interrupted"))
