@@ -62,6 +62,7 @@ class Countersign:
     live_replies: LiveReplies
     redis: Redis | None = None
     links: LinkSigner | None = None
+    records: Records | None = None
 
     @classmethod
     def build(cls, settings: Settings) -> Countersign:
@@ -232,6 +233,7 @@ class Countersign:
             live_replies,
             redis,
             links,
+            records,
         )
 
     async def start(self) -> None:

@@ -205,7 +205,7 @@ async def test_approvals_and_the_home_tab(
     assert "Fix login bug" not in bobs
 
 
-async def test_forget_deletes_own_conversations_and_keeps_executed_audit_redacted(
+async def test_forget_removes_only_ones_own_words_and_keeps_the_audit_trail(
     bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
     fake_model.script(Script(tool_calls=[call("create_task", CREATE)]))
@@ -216,6 +216,12 @@ async def test_forget_deletes_own_conversations_and_keeps_executed_audit_redacte
     fake_model.script(Script(tool_calls=[call("create_task", CREATE)]))
     await bot.mention("C1", "and again", fake_slack)  # this one stays undecided
     await bot.idle()
+    # A thread Alice shares with Bob: her words go, his stay.
+    fake_model.script(Script(text="Answer to Alice."), Script(text="Answer to Bob."))
+    shared = await bot.mention("C3", "alice asks", fake_slack)
+    await bot.idle()
+    await bot.mention("C3", "bob asks too", fake_slack, user="UBOB", thread_ts=shared)
+    await bot.idle()
     await seed(bot, "UBOB", 2, channel="C2")
     _, _, key = await bot.command(fake_slack, "/history", "forget", "UALICE")
     prompt = await answer(bot, fake_slack, key)
@@ -223,20 +229,73 @@ async def test_forget_deletes_own_conversations_and_keeps_executed_audit_redacte
     assert button["confirm"]["title"]["text"] == "Delete your conversations?"
     key = await bot.press(fake_slack, prompt["blocks"], views.HISTORY_FORGET, "UALICE")
     done = await answer(bot, fake_slack, key)
-    assert "Deleted 2 conversation(s)" in done["text"]
+    assert "Deleted 2 conversation(s) only you took part in" in done["text"]
+    assert "1 message(s) of yours in threads shared with others" in done["text"]
     async with bot.countersign.db.transaction() as session:
         starters = (await session.scalars(select(Conversation.started_by))).all()
-        proposals = (await session.scalars(select(Proposal))).all()
-        audit = (await session.scalars(select(AuditEntry))).all()
-    assert sorted(starters) == ["UBOB", "UBOB"]
-    (kept,) = proposals  # the executed one, redacted; the undecided one is gone
-    assert kept.state == ProposalState.SUCCEEDED
-    assert kept.description == "[redacted]"
-    assert kept.arguments == {"redacted": True}
-    assert kept.arguments_hash  # the hash of what was approved survives
-    assert kept.conversation_id is None
-    assert [a.event for a in audit] == ["propose", "approve", "start", "succeed"]
+        proposals = (await session.scalars(select(Proposal).order_by(Proposal.id))).all()
+        audit = (await session.scalars(select(AuditEntry).order_by(AuditEntry.id))).all()
+        words = (await session.scalars(select(Message.content).order_by(Message.id))).all()
+    assert sorted(starters) == ["UALICE", "UBOB", "UBOB"]  # the shared thread stays
+    assert "alice asks" not in words
+    assert "bob asks too" in words
+    assert "Answer to Bob." in words
+    executed, undecided = proposals  # both kept, redacted; the undecided one expired first
+    assert executed.state == ProposalState.SUCCEEDED
+    assert undecided.state == ProposalState.EXPIRED
+    for kept in proposals:
+        assert kept.description == "[redacted]"
+        assert kept.arguments == {"redacted": True}
+        assert kept.arguments_hash  # the hash of what was proposed survives
+        assert kept.conversation_id is None
+    assert [a.event for a in audit] == [
+        "propose",
+        "approve",
+        "start",
+        "succeed",
+        "propose",
+        "expire",
+    ]
     assert all(a.detail == {"redacted": True} for a in audit)
+
+
+async def test_history_hides_other_peoples_tool_work_and_channels_one_left(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """Bob wrote once in Alice's thread: he sees what was said in Slack, not the results of
+    the tools that ran for Alice; and once he leaves the private channel, nothing at all."""
+    fake_slack.channel_info["GSECRET"] = {"id": "GSECRET", "name": "secret", "is_private": True}
+    fake_slack.members["GSECRET"] = ["UALICE", "UBOB", "UBOT"]
+    fake_model.script(
+        Script(tool_calls=[call("list_tasks", {"status": "any"})]),
+        Script(text="There are no tasks."),
+        Script(text="Hi Bob."),
+    )
+    root = await bot.mention("GSECRET", "what is on the board?", fake_slack)
+    await bot.idle()
+    await bot.mention("GSECRET", "hello", fake_slack, user="UBOB", thread_ts=root)
+    await bot.idle()
+    async with bot.countersign.db.transaction() as session:
+        tool_message = (
+            await session.scalars(select(Message).where(Message.role == Role.TOOL))
+        ).one()
+    link = f"<https://test.slack.com/archives/GSECRET/p{root.replace('.', '')}>"
+
+    async def history_of(user: str) -> str:
+        _, _, key = await bot.command(fake_slack, "/history", link, user)
+        return text_of((await answer(bot, fake_slack, key))["blocks"])
+
+    alice, bob = await history_of("UALICE"), await history_of("UBOB")
+    assert "list_tasks" in alice
+    assert "list_tasks" not in bob
+    assert "only they can see it" in bob
+    assert "what is on the board?" in bob  # it was posted in Slack, where Bob could read it
+    key = await bot.press(fake_slack, [], views.HISTORY_FULL, "UBOB", value=str(tool_message.id))
+    assert "not one you can see" in text_of((await answer(bot, fake_slack, key))["blocks"])
+    fake_slack.members["GSECRET"] = ["UALICE", "UBOT"]  # Bob left the channel
+    assert bot.countersign.records is not None
+    bot.countersign.records.access._cache.clear()
+    assert "not one you can see" in await history_of("UBOB")
 
 
 async def test_retention_purge_removes_only_what_is_old(

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+from sqlalchemy import select
+
+from bot.db.models import Proposal
 from bot.slack import cards
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack
@@ -110,3 +113,93 @@ async def test_the_live_reply_shows_what_is_being_looked_up(
     shown = fake_slack.history[reply.ts]
     assert any("_Looking at the channel…_" in text for text in shown)
     assert reply.text == "Let me look.\n\nIt is #chan-cdev."  # the status is gone at the end
+
+
+async def test_a_private_channel_is_read_only_for_its_members(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """Mallory DMs the bot and asks for #exec's messages: the bot is in #exec, she is not."""
+    fake_slack.channel_info["GEXEC"] = {"id": "GEXEC", "name": "exec", "is_private": True}
+    fake_slack.members["GEXEC"] = ["UALICE", "UBOT"]
+    fake_slack.add_user_message("GEXEC", "layoffs on friday")
+    fake_model.script(
+        Script(
+            tool_calls=[
+                call("get_recent_messages", {"channel": "GEXEC", "limit": 5}, "a"),
+                call("get_channel_info", {"channel": "GEXEC"}, "b"),
+            ]
+        ),
+        Script(text="I cannot read that."),
+    )
+    await bot.say(fake_slack, "D1", "what is said in GEXEC?", user="UMALLORY")
+    await bot.idle()
+    recent, info = tool_results(fake_model)
+    assert recent["status"] == info["status"] == "error"
+    assert "not a member" in recent["error"]
+    assert "layoffs" not in json.dumps(fake_model.requests[-1].body)
+    # Alice, a member, may.
+    fake_model.script(
+        Script(tool_calls=[call("get_recent_messages", {"channel": "GEXEC", "limit": 5})]),
+        Script(text="Here."),
+    )
+    await bot.say(fake_slack, "D2", "what is said in GEXEC?", user="UALICE")
+    await bot.idle()
+    (recent,) = tool_results(fake_model)
+    assert recent["messages"][0]["text"] == "layoffs on friday"
+
+
+async def test_writes_need_the_requester_to_be_in_the_target_channel(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    fake_slack.members["CANNOUNCE"] = ["UALICE", "UBOT"]
+    fake_model.script(
+        Script(tool_calls=[call("post_message", {"channel": "CANNOUNCE", "text": "hi all"})]),
+        Script(text="I cannot post there for you."),
+    )
+    await bot.mention("C1", "announce hi all", fake_slack, user="UMALLORY")
+    await bot.idle()
+    assert fake_slack.cards("C1") == []  # never shown as a card
+    (result,) = tool_results(fake_model)
+    assert result["status"] == "error"
+    assert "not a member" in result["error"]
+    # A member who was there when the card was made but left before the click: the write is
+    # checked again just before it runs.
+    fake_model.script(
+        Script(tool_calls=[call("post_message", {"channel": "CANNOUNCE", "text": "hi all"})]),
+        Script(text="Failed."),
+    )
+    await bot.mention("C1", "announce hi all", fake_slack, user="UALICE")
+    await bot.idle()
+    (card,) = fake_slack.cards("C1")
+    fake_slack.members["CANNOUNCE"] = ["UBOT"]
+    await bot.click(card, cards.APPROVE, "UALICE", "C1")
+    await bot.idle()
+    assert fake_slack.bot_messages("CANNOUNCE") == []
+    assert "not a member" in card_text(fake_slack.cards("C1")[0])
+
+
+async def test_a_retried_post_does_not_post_twice(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    fake_model.script(
+        Script(tool_calls=[call("post_message", {"channel": "CDEV", "text": "ship it"})]),
+        Script(text="Posted."),
+    )
+    await bot.mention("C1", "say ship it in dev", fake_slack)
+    await bot.idle()
+    await bot.click(fake_slack.cards("C1")[0], cards.APPROVE, "UALICE", "C1")
+    await bot.idle()
+    (proposal,) = [p for p in await bot_proposals(bot)]
+    # Run the same approved attempt's tool again, as a retry after a lost outcome would.
+    tool = bot.countersign.executor.registry.get("post_message")
+    assert tool is not None
+    ctx = bot.countersign.executor.context(proposal)
+    again = await tool.run(tool.parse(proposal.approved_arguments or {}), ctx)
+    posts = [m for m in fake_slack.bot_messages("CDEV") if m.text == "ship it"]
+    assert len(posts) == 1
+    assert again.result["ts"] == posts[0].ts
+
+
+async def bot_proposals(bot: RunningBot) -> list[Proposal]:
+    async with bot.countersign.db.transaction() as session:
+        return list((await session.scalars(select(Proposal))).all())

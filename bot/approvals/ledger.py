@@ -161,6 +161,12 @@ class Ledger:
                 raise UnknownProposal("this action no longer exists")
             return await self._apply(session, proposal, event, actor, **values)
 
+    async def apply_in(
+        self, session: AsyncSession, proposal: Proposal, event: Event, actor: str
+    ) -> Proposal:
+        """Apply `event` inside the caller's transaction (e.g. forgetting a conversation)."""
+        return await self._apply(session, proposal, event, actor)
+
     async def _apply(
         self,
         session: AsyncSession,

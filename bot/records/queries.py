@@ -170,7 +170,30 @@ async def visible_message(session: AsyncSession, user: str, message_id: int) -> 
             Participant.conversation_id == message.conversation_id, Participant.user_id == user
         )
     )
-    return message if member else None
+    if not member or message.id in await private_to_others(session, message.conversation_id, user):
+        return None
+    return message
+
+
+async def private_to_others(session: AsyncSession, conversation_id: int, user: str) -> set[int]:
+    """Messages of a conversation that were never posted in Slack (tool calls and their
+    results, system notes) and belong to a turn somebody else asked for: the tools ran with
+    that person's reach, so what they returned is theirs to see, not every participant's."""
+    rows = (
+        await session.execute(
+            select(Message.id, Message.role, Message.slack_user, Message.tool_calls)
+            .where(Message.conversation_id == conversation_id)
+            .order_by(Message.id)
+        )
+    ).all()
+    hidden: set[int] = set()
+    asker: str | None = None
+    for message_id, role, slack_user, tool_calls in rows:
+        if role == Role.USER:
+            asker = slack_user
+        elif (role in (Role.TOOL, Role.SYSTEM) or tool_calls) and asker != user:
+            hidden.add(message_id)
+    return hidden
 
 
 @dataclass(frozen=True)

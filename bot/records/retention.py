@@ -1,9 +1,14 @@
 """Forgetting: a person's `/history forget`, and the retention period applied by
 `countersign purge` (and hourly while running).
 
-Conversations go with their messages, summaries and participants. Actions that were carried
-out keep their proposal and audit rows, with everything they said (arguments, preview, results,
-reasons) redacted and only hashes, states, people and times left; other proposals go entirely.
+A person's `/history forget` removes what they said and nothing of anyone else's: their own
+messages everywhere, and the conversations in which nobody else took part. Shared threads keep
+the other people's messages (and the assistant's answers to them).
+
+Removing a conversation never erases the audit trail: every proposal of it stays, with
+everything it said (arguments, preview, results, reasons) redacted and only hashes, states,
+people and times left, and each of its audit rows stays, its detail redacted. A proposal still
+waiting for a decision expires first (an audited transition), so nothing can run afterwards.
 """
 
 from __future__ import annotations
@@ -15,18 +20,22 @@ from datetime import timedelta
 from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.approvals.ledger import Ledger
+from bot.approvals.machine import Event
 from bot.db.models import (
     AuditEntry,
     Conversation,
+    Message,
+    Participant,
     ProcessedEvent,
     Proposal,
     ProposalState,
+    Role,
     utcnow,
 )
 from bot.db.session import Database
 
 REDACTED = "[redacted]"
-EXECUTED = (ProposalState.SUCCEEDED, ProposalState.FAILED, ProposalState.EXECUTING)
 DEDUP_KEEP = timedelta(days=7)  # Slack retries within minutes; a week is plenty
 
 
@@ -36,19 +45,23 @@ class Removed:
     proposals_redacted: int
     proposals_deleted: int
     delivery_keys: int = 0
+    messages: int = 0  # one's own messages removed from threads shared with others
 
 
-async def _remove(session: AsyncSession, ids: Sequence[int]) -> Removed:
+async def _remove(session: AsyncSession, ledger: Ledger, ids: Sequence[int]) -> Removed:
     if not ids:
         return Removed(0, 0, 0)
-    executed = list(
-        (
-            await session.scalars(
-                select(Proposal.id).where(
-                    Proposal.conversation_id.in_(ids), Proposal.state.in_(EXECUTED)
-                )
+    waiting = (
+        await session.scalars(
+            select(Proposal).where(
+                Proposal.conversation_id.in_(ids), Proposal.state == ProposalState.PROPOSED
             )
-        ).all()
+        )
+    ).all()
+    for proposal in waiting:
+        await ledger.apply_in(session, proposal, Event.EXPIRE, "forgotten")
+    executed = list(
+        (await session.scalars(select(Proposal.id).where(Proposal.conversation_id.in_(ids)))).all()
     )
     if executed:
         await session.execute(
@@ -71,25 +84,48 @@ async def _remove(session: AsyncSession, ids: Sequence[int]) -> Removed:
             .where(AuditEntry.proposal_id.in_(executed))
             .values(detail={"redacted": True})
         )
-    dropped = await session.execute(
-        delete(Proposal).where(Proposal.conversation_id.in_(ids), Proposal.state.not_in(EXECUTED))
-    )
     gone = await session.execute(delete(Conversation).where(Conversation.id.in_(ids)))
-    return Removed(getattr(gone, "rowcount", 0), len(executed), getattr(dropped, "rowcount", 0))
+    return Removed(getattr(gone, "rowcount", 0), len(executed), 0)
 
 
 async def forget_user(db: Database, team_id: str, user: str) -> Removed:
-    """Delete the conversations `user` started (others' conversations they took part in stay:
-    they belong to those people too)."""
+    """Remove `user`'s own messages everywhere, and the conversations only they took part in."""
     async with db.transaction() as session:
-        ids = (
+        theirs = (
             await session.scalars(
-                select(Conversation.id).where(
-                    Conversation.team_id == team_id, Conversation.started_by == user
-                )
+                select(Conversation.id)
+                .join(Participant, Participant.conversation_id == Conversation.id)
+                .where(Conversation.team_id == team_id, Participant.user_id == user)
             )
         ).all()
-        return await _remove(session, list(ids))
+        others = (
+            await session.scalars(
+                select(Participant.conversation_id)
+                .where(Participant.conversation_id.in_(theirs), Participant.user_id != user)
+                .distinct()
+            )
+        ).all()
+        shared = set(others)
+        alone = [cid for cid in theirs if cid not in shared]
+        words = await session.execute(
+            delete(Message).where(
+                Message.conversation_id.in_(shared),
+                Message.role == Role.USER,
+                Message.slack_user == user,
+            )
+        )
+        await session.execute(
+            delete(Participant).where(
+                Participant.conversation_id.in_(shared), Participant.user_id == user
+            )
+        )
+        removed = await _remove(session, Ledger(db), alone)
+        return Removed(
+            removed.conversations,
+            removed.proposals_redacted,
+            0,
+            messages=getattr(words, "rowcount", 0),
+        )
 
 
 async def purge(db: Database, keep: timedelta, batch: int = 500) -> Removed:
@@ -103,7 +139,7 @@ async def purge(db: Database, keep: timedelta, batch: int = 500) -> Removed:
                     select(Conversation.id).where(Conversation.updated_at < cutoff).limit(batch)
                 )
             ).all()
-            removed = await _remove(session, list(ids))
+            removed = await _remove(session, Ledger(db), list(ids))
         totals = [
             totals[0] + removed.conversations,
             totals[1] + removed.proposals_redacted,

@@ -18,11 +18,12 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.approvals.policy import GroupMembers, Policies, may_approve
-from bot.db.models import Proposal, utcnow
+from bot.db.models import Conversation, Proposal, utcnow
 from bot.db.session import Database
 from bot.records import queries
 from bot.records.retention import forget_user
 from bot.slack import record_views as views
+from bot.slack.access import ChannelAccess
 from bot.slack.cards import clip, safe
 from bot.tasks import TaskGroup
 from bot.tools.registry import ToolRegistry
@@ -62,6 +63,7 @@ class Records:
         self.policies = policies
         self.groups = groups
         self.tasks = tasks
+        self.access = ChannelAccess(slack)
         self._team_url: str | None = None
         # People who opened the Home tab since this process started: only their tabs are
         # refreshed on changes (anyone else gets a fresh one when they open it), one refresh at
@@ -98,7 +100,9 @@ class Records:
             conversation = await queries.visible_conversation(session, team, user, *link)
         if conversation is None:
             return _note("There is no conversation of yours in that thread.")
-        return await self.conversation_detail(user, conversation.id, 0) or _note(HELP)
+        return await self.conversation_detail(user, conversation.id, 0) or _note(
+            "That conversation is not one you can see."
+        )
 
     async def conversation_page(self, team: str, user: str, page: int) -> list[dict[str, Any]]:
         async with self.db.transaction() as session:
@@ -114,6 +118,9 @@ class Records:
                 return None
             messages = await queries.conversation_messages(session, conversation.id, max(0, page))
             proposals = await queries.conversation_proposals(session, conversation.id)
+            hidden = await queries.private_to_others(session, conversation.id, user)
+        if not await self.access.can_read(conversation.channel_id, user):
+            return None
         return views.as_dicts(
             views.conversation_detail(
                 conversation.channel_id,
@@ -122,13 +129,21 @@ class Records:
                 messages,
                 proposals,
                 conversation.id,
+                hidden,
             )
         )
 
     async def full_text(self, user: str, message_id: int) -> list[dict[str, Any]]:
         async with self.db.transaction() as session:
             message = await queries.visible_message(session, user, message_id)
-        if message is None:
+            conversation = (
+                await session.get(Conversation, message.conversation_id) if message else None
+            )
+        if (
+            message is None
+            or conversation is None
+            or not await self.access.can_read(conversation.channel_id, user)
+        ):
             return _note("That message is not one you can see.")
         body = safe(message.content, 11_800)
         return [
@@ -287,8 +302,9 @@ class Records:
             await respond(
                 replace_original=True,
                 text=(
-                    f"Deleted {removed.conversations} conversation(s) you started. "
-                    f"{removed.proposals_redacted} executed action(s) keep a redacted audit record."
+                    f"Deleted {removed.conversations} conversation(s) only you took part in and "
+                    f"{removed.messages} message(s) of yours in threads shared with others. "
+                    f"{removed.proposals_redacted} action(s) keep a redacted audit record."
                 ),
             )
 

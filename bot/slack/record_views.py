@@ -97,10 +97,12 @@ def conversation_list(
     return blocks + _nav(HISTORY_PAGE, page)
 
 
-def _message_line(message: Message) -> tuple[str, bool]:
+def _message_line(message: Message, hidden: bool = False) -> tuple[str, bool]:
     """One line per message: text (clipped), or a tool call / result on one line."""
     when = slack_date(message.created_at)
     role = str(message.role)
+    if hidden:
+        return f"_{when}: tool work for another person's request (only they can see it)_", False
     if role == "tool":
         if message.content is None:
             return f"← `{safe(message.tool_name, 60)}`: waiting for approval", False
@@ -135,6 +137,7 @@ def conversation_detail(
     messages: Page[Message],
     proposals: list[Proposal],
     conversation_id: int,
+    hidden: set[int] | None = None,
 ) -> list[Block]:
     blocks: list[Block] = [
         SectionBlock(
@@ -145,7 +148,7 @@ def conversation_detail(
         )
     ]
     for message in messages.rows:
-        line, clipped = _message_line(message)
+        line, clipped = _message_line(message, message.id in (hidden or set()))
         accessory = (
             ButtonElement(text="Full text", action_id=HISTORY_FULL, value=str(message.id))
             if clipped

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bot.membership import is_member, is_private
 from bot.text import escape
 from bot.tools.registry import (
     Change,
@@ -72,27 +73,13 @@ async def _channel(ctx: ToolContext, channel: str) -> dict[str, object]:
     return dict(data)
 
 
-MEMBER_PAGES = 20
 IDEMPOTENCY_EVENT = "countersign_action"
-
-
-async def _is_member(ctx: ToolContext, channel: str, user: str) -> bool:
-    cursor: str | None = None
-    for _ in range(MEMBER_PAGES):
-        page = await ctx.slack.conversations_members(channel=channel, limit=1000, cursor=cursor)
-        if user in (page.get("members") or []):
-            return True
-        cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
-        if not cursor:
-            return False
-    return False
 
 
 async def _reach(ctx: ToolContext, channel: str, *, write: bool) -> dict[str, object]:
     """The channel's info if the requester may read it (writes: act in it); else ToolError."""
     data = await _channel(ctx, channel)
-    private = bool(data.get("is_private") or data.get("is_im") or data.get("is_mpim"))
-    if (write or private) and not await _is_member(ctx, channel, ctx.requester):
+    if (write or is_private(data)) and not await is_member(ctx.slack, channel, ctx.requester):
         raise ToolError(
             "the person who asked is not a member of that channel, so I cannot "
             + ("act in it for them" if write else "read it for them")
