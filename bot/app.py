@@ -45,6 +45,10 @@ from bot.tools.registry import ToolContext, ToolRegistry
 
 log = logging.getLogger(__name__)
 
+# A Redis that stops answering costs a reply at most this long per call, then the replica
+# falls back to its own window and locks.
+REDIS_TIMEOUT_SECONDS = 1.0
+
 
 @dataclass
 class Countersign:
@@ -67,7 +71,16 @@ class Countersign:
     @classmethod
     def build(cls, settings: Settings) -> Countersign:
         """Make every long-lived object; call it inside the running event loop."""
-        redis = Redis.from_url(settings.redis_url) if settings.redis_url else None
+        redis = (
+            Redis.from_url(
+                settings.redis_url,
+                socket_timeout=REDIS_TIMEOUT_SECONDS,
+                socket_connect_timeout=REDIS_TIMEOUT_SECONDS,
+                health_check_interval=30,
+            )
+            if settings.redis_url
+            else None
+        )
         window = None
         if redis is not None:  # replicas share the workspace's chat.update window
             token = settings.slack_bot_token.get_secret_value()

@@ -2,8 +2,10 @@
 replicas together stay within Slack's 50 a minute, and a 429 pauses both) and the lock that
 keeps one thread's turns in order. Without Redis both live in the process.
 
-If Redis stops answering, each replica falls back to its own window and lock and says so in
-the log; replies keep flowing, only the cross-replica guarantee is lost until Redis is back.
+If Redis stops answering (every call has a socket time-out, so a hung Redis cannot stall a
+reply), each replica falls back to its own window, sized to its share of the budget (the limit
+divided by the replicas last seen alive), and to its own lock, and says so in the log; replies
+keep flowing, only the cross-replica guarantee is lost until Redis is back.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
 from redis.asyncio import Redis
+from redis.asyncio.lock import Lock
 from redis.exceptions import LockError, RedisError
 
 log = logging.getLogger(__name__)
@@ -66,6 +69,28 @@ class LocalWindow:
         return max(0.0, self._paused_until - self._clock())
 
 
+class Breaker:
+    """After Redis fails, skip it for `cool_off` seconds: one time-out, not one per call."""
+
+    def __init__(self, cool_off: float = 5.0) -> None:
+        self.cool_off = cool_off
+        self._open_until = 0.0
+        self.warned = False
+
+    @property
+    def closed(self) -> bool:
+        return time.monotonic() >= self._open_until
+
+    def failed(self, exc: Exception, what: str) -> None:
+        self._open_until = time.monotonic() + self.cool_off
+        if not self.warned:
+            log.warning("Redis unavailable (%s): %s", exc, what)
+            self.warned = True
+
+    def succeeded(self) -> None:
+        self.warned = False
+
+
 _TAKE = """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', tonumber(ARGV[1]) - tonumber(ARGV[2]))
 local used = redis.call('ZCARD', KEYS[1])
@@ -86,22 +111,47 @@ class RedisWindow:
     """The same window in a Redis sorted set, checked and recorded atomically (Lua); times are
     wall-clock seconds, which replicas share."""
 
-    def __init__(self, redis: Redis, key: str, limit: int, seconds: float) -> None:
+    REPLICA_TTL = 60.0  # a replica not seen for this long no longer counts
+
+    def __init__(
+        self, redis: Redis, key: str, limit: int, seconds: float, replica: str | None = None
+    ) -> None:
         self.redis = redis
         self.key = key
         self.limit = limit
         self.seconds = seconds
+        self.replica = replica or uuid.uuid4().hex
+        self.replicas = 1
+        self._seen_at = 0.0
         self._take = redis.register_script(_TAKE)
         self._fallback = LocalWindow(limit, seconds, time.time)
-        self._warned = False
+        self.breaker = Breaker()
+
+    async def _count_replicas(self) -> None:
+        """Announce this replica and count the live ones (every ten seconds at most), so a
+        fallback window takes only this replica's share of the workspace's budget."""
+        now = time.time()
+        if now - self._seen_at < 10:
+            return
+        self._seen_at = now
+        key = f"{self.key}:replicas"
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.zadd(key, {self.replica: now})
+            pipe.zremrangebyscore(key, "-inf", now - self.REPLICA_TTL)
+            pipe.zcard(key)
+            pipe.expire(key, int(self.REPLICA_TTL * 2))
+            results = await pipe.execute()
+        self.replicas = max(1, int(results[2]))
+        self._fallback.limit = max(1, self.limit // self.replicas)
 
     def _down(self, exc: Exception) -> None:
-        if not self._warned:
-            log.warning("Redis unavailable (%s): using this replica's own edit window", exc)
-            self._warned = True
+        self.breaker.failed(exc, "using this replica's share of the edit window")
 
     async def take(self, keep_free: int) -> tuple[bool, float | None]:
+        if not self.breaker.closed:
+            return await self._fallback.take(keep_free)
         try:
+            await self._count_replicas()
             granted, wait = await self._take(
                 keys=[self.key],
                 args=[time.time(), self.seconds, self.limit, keep_free, uuid.uuid4().hex],
@@ -109,12 +159,14 @@ class RedisWindow:
         except RedisError as exc:
             self._down(exc)
             return await self._fallback.take(keep_free)
-        self._warned = False
+        self.breaker.succeeded()
         seconds = float(wait)
         return bool(int(granted)), (None if seconds < 0 else seconds)
 
     async def pause(self, seconds: float) -> None:
         await self._fallback.pause(seconds)
+        if not self.breaker.closed:
+            return
         with contextlib.suppress(RedisError):
             until = time.time() + seconds
             current = await self.redis.get(f"{self.key}:paused")
@@ -123,6 +175,8 @@ class RedisWindow:
 
     async def paused_for(self) -> float:
         local = await self._fallback.paused_for()
+        if not self.breaker.closed:
+            return local
         try:
             until = await self.redis.get(f"{self.key}:paused")
         except RedisError as exc:
@@ -132,13 +186,20 @@ class RedisWindow:
 
 
 class ThreadLocks:
-    """One turn at a time per conversation: in this process, and across replicas via Redis."""
+    """One turn at a time per conversation: in this process, and across replicas via Redis.
 
-    LEASE_SECONDS = 600  # the longest a turn may hold a thread before others proceed
+    The Redis lock is a lease: it expires after `LEASE_SECONDS` unless its holder, alive,
+    extends it (every third of the lease), so a crashed replica's threads free themselves and a
+    long turn keeps its thread. A waiter waits for as long as Redis answers; if Redis fails,
+    the turn goes on ordered within this replica only, and the log says so.
+    """
+
+    LEASE_SECONDS = 60.0
 
     def __init__(self, redis: Redis | None = None, prefix: str = "countersign") -> None:
         self.redis = redis
         self.prefix = prefix
+        self.breaker = Breaker()
         self._local: weakref.WeakValueDictionary[int, asyncio.Lock] = weakref.WeakValueDictionary()
 
     def _lock(self, conversation_id: int) -> asyncio.Lock:
@@ -151,22 +212,40 @@ class ThreadLocks:
     @contextlib.asynccontextmanager
     async def hold(self, conversation_id: int) -> AsyncIterator[None]:
         async with self._lock(conversation_id):
-            if self.redis is None:
+            if self.redis is None or not self.breaker.closed:
                 yield
                 return
             shared = self.redis.lock(
                 f"{self.prefix}:thread:{conversation_id}",
                 timeout=self.LEASE_SECONDS,
-                blocking_timeout=self.LEASE_SECONDS,
+                sleep=0.05,
+                blocking=True,
+                blocking_timeout=None,
             )
             try:
-                acquired = await shared.acquire()
+                acquired = bool(await shared.acquire())
+                self.breaker.succeeded()
             except RedisError as exc:
-                log.warning("Redis unavailable (%s): ordering turns in this replica only", exc)
+                self.breaker.failed(exc, "ordering turns in this replica only")
                 acquired = False
+            keeper = (
+                asyncio.get_running_loop().create_task(self._keep(shared)) if acquired else None
+            )
             try:
                 yield
             finally:
+                if keeper is not None:
+                    keeper.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await keeper
                 if acquired:
                     with contextlib.suppress(LockError, RedisError):
                         await shared.release()
+
+    async def _keep(self, shared: Lock) -> None:
+        while True:
+            await asyncio.sleep(self.LEASE_SECONDS / 3)
+            try:
+                await shared.reacquire()
+            except (LockError, RedisError) as exc:
+                log.warning("could not extend a thread lock: %s", exc)

@@ -16,6 +16,31 @@ from slack_sdk.errors import SlackApiError
 log = logging.getLogger(__name__)
 
 
+# Slack errors no retry will cure: the message is gone or out of reach, or the call is wrong.
+PERMANENT_SLACK_ERRORS = frozenset(
+    {
+        "message_not_found",
+        "channel_not_found",
+        "cant_update_message",
+        "is_archived",
+        "not_in_channel",
+        "invalid_blocks",
+        "msg_too_long",
+        "account_inactive",
+        "invalid_auth",
+        "token_revoked",
+        "missing_scope",
+    }
+)
+
+
+def retryable(exc: BaseException) -> bool:
+    """Worth trying again later: a 429, a 5xx, a broken connection, a time-out."""
+    if isinstance(exc, SlackApiError):
+        return slack_error(exc) not in PERMANENT_SLACK_ERRORS
+    return isinstance(exc, aiohttp.ClientError | TimeoutError | ConnectionError)
+
+
 def slack_error(exc: SlackApiError) -> str:
     """Slack's error code (a proxy's HTML error page has no `error` field)."""
     data = getattr(exc.response, "data", None)

@@ -239,6 +239,7 @@ async def test_killed_mid_resume(
     await propose(bot, fake_slack)
     await bot.front.click(fake_slack.cards("C1")[0], cards.APPROVE, "UALICE", "C1")
     await eventually(lambda: THINKING in texts(fake_slack))  # the resume's placeholder
+    await eventually(lambda: len(fake_model.requests) == 2)  # and its model request is out
     bot.kill()
     await bot.start()
     await eventually(lambda: "Resumed." in texts(fake_slack))

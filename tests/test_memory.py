@@ -148,3 +148,44 @@ async def test_stored_history_is_valid_after_summaries(
         stored = await repo.all_messages(session, conversation.id)
     assert is_valid_history(stored)
     assert prompt[1]["role"] == "system"
+
+
+async def test_the_newest_message_stays_in_the_window_however_large(
+    memory_parts: tuple[Database, LLM, Memory],
+) -> None:
+    """An 8.8k-token paste into a 3k budget: the model still gets (the start of) the paste,
+    not just the system prompt and a summary."""
+    db, _llm, memory = memory_parts
+    paste = " ".join(f"line{i} of the log" for i in range(2_200))  # about 8.8k tokens
+    async with db.transaction() as session:
+        conversation, _ = await repo.get_or_create_conversation(session, "T", "C", "1.0", "UA")
+        await repo.add_message(session, conversation, Role.USER, "hello", slack_user="UA")
+        await repo.add_message(session, conversation, Role.ASSISTANT, "hi")
+        await repo.add_message(session, conversation, Role.USER, paste, slack_user="UA")
+    prompt = await memory.prompt(conversation.id, "system", None, 200)
+    last = cast(dict[str, Any], prompt[-1])
+    assert last["role"] == "user"
+    assert str(last["content"]).startswith("line0 of the log line1")
+    assert "[cut for the model" in str(last["content"])
+    counter = TokenCounter("gpt-4o-mini")
+    assert counter.messages(prompt) <= BUDGET.total - BUDGET.reply
+
+
+async def test_the_summariser_keeps_the_newest_part_of_an_overlong_transcript(
+    memory_parts: tuple[Database, LLM, Memory], fake_model: FakeOpenAI
+) -> None:
+    db, _llm, memory = memory_parts
+    async with db.transaction() as session:
+        conversation, _ = await repo.get_or_create_conversation(session, "T", "C", "2.0", "UA")
+        for i in range(12):
+            words = " ".join(f"marker{i}" for _ in range(300))
+            await repo.add_message(session, conversation, Role.USER, words, slack_user="UA")
+            await repo.add_message(session, conversation, Role.ASSISTANT, f"noted {i}")
+    await memory.prompt(conversation.id, "system", None, 200)
+    transcript = fake_model.summaries[-1]
+    summarised = sorted({int(w[6:]) for w in transcript.split() if w.startswith("marker")})
+    assert summarised  # something was summarised
+    # What was cut is the oldest part: the summarised markers run up to the newest summarised
+    # message without a gap.
+    assert summarised == list(range(summarised[0], summarised[-1] + 1))
+    assert summarised[0] > 0

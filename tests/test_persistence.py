@@ -153,3 +153,42 @@ def test_migrate_command(database_url: str, tmp_path: Path) -> None:
         result = run_cli(["migrate"], env, tmp_path)
         assert result.returncode == 0, result.stderr
         assert "database is up to date" in result.stdout
+
+
+async def test_replicas_starting_together_migrate_once(database_url: str) -> None:
+    """Five processes' worth of engines upgrade a fresh database at the same moment."""
+    engines = [Database.from_url(database_url) for _ in range(5)]
+    try:
+        await asyncio.gather(*(upgrade_to_head(db) for db in engines))
+        async with engines[0].engine.connect() as connection:
+            version = (
+                await connection.execute(text("SELECT version_num FROM alembic_version"))
+            ).scalar_one()
+        assert version == "0005"
+    finally:
+        for db in engines:
+            await db.dispose()
+
+
+async def test_the_migrations_create_exactly_the_models(database_url: str) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from bot.db.models import Base
+
+    db = Database.from_url(database_url)
+    try:
+        await upgrade_to_head(db)
+
+        def differences(connection: object) -> list[object]:
+            context = MigrationContext.configure(
+                connection,  # type: ignore[arg-type]
+                opts={"compare_type": True, "render_as_batch": True},
+            )
+            return list(compare_metadata(context, Base.metadata))
+
+        async with db.engine.connect() as connection:
+            found = await connection.run_sync(differences)
+        assert found == []
+    finally:
+        await db.dispose()

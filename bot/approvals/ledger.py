@@ -97,41 +97,6 @@ class Ledger:
         self.db = db
         self.lease = timedelta(seconds=lease_seconds)
 
-    async def set_card(self, proposal_id: int, channel: str, ts: str) -> None:
-        async with self.db.transaction() as session:
-            await session.execute(
-                update(Proposal)
-                .where(Proposal.id == proposal_id)
-                .values(card_channel=channel, card_ts=ts)
-            )
-
-    async def card_shown(self, proposal_id: int, version: int) -> None:
-        """The card in Slack now shows `version` of the proposal."""
-        async with self.db.transaction() as session:
-            await session.execute(
-                update(Proposal)
-                .where(
-                    Proposal.id == proposal_id,
-                    Proposal.card_version.is_(None) | (Proposal.card_version < version),
-                )
-                .values(card_version=version)
-            )
-
-    async def cards_behind(self, limit: int = 50) -> list[int]:
-        """Proposals whose card shows an older state than they have (an edit that failed or
-        was cut off by a crash); the sweeper brings them in line."""
-        async with self.db.transaction() as session:
-            rows = await session.scalars(
-                select(Proposal.id)
-                .where(
-                    Proposal.card_ts.is_not(None),
-                    (Proposal.card_version.is_(None)) | (Proposal.card_version < Proposal.version),
-                )
-                .order_by(Proposal.updated_at.desc())
-                .limit(limit)
-            )
-            return list(rows.all())
-
     async def get(self, proposal_id: int) -> Proposal:
         async with self.db.transaction() as session:
             proposal = await session.get(Proposal, proposal_id)

@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 class Cards(Protocol):
     def refresh(self, proposal_id: int) -> None: ...
 
+    async def post(self, proposal: Proposal) -> bool: ...
+
     async def remind(self, proposal: Proposal) -> None: ...
 
 
@@ -73,6 +75,8 @@ class Sweeper:
             self.tasks.spawn(self.executor.run(proposal_id), name=f"execute-{proposal_id}")
         for proposal_id in await self.approvals.cards_behind():
             self.cards.refresh(proposal_id)
+        for proposal in await self.approvals.cards_missing():
+            await self.cards.post(proposal)
         await self._count()
         for job in self.jobs:
             try:

@@ -74,6 +74,18 @@ class LiveReplies:
                 delete(LiveReply).where(LiveReply.ts == ts, LiveReply.owner == self.worker)
             )
 
+    async def abandoned(self, ts: str, text: str) -> None:
+        """This process could not show `text` (Slack kept failing): store it and stop renewing
+        the lease, so the next sweep after it lapses (here or on another replica) shows it."""
+        self._open.discard(ts)
+        self._pending.pop(ts, None)
+        async with self.db.transaction() as session:
+            await session.execute(
+                update(LiveReply)
+                .where(LiveReply.ts == ts, LiveReply.owner == self.worker)
+                .values(shown=text, owner=f"{self.worker}/abandoned")
+            )
+
     async def flush(self) -> None:
         """Store the texts shown since the last flush and renew this worker's leases."""
         pending, self._pending = self._pending, {}
@@ -86,7 +98,7 @@ class LiveReplies:
                 )
             await session.execute(
                 update(LiveReply)
-                .where(LiveReply.owner == self.worker)
+                .where(LiveReply.owner == self.worker, LiveReply.ts.in_(self._open))
                 .values(lease_expires_at=utcnow() + self.lease)
             )
 
@@ -113,6 +125,8 @@ class LiveReplies:
             ).all()
         done = 0
         for row in lapsed:
+            if row.ts in self._open:
+                continue  # ours and alive (a renewal is just late)
             async with self.db.transaction() as session:
                 claimed = await session.execute(
                     update(LiveReply)

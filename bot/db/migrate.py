@@ -6,7 +6,7 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection
+from sqlalchemy import Connection, text
 
 from bot.db.session import Database
 
@@ -21,11 +21,20 @@ def alembic_config(connection: Connection | None = None) -> Config:
     return config
 
 
+# Any constant shared by every replica: the key of the advisory lock migrations run under.
+MIGRATION_LOCK = 0x436F756E74657273  # "Counters"
+
+
 def _upgrade(connection: Connection) -> None:
+    if connection.dialect.name == "postgresql":
+        # Replicas starting together: one migrates, the others wait, then find nothing to do.
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
     command.upgrade(alembic_config(connection), "head")
 
 
 async def upgrade_to_head(db: Database) -> None:
-    """Bring the schema to the newest revision (idempotent; safe on every start)."""
+    """Bring the schema to the newest revision (idempotent; safe on every start, and when
+    several replicas start at once: PostgreSQL serialises them with an advisory lock, SQLite
+    with its write lock, as every transaction here begins IMMEDIATE)."""
     async with db.engine.begin() as connection:
         await connection.run_sync(_upgrade)

@@ -24,7 +24,7 @@ from bot.approvals.machine import State
 from bot.approvals.policy import Policies
 from bot.approvals.service import ApprovalsService, UnknownProposal
 from bot.db.models import Proposal
-from bot.errors import slack_error
+from bot.errors import retryable, slack_error
 from bot.metrics import SLACK_EDITS
 from bot.slack.cards import CardView, approval_card, slack_date
 from bot.slack.edit_budget import EditBudget
@@ -34,20 +34,6 @@ from bot.tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
 
-# Slack errors that no retry will cure: the card is gone or out of reach.
-PERMANENT = frozenset(
-    {
-        "message_not_found",
-        "channel_not_found",
-        "cant_update_message",
-        "is_archived",
-        "not_in_channel",
-        "invalid_blocks",
-        "msg_too_long",
-        "account_inactive",
-        "invalid_auth",
-    }
-)
 RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -115,6 +101,8 @@ class CardPublisher:
     async def post(self, proposal: Proposal) -> bool:
         """Post the card; False if Slack refused (the proposal then waits without a card, and
         the turn says so)."""
+        if not await self.approvals.claim_card(proposal.id):
+            return True  # posted (or being posted) by someone else
         text, blocks = approval_card(await self.view(proposal))
         try:
             posted = await self.slack.chat_postMessage(
@@ -123,6 +111,7 @@ class CardPublisher:
         except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
             reason = slack_error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
             log.error("could not post the card of proposal %s: %s", proposal.id, reason)
+            await self.approvals.release_card(proposal.id)
             return False
         self._remember(proposal.id, text, blocks)
         await self.approvals.set_card(proposal.id, str(posted["channel"]), str(posted["ts"]))
@@ -171,7 +160,7 @@ class CardPublisher:
                     channel=proposal.card_channel, ts=proposal.card_ts, text=text, blocks=blocks
                 )
             except SlackApiError as exc:
-                if slack_error(exc) not in PERMANENT:
+                if retryable(exc):
                     raise
                 log.warning("card %s cannot be updated: %s", proposal_id, slack_error(exc))
             SLACK_EDITS.labels(kind="card").inc()

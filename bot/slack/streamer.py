@@ -18,7 +18,7 @@ from typing import Protocol
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.errors import slack_error
+from bot.errors import retryable, slack_error
 from bot.metrics import LIVE_REPLIES, SLACK_EDITS
 from bot.slack.edit_budget import EditBudget
 from bot.slack.render import escape, to_mrkdwn
@@ -26,6 +26,7 @@ from bot.slack.split import split_message
 
 log = logging.getLogger(__name__)
 
+MAX_FAILURES = 4  # transient failures in a row before a reply stops updating
 PLACEHOLDER = "_Thinking…_"
 CURSOR = " ▍"
 
@@ -39,6 +40,9 @@ class Journal(Protocol):
     def shown(self, ts: str, text: str) -> None: ...
 
     async def closed(self, ts: str) -> None: ...
+
+    async def abandoned(self, ts: str, text: str) -> None:
+        """This process gives up on showing `text` in message `ts`; someone else should."""
 
 
 class ReplyStream:
@@ -129,7 +133,14 @@ class ReplyStream:
         self.budget.poke()
         if self._pump is not None:
             await asyncio.shield(self._pump)  # a cancelled caller must not stop the final edit
+            if self._pump_died_early:
+                await self._settle_journal()
         return self.message_ts
+
+    @property
+    def _pump_died_early(self) -> bool:
+        """The pump stopped (Slack failed for good) before the final text was asked for."""
+        return self._pump is not None and self._pump.done() and self.shown != self.desired()
 
     # -- the Slack side --------------------------------------------------------------------
     def desired(self) -> list[str]:
@@ -151,6 +162,7 @@ class ReplyStream:
                 await asyncio.wait_for(self._final_requested.wait(), timeout=delay)
 
     async def _run(self) -> None:
+        failures = 0
         try:
             while True:
                 await self._changed.wait()
@@ -160,10 +172,18 @@ class ReplyStream:
                 final = self._final
                 try:
                     await self._reconcile(self.desired(), permit_held=True)
-                except SlackApiError as exc:
-                    if slack_error(exc) != "ratelimited":
+                    failures = 0
+                except Exception as exc:
+                    if not retryable(exc):
                         raise
-                    self._changed.set()  # still refused after the SDK's retry: try again
+                    if isinstance(exc, SlackApiError) and slack_error(exc) == "ratelimited":
+                        self._changed.set()  # still refused after the SDK's retry: again
+                        continue
+                    failures += 1  # a 5xx or a broken connection: back off, then again
+                    if failures > MAX_FAILURES:
+                        raise
+                    self._changed.set()
+                    await asyncio.sleep(min(8.0, 0.5 * 2**failures))
                     continue
                 if final and not self._changed.is_set():
                     return
@@ -173,11 +193,22 @@ class ReplyStream:
         finally:
             self.budget.close(self)
             LIVE_REPLIES.dec()
-            landed = self._final and self.shown == self.desired()
-            if self.journal is not None and self.message_ts and landed:
-                with contextlib.suppress(Exception):  # left open: recovery finishes it
-                    for ts in self.message_ts:
-                        await self.journal.closed(ts)
+            if self._final:
+                await self._settle_journal()
+
+    async def _settle_journal(self) -> None:
+        """Landed: the reply's journal rows go. Not landed: the journal keeps the final text,
+        and whichever process sweeps next puts it in place once this one stops renewing."""
+        if self.journal is None or not self.message_ts:
+            return
+        desired = self.desired()
+        with contextlib.suppress(Exception):
+            for index, ts in enumerate(self.message_ts):
+                text = desired[index] if index < len(desired) else "…"
+                if self.shown[index] == text:
+                    await self.journal.closed(ts)
+                else:
+                    await self.journal.abandoned(ts, text)
 
     async def _reconcile(self, desired: list[str], *, permit_held: bool) -> None:
         for index, text in enumerate(desired):

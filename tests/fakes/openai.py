@@ -49,6 +49,10 @@ class Script:
     hang_after_tokens: int | None = None  # stop sending (without closing) after this many
     prompt_tokens: int = 42
     argument_fragment_size: int = 5
+    # after this many tokens, send this raw SSE `data:` payload (malformed on purpose)
+    raw_after_tokens: tuple[int, str] | None = None
+    # like some compatible servers: no `index`, the name and id repeated in every fragment
+    quirky_tool_calls: bool = False
 
 
 @dataclass(frozen=True)
@@ -207,6 +211,8 @@ class FakeOpenAI:
                 return
             if interval:
                 await asyncio.sleep(max(0.0, start + n * interval - time.monotonic()))
+            if script.raw_after_tokens is not None and n == script.raw_after_tokens[0]:
+                await response.write(f"data: {script.raw_after_tokens[1]}\n\n".encode())
             await send({"content": token})
             if n == 0:
                 played.first_token_at = time.monotonic()
@@ -235,6 +241,16 @@ class FakeOpenAI:
     async def _send_tool_calls(script: Script, send: Any) -> None:
         """First fragment of each call: id + name; then argument pieces, calls interleaved."""
         size = script.argument_fragment_size
+        if script.quirky_tool_calls:  # one call after another, every fragment fully labelled
+            for call in script.tool_calls:
+                for i in range(0, max(1, len(call.arguments)), size):
+                    fragment: dict[str, Any] = {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": call.arguments[i : i + size]},
+                    }
+                    await send({"tool_calls": [fragment]})
+            return
         pieces = [
             [c.arguments[i : i + size] for i in range(0, len(c.arguments), size)]
             for c in script.tool_calls
@@ -256,5 +272,5 @@ class FakeOpenAI:
         for step in range(longest):
             for index, call_pieces in enumerate(pieces):
                 if step < len(call_pieces):
-                    fragment = {"index": index, "function": {"arguments": call_pieces[step]}}
-                    await send({"tool_calls": [fragment]})
+                    piece = {"index": index, "function": {"arguments": call_pieces[step]}}
+                    await send({"tool_calls": [piece]})

@@ -124,6 +124,9 @@ class FakeSlack:
     members: dict[str, list[str]] = field(default_factory=dict)
     # method -> how many of its next calls answer HTTP 500 (a Slack outage, for fault tests)
     server_errors: dict[str, int] = field(default_factory=dict)
+    # method -> how many of its next calls have their connection reset, unanswered
+    resets: dict[str, int] = field(default_factory=dict)
+    refuse_cards: int = 0  # how many of the next posts with blocks answer internal_error
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -222,6 +225,12 @@ class FakeSlack:
         auth = request.headers.get("Authorization", "")
         token = auth.removeprefix("Bearer ") or str(args.get("token", ""))
         with self._lock:
+            if self.resets.get(method, 0) > 0:
+                self.resets[method] -= 1
+                self.calls.append(Call(method, args, now, 0, False))
+                assert request.transport is not None
+                request.transport.abort()
+                return web.Response(status=499)
             if self.server_errors.get(method, 0) > 0:
                 self.server_errors[method] -= 1
                 self.calls.append(Call(method, args, now, 500, False))
@@ -288,6 +297,9 @@ class FakeSlack:
             return {"ok": False, "error": "msg_too_long"}
         blocks = args.get("blocks")
         if blocks is not None:
+            if self.refuse_cards > 0:
+                self.refuse_cards -= 1
+                return {"ok": False, "error": "internal_error"}
             try:
                 check_blocks(blocks)
             except BlockKitError as exc:
