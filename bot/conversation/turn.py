@@ -1,7 +1,8 @@
 """One turn: a user's message in, a live streamed reply out, everything persisted.
 
 listener -> `Conversations.handle` -> dedupe + conversation -> placeholder -> history window
--> LLM stream -> `ReplyStream` -> stored assistant message with its token usage.
+-> LLM stream -> `ReplyStream` -> stored assistant message with its token usage; tool calls go
+to `tool_round`. Every turn ends in `finally`: a final text or a plain note, whatever failed.
 """
 
 from __future__ import annotations
@@ -9,20 +10,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.conversation.incoming import Incoming
 from bot.conversation.memory import Budget, Memory
+from bot.conversation.notes import (
+    BROKE,
+    EMPTY,
+    INTERRUPTED,
+    failure_note,
+    pause_note,
+    rounds_note,
+)
 from bot.conversation.thread_import import earlier_thread_messages
 from bot.conversation.tokens import TokenCounter
-from bot.conversation.tool_calls import prepare_calls
+from bot.conversation.tool_round import ActionDesk, Once, OnStored, tool_round
 from bot.coordination import ThreadLocks
 from bot.db import repositories as repo
 from bot.db.claims import DeliveryClaims
@@ -34,22 +41,9 @@ from bot.logs import log_context
 from bot.metrics import TURNS
 from bot.slack.edit_budget import EditBudget
 from bot.slack.streamer import Journal, ReplyStream
-from bot.tools.registry import ToolContext, ToolRegistry
-
-if TYPE_CHECKING:
-    from bot.approvals.policy import Policies
-    from bot.approvals.service import ApprovalsService
-    from bot.slack.card_publisher import CardPublisher
+from bot.tools.registry import ToolContext
 
 log = logging.getLogger(__name__)
-
-INTERRUPTED = ":warning: _Interrupted: Countersign was restarting before this reply finished._"
-EMPTY = "_The model returned an empty answer._"
-BROKE = "something went wrong on my side (the operator's log has details)"
-
-
-def failure_note(reason: str) -> str:
-    return f":warning: _I could not finish this reply: {reason}. Please try again._"
 
 
 @dataclass(frozen=True)
@@ -66,25 +60,6 @@ class TurnSettings:
     proposal_expiry: timedelta = timedelta(minutes=15)
     links: LinkSigner | None = None
     budget: Budget = field(default_factory=Budget)
-
-
-@dataclass
-class ActionDesk:
-    """Where write calls go: the tools, who approves them, the service and the cards."""
-
-    registry: ToolRegistry
-    policies: Policies
-    approvals: ApprovalsService
-    cards: CardPublisher
-
-
-def pause_note(count: int) -> str:
-    what = "1 action" if count == 1 else f"{count} actions"
-    return f":hourglass_flowing_sand: _Waiting for approval of {what} (see below)._"
-
-
-def rounds_note(rounds: int) -> str:
-    return f":warning: _I stopped after {rounds} rounds of tool calls without an answer._"
 
 
 class Conversations:
@@ -269,7 +244,7 @@ class Conversations:
     ) -> bool:
         """Model rounds until an answer, a pause for approval, or the round limit. True once
         something of the reply is stored (`on_stored` runs in that same transaction)."""
-        hook = _Once(on_stored)
+        hook = Once(on_stored)
         rounds = 0
         while True:
             start = len(stream.source)
@@ -289,8 +264,18 @@ class Conversations:
                 await self._store_answer(conversation, stream, text, usage, hook)
                 TURNS.labels(outcome="rounds_exhausted").inc()
                 return True
-            paused = await self._handle_tool_calls(
-                conversation, stream, requester, finished, text, hook
+            assert self.desk is not None
+            paused = await tool_round(
+                self.desk,
+                self.db,
+                self.settings,
+                conversation,
+                stream,
+                finished,
+                text,
+                hook,
+                lambda: self._tool_context(conversation, requester),
+                requester,
             )
             if paused:
                 await stream.finish(pause_note(paused))
@@ -305,7 +290,7 @@ class Conversations:
         stream: ReplyStream,
         text: str,
         usage: Usage | None,
-        hook: _Once,
+        hook: Once,
     ) -> None:
         async with self.db.transaction() as session:
             await repo.add_message(
@@ -318,83 +303,6 @@ class Conversations:
                 completion_tokens=usage.completion_tokens if usage else None,
             )
             await hook(session)
-
-    async def _handle_tool_calls(
-        self,
-        conversation: Conversation,
-        stream: ReplyStream,
-        requester: str,
-        finished: Finished,
-        text: str,
-        hook: _Once,
-    ) -> int:
-        """Run read tools, turn write calls into proposals and cards; store the assistant
-        message and one tool message per call, in call order, in one transaction. Returns the
-        number of proposals (the turn pauses when it is not zero)."""
-        desk = self.desk
-        assert desk is not None
-        prepared = await prepare_calls(
-            finished.tool_calls,
-            desk.registry,
-            lambda: self._tool_context(conversation, requester),
-            stream.set_status,
-            self.settings.tool_timeout,
-            self.settings.max_tool_calls_per_round,
-        )
-        stream.set_status("")
-        proposals = []
-        async with self.db.transaction() as session:
-            assistant = await repo.add_message(
-                session,
-                conversation,
-                Role.ASSISTANT,
-                text or None,
-                tool_calls=[c.as_openai() for c in finished.tool_calls],
-                slack_ts=stream.message_ts[0] if stream.message_ts else None,
-                prompt_tokens=finished.usage.prompt_tokens if finished.usage else None,
-                completion_tokens=finished.usage.completion_tokens if finished.usage else None,
-            )
-            for item in prepared:
-                tool_message = await repo.add_message(
-                    session,
-                    conversation,
-                    Role.TOOL,
-                    item.content(),
-                    tool_call_id=item.call.id,
-                    tool_name=item.call.name,
-                )
-                if not item.needs_approval:
-                    continue
-                assert item.tool is not None
-                assert item.preview is not None
-                assert item.arguments is not None
-                policy = desk.policies.for_tool(item.tool.name, item.tool.pack)
-                expiry = self.settings.proposal_expiry
-                if item.tool.expires_after is not None:
-                    expiry = item.tool.expires_after
-                if policy.expires_after_minutes is not None:
-                    expiry = timedelta(minutes=policy.expires_after_minutes)
-                proposals.append(
-                    await desk.approvals.propose(
-                        session,
-                        team_id=conversation.team_id,
-                        conversation_id=conversation.id,
-                        assistant_message_id=assistant.id,
-                        result_message_id=tool_message.id,
-                        tool_call_id=item.call.id,
-                        tool_name=item.tool.name,
-                        arguments=item.arguments,
-                        preview=item.preview,
-                        requester=requester,
-                        channel_id=conversation.channel_id,
-                        thread_ts=conversation.thread_ts or None,
-                        expires_in=expiry,
-                    )
-                )
-            await hook(session)
-        for proposal in proposals:
-            await desk.cards.post(proposal)
-        return len(proposals)
 
     async def resume(
         self,
@@ -436,20 +344,3 @@ class Conversations:
         finally:
             if placeholder is not None:
                 await self._close(stream, placeholder, failure_note(BROKE), "failed")
-
-
-OnStored = Callable[[AsyncSession], Awaitable[None]]
-
-
-class _Once:
-    """Runs a hook in the first transaction that stores part of a reply, and only there."""
-
-    def __init__(self, hook: OnStored | None) -> None:
-        self.hook = hook
-        self.done = False
-
-    async def __call__(self, session: AsyncSession) -> None:
-        if not self.done:
-            self.done = True
-            if self.hook is not None:
-                await self.hook(session)

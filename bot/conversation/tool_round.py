@@ -1,0 +1,134 @@
+"""One round of tool calls: read tools run now, write calls become proposals with cards.
+
+The assistant message with its `tool_calls` and exactly one `tool` message per call are stored
+in call order in one transaction, with the proposals, so a crash never leaves a call without
+its answer; the cards are posted after that transaction commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.conversation.tool_calls import prepare_calls
+from bot.db import repositories as repo
+from bot.db.models import Conversation, Role
+from bot.db.session import Database
+from bot.llm import Finished
+from bot.slack.streamer import ReplyStream
+from bot.tools.registry import ToolContext, ToolRegistry
+
+if TYPE_CHECKING:
+    from bot.approvals.policy import Policies
+    from bot.approvals.service import ApprovalsService
+    from bot.conversation.turn import TurnSettings
+    from bot.slack.card_publisher import CardPublisher
+
+OnStored = Callable[[AsyncSession], Awaitable[None]]
+
+
+@dataclass
+class ActionDesk:
+    """Where write calls go: the tools, who approves them, the service and the cards."""
+
+    registry: ToolRegistry
+    policies: Policies
+    approvals: ApprovalsService
+    cards: CardPublisher
+
+
+class Once:
+    """Runs a hook in the first transaction that stores part of a reply, and only there."""
+
+    def __init__(self, hook: OnStored | None) -> None:
+        self.hook = hook
+        self.done = False
+
+    async def __call__(self, session: AsyncSession) -> None:
+        if not self.done:
+            self.done = True
+            if self.hook is not None:
+                await self.hook(session)
+
+
+async def tool_round(
+    desk: ActionDesk,
+    db: Database,
+    settings: TurnSettings,
+    conversation: Conversation,
+    stream: ReplyStream,
+    finished: Finished,
+    text: str,
+    hook: Once,
+    context: Callable[[], ToolContext],
+    requester: str,
+) -> int:
+    """Run read tools, turn write calls into proposals and cards; store the assistant
+    message and one tool message per call, in call order, in one transaction. Returns the
+    number of proposals (the turn pauses when it is not zero)."""
+    prepared = await prepare_calls(
+        finished.tool_calls,
+        desk.registry,
+        context,
+        stream.set_status,
+        settings.tool_timeout,
+        settings.max_tool_calls_per_round,
+    )
+    stream.set_status("")
+    proposals = []
+    async with db.transaction() as session:
+        assistant = await repo.add_message(
+            session,
+            conversation,
+            Role.ASSISTANT,
+            text or None,
+            tool_calls=[c.as_openai() for c in finished.tool_calls],
+            slack_ts=stream.message_ts[0] if stream.message_ts else None,
+            prompt_tokens=finished.usage.prompt_tokens if finished.usage else None,
+            completion_tokens=finished.usage.completion_tokens if finished.usage else None,
+        )
+        for item in prepared:
+            tool_message = await repo.add_message(
+                session,
+                conversation,
+                Role.TOOL,
+                item.content(),
+                tool_call_id=item.call.id,
+                tool_name=item.call.name,
+            )
+            if not item.needs_approval:
+                continue
+            assert item.tool is not None
+            assert item.preview is not None
+            assert item.arguments is not None
+            policy = desk.policies.for_tool(item.tool.name, item.tool.pack)
+            expiry = settings.proposal_expiry
+            if item.tool.expires_after is not None:
+                expiry = item.tool.expires_after
+            if policy.expires_after_minutes is not None:
+                expiry = timedelta(minutes=policy.expires_after_minutes)
+            proposals.append(
+                await desk.approvals.propose(
+                    session,
+                    team_id=conversation.team_id,
+                    conversation_id=conversation.id,
+                    assistant_message_id=assistant.id,
+                    result_message_id=tool_message.id,
+                    tool_call_id=item.call.id,
+                    tool_name=item.tool.name,
+                    arguments=item.arguments,
+                    preview=item.preview,
+                    requester=requester,
+                    channel_id=conversation.channel_id,
+                    thread_ts=conversation.thread_ts or None,
+                    expires_in=expiry,
+                )
+            )
+        await hook(session)
+    for proposal in proposals:
+        await desk.cards.post(proposal)
+    return len(proposals)

@@ -1,0 +1,41 @@
+"""SQLAlchemy 2 typed models, one module per part of the data flow. Migrations in
+`migrations/` create exactly these tables (a test compares them)."""
+
+from bot.db.models.base import Base, UTCDateTime, utcnow
+from bot.db.models.conversations import (
+    Conversation,
+    ConversationSummary,
+    LiveReply,
+    Message,
+    Participant,
+    ProcessedEvent,
+    Role,
+)
+from bot.db.models.proposals import (
+    AuditEntry,
+    Proposal,
+    ProposalApproval,
+    ProposalState,
+    ResumeRequest,
+)
+from bot.db.models.tasks import Task, TaskComment
+
+__all__ = [
+    "AuditEntry",
+    "Base",
+    "Conversation",
+    "ConversationSummary",
+    "LiveReply",
+    "Message",
+    "Participant",
+    "ProcessedEvent",
+    "Proposal",
+    "ProposalApproval",
+    "ProposalState",
+    "ResumeRequest",
+    "Role",
+    "Task",
+    "TaskComment",
+    "UTCDateTime",
+    "utcnow",
+]

@@ -1,0 +1,149 @@
+"""Action proposals, their votes, the audit trail and the resume outbox."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Enum,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from bot.db.models.base import Base, UTCDateTime, utcnow
+from bot.states import State
+
+# The states live with the transition table; the column stores their values.
+ProposalState = State
+
+
+class Proposal(Base):
+    """One write the model asked for, waiting for (or past) a person's decision."""
+
+    __tablename__ = "proposals"
+    __table_args__ = (
+        Index("ix_proposals_state_expires_at", "state", "expires_at"),
+        Index("ix_proposals_card", "card_channel", "card_ts"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    team_id: Mapped[str] = mapped_column(String(32))
+    # NULL once the conversation was forgotten or purged; executed actions keep their (redacted)
+    # proposal and audit trail.
+    conversation_id: Mapped[int | None] = mapped_column(
+        ForeignKey("conversations.id", ondelete="SET NULL"), index=True
+    )
+    assistant_message_id: Mapped[int | None] = mapped_column(
+        ForeignKey("messages.id", ondelete="SET NULL"), index=True
+    )
+    # The `tool` message that carries this call's result to the model (content NULL = pending).
+    result_message_id: Mapped[int | None] = mapped_column(
+        ForeignKey("messages.id", ondelete="SET NULL")
+    )
+    tool_call_id: Mapped[str] = mapped_column(String(128))
+    tool_name: Mapped[str] = mapped_column(String(128))
+    arguments: Mapped[dict[str, Any]] = mapped_column(JSON)
+    arguments_hash: Mapped[str] = mapped_column(String(64))
+    description: Mapped[str] = mapped_column(Text)
+    preview: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    requester: Mapped[str] = mapped_column(String(32), index=True)
+    idempotency_key: Mapped[str] = mapped_column(String(64), unique=True)
+    state: Mapped[ProposalState] = mapped_column(
+        Enum(
+            ProposalState,
+            native_enum=False,
+            length=16,
+            values_callable=lambda e: [m.value for m in e],
+        )
+    )
+    # Bumped by every transition (the compare-and-set guard).
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    # The arguments' version: 1 when proposed, +1 per edit. A card's buttons carry it, and a
+    # vote counts only for the revision its clicker saw.
+    revision: Mapped[int] = mapped_column(Integer, default=1)
+    revised_by: Mapped[str | None] = mapped_column(String(32))  # author of the last edit
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    reminded_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    channel_id: Mapped[str] = mapped_column(String(32))
+    thread_ts: Mapped[str | None] = mapped_column(String(32))
+    card_channel: Mapped[str | None] = mapped_column(String(32))
+    card_ts: Mapped[str | None] = mapped_column(String(32))
+    # The `version` the card in Slack last showed; behind `version`, the card still needs an edit.
+    card_version: Mapped[int | None] = mapped_column(Integer)
+    approved_arguments: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    approved_hash: Mapped[str | None] = mapped_column(String(64))
+    approved_revision: Mapped[int | None] = mapped_column(Integer)
+    decided_by: Mapped[str | None] = mapped_column(String(32))
+    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    decline_reason: Mapped[str | None] = mapped_column(Text)
+    lease_owner: Mapped[str | None] = mapped_column(String(255))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    result_link: Mapped[str | None] = mapped_column(Text)
+    result_summary: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class ProposalApproval(Base):
+    """One approver's vote; a quorum of distinct approvers moves a proposal to approved."""
+
+    __tablename__ = "proposal_approvals"
+    __table_args__ = (UniqueConstraint("proposal_id", "approver"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    proposal_id: Mapped[int] = mapped_column(ForeignKey("proposals.id", ondelete="CASCADE"))
+    approver: Mapped[str] = mapped_column(String(32))
+    # What the approver saw: the revision on the card they clicked and its arguments' hash.
+    revision: Mapped[int] = mapped_column(Integer, default=1)
+    arguments_hash: Mapped[str] = mapped_column(String(64), default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class AuditEntry(Base):
+    """Every transition, vote, edit and refused click, written in the same transaction."""
+
+    __tablename__ = "audit_log"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    proposal_id: Mapped[int] = mapped_column(
+        ForeignKey("proposals.id", ondelete="CASCADE"), index=True
+    )
+    from_state: Mapped[str | None] = mapped_column(String(16))
+    to_state: Mapped[str | None] = mapped_column(String(16))
+    event: Mapped[str] = mapped_column(String(32))
+    actor: Mapped[str] = mapped_column(String(255))
+    detail: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
+
+
+class ResumeRequest(Base):
+    """Outbox: a paused turn whose proposals are all settled, to be resumed exactly once.
+
+    Inserted in the transaction of the settling transition. A worker claims it with a lease
+    (compare-and-set on `lease_expires_at`), renews the lease while the resume runs, and marks it
+    done in the transaction that stores the resumed reply; a lapsed lease lets another worker
+    take it over, so a crash or an error never loses the continuation."""
+
+    __tablename__ = "resume_requests"
+    __table_args__ = (UniqueConstraint("assistant_message_id", "kind"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
+    assistant_message_id: Mapped[int] = mapped_column(ForeignKey("messages.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(32), default="resume")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    claimed_by: Mapped[str | None] = mapped_column(String(255))
+    claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), index=True)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    done_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), index=True)
