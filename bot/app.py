@@ -232,6 +232,7 @@ class Countersign:
         listeners.register(bolt, conversations, tasks)
         records.register(bolt)
         interactions.register(bolt)
+        listeners.acknowledge_the_rest(bolt)
         return cls(
             settings,
             db,

@@ -7,26 +7,20 @@ checked again against the person who clicked it: a button's value is never trust
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
-from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.approvals.policy import GroupMembers, Policies, may_approve
-from bot.db.models import Conversation, Proposal, utcnow
-from bot.db.session import Database
+from bot.db.models import Conversation
 from bot.records import queries
 from bot.records.retention import forget_user
 from bot.slack import record_views as views
-from bot.slack.access import ChannelAccess
+from bot.slack.approvals_home import ApprovalsAndHome
 from bot.slack.cards import clip, safe
-from bot.tasks import TaskGroup
-from bot.tools.registry import ToolRegistry
+from bot.slack.payloads import BadPayload, button_json, button_value, clicker, whole_number
 
 log = logging.getLogger(__name__)
 
@@ -47,37 +41,8 @@ def parse_thread_link(text: str) -> tuple[str, str] | None:
     return channel, thread_ts or f"{seconds}.{micros}"
 
 
-class Records:
-    def __init__(
-        self,
-        db: Database,
-        slack: AsyncWebClient,
-        registry: ToolRegistry,
-        policies: Policies,
-        groups: GroupMembers,
-        tasks: TaskGroup,
-    ) -> None:
-        self.db = db
-        self.slack = slack
-        self.registry = registry
-        self.policies = policies
-        self.groups = groups
-        self.tasks = tasks
-        self.access = ChannelAccess(slack)
-        self._team_url: str | None = None
-        # People who opened the Home tab since this process started: only their tabs are
-        # refreshed on changes (anyone else gets a fresh one when they open it), one refresh at
-        # a time per person, coalescing bursts.
-        self._home_users: set[str] = set()
-        self._home_running: dict[str, bool] = {}
-
-    async def team_url(self) -> str | None:
-        if self._team_url is None:
-            try:
-                self._team_url = str((await self.slack.auth_test()).get("url") or "") or None
-            except SlackApiError:
-                return None
-        return self._team_url
+class Records(ApprovalsAndHome):
+    """`/history` and its buttons; `/approvals` and the App Home come from the base class."""
 
     # -- /history ----------------------------------------------------------------------------
     async def history(self, team: str, user: str, text: str) -> list[dict[str, Any]]:
@@ -151,95 +116,6 @@ class Records:
             for i in range(0, len(body), 2900)
         ][:4] or _note("(empty)")
 
-    # -- /approvals --------------------------------------------------------------------------
-    async def _waiting_for(self, team: str, user: str) -> list[Proposal]:
-        async with self.db.transaction() as session:
-            only_own = None if self.policies.anyone_else_approves else user
-            candidates = await queries.waiting_proposals(session, team, only_own)
-            voted = await queries.voted_by(session, user)
-        waiting = []
-        for proposal in candidates:
-            if proposal.id in voted:
-                continue
-            tool = self.registry.get(proposal.tool_name)
-            policy = self.policies.for_tool(proposal.tool_name, tool.pack if tool else "")
-            try:
-                verdict = await may_approve(policy, proposal.requester, user, self.groups)
-            except SlackApiError:
-                continue
-            if verdict.allowed:
-                waiting.append(proposal)
-        return waiting
-
-    async def _with_links(self, proposals: list[Proposal]) -> list[tuple[Proposal, str | None]]:
-        async def link(p: Proposal) -> str | None:
-            if not p.card_channel or not p.card_ts:
-                return None
-            try:
-                found = await self.slack.chat_getPermalink(
-                    channel=p.card_channel, message_ts=p.card_ts
-                )
-            except SlackApiError:
-                return None
-            return str(found.get("permalink") or "") or None
-
-        links = await asyncio.gather(*[link(p) for p in proposals])
-        return list(zip(proposals, links, strict=True))
-
-    async def approvals_lists(
-        self, team: str, user: str
-    ) -> tuple[list[tuple[Proposal, str | None]], list[tuple[Proposal, str | None]]]:
-        waiting = (await self._waiting_for(team, user))[:10]
-        async with self.db.transaction() as session:
-            recent = await queries.my_recent_proposals(session, team, user)
-        return await self._with_links(waiting), await self._with_links(recent)
-
-    async def approvals(self, team: str, user: str) -> list[dict[str, Any]]:
-        waiting, recent = await self.approvals_lists(team, user)
-        return views.as_dicts(views.approvals_view(waiting, recent))
-
-    # -- App Home ----------------------------------------------------------------------------
-    async def publish_home(self, team: str, user: str) -> None:
-        waiting, recent = await self.approvals_lists(team, user)
-        async with self.db.transaction() as session:
-            mine = await queries.my_conversations(session, team, user, 0)
-        view = views.home_view(waiting, recent, mine, await self.team_url(), utcnow())
-        try:
-            await self.slack.views_publish(user_id=user, view=view)
-        except SlackApiError as exc:
-            log.warning("could not publish the home tab of %s: %s", user, exc)
-
-    def refresh_home(self, team: str, user: str) -> None:
-        if user in self._home_running:
-            self._home_running[user] = True  # run once more when the current one ends
-            return
-        self._home_running[user] = False
-        self.tasks.spawn(self._refresh_home(team, user), name=f"home-{user}")
-
-    async def _refresh_home(self, team: str, user: str) -> None:
-        try:
-            while True:
-                await self.publish_home(team, user)
-                if not self._home_running.get(user):
-                    return
-                self._home_running[user] = False
-        finally:
-            self._home_running.pop(user, None)
-
-    def proposal_changed(self, proposal: Proposal, approvers: list[str]) -> None:
-        """Refresh the Home tab of everyone a proposal concerns (who has the tab open)."""
-        tool = self.registry.get(proposal.tool_name)
-        policy = self.policies.for_tool(proposal.tool_name, tool.pack if tool else "")
-        people = {
-            proposal.requester,
-            *approvers,
-            *(a for a in policy.approvers if not a.startswith("S")),
-        }
-        if proposal.decided_by:
-            people.add(proposal.decided_by)
-        for person in people & self._home_users:
-            self.refresh_home(proposal.team_id, person)
-
     # -- wiring ------------------------------------------------------------------------------
     def register(self, app: AsyncApp) -> None:
         @app.command("/history")
@@ -258,17 +134,17 @@ class Records:
 
         async def page(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
             await ack()
-            value = json.loads(body["actions"][0]["value"])
+            value = button_json(body)
             blocks = await self.conversation_page(
-                _team(body), body["user"]["id"], int(value["page"])
+                _team(body), clicker(body), whole_number(value.get("page"))
             )
             await respond(replace_original=True, text="Your history", blocks=blocks)
 
         async def thread_page(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
             await ack()
-            value = json.loads(body["actions"][0]["value"])
+            value = button_json(body)
             blocks = await self.conversation_detail(
-                body["user"]["id"], int(value["x"]), int(value["page"])
+                clicker(body), whole_number(value.get("x")), whole_number(value.get("page"))
             )
             await respond(
                 replace_original=True,
@@ -281,7 +157,7 @@ class Records:
         ) -> None:
             await ack()
             blocks = await self.conversation_detail(
-                body["user"]["id"], int(body["actions"][0]["value"]), 0
+                clicker(body), whole_number(button_value(body)), 0
             )
             await respond(
                 replace_original=True,
@@ -291,7 +167,7 @@ class Records:
 
         async def full_text(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
             await ack()
-            blocks = await self.full_text(body["user"]["id"], int(body["actions"][0]["value"]))
+            blocks = await self.full_text(clicker(body), whole_number(button_value(body)))
             await respond(
                 replace_original=False, response_type="ephemeral", text="Full text", blocks=blocks
             )
@@ -308,12 +184,12 @@ class Records:
                 ),
             )
 
-        app.action(f"{views.HISTORY_PAGE}_prev")(page)
-        app.action(f"{views.HISTORY_PAGE}_next")(page)
-        app.action(f"{views.HISTORY_THREAD_PAGE}_prev")(thread_page)
-        app.action(f"{views.HISTORY_THREAD_PAGE}_next")(thread_page)
-        app.action(views.HISTORY_OPEN)(open_conversation)
-        app.action(views.HISTORY_FULL)(full_text)
+        app.action(f"{views.HISTORY_PAGE}_prev")(_guarded(page))
+        app.action(f"{views.HISTORY_PAGE}_next")(_guarded(page))
+        app.action(f"{views.HISTORY_THREAD_PAGE}_prev")(_guarded(thread_page))
+        app.action(f"{views.HISTORY_THREAD_PAGE}_next")(_guarded(thread_page))
+        app.action(views.HISTORY_OPEN)(_guarded(open_conversation))
+        app.action(views.HISTORY_FULL)(_guarded(full_text))
         app.action(views.HISTORY_FORGET)(forget)
 
         @app.event("app_home_opened")
@@ -321,6 +197,26 @@ class Records:
             if event.get("tab", "home") == "home":
                 self._home_users.add(str(event["user"]))
                 self.refresh_home(str(body.get("team_id")), str(event["user"]))
+
+
+Handler = Callable[[AsyncAck, dict[str, Any], AsyncRespond], Awaitable[None]]
+
+
+def _guarded(handler: Handler) -> Handler:
+    """A crafted button changes nothing and its clicker is told so, privately."""
+
+    async def guarded(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+        try:
+            await handler(ack, body, respond)
+        except BadPayload as exc:
+            log.info("refused a crafted /history button: %s", exc)
+            await respond(
+                replace_original=False,
+                response_type="ephemeral",
+                text="That button was not made by Countersign, so nothing changed.",
+            )
+
+    return guarded
 
 
 def _team(body: dict[str, Any]) -> str:

@@ -4,6 +4,7 @@ acknowledged the event, and the turn runs as a tracked background task."""
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
@@ -31,3 +32,13 @@ def register(app: AsyncApp, conversations: Conversations, tasks: TaskGroup) -> N
 
     app.event("app_mention")(on_message_event)
     app.event("message")(on_message_event)
+
+
+def acknowledge_the_rest(app: AsyncApp) -> None:
+    """Registered last: any other event is acknowledged and ignored, so Slack does not deliver
+    it again and again (Bolt would answer 404, and in Socket Mode not acknowledge at all)."""
+
+    async def ignore(body: dict[str, Any]) -> None:
+        log.debug("ignored event %s", (body.get("event") or {}).get("type"))
+
+    app.event(re.compile(".*"))(ignore)

@@ -7,6 +7,7 @@ did not make is a `BadPayload`: it changes nothing.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,3 +84,37 @@ def parse_submission(body: dict[str, Any]) -> Submission:
         if isinstance(block_id, str) and isinstance(typed, str):
             values[block_id] = typed[:10_000]
     return Submission(_user(body), proposal_id, revision, values)
+
+
+# -- the /history buttons: values this app made are small JSON objects or numbers ----------
+def button_value(body: dict[str, Any]) -> str:
+    actions = body.get("actions")
+    value = actions[0].get("value") if isinstance(actions, list) and actions else None
+    if not isinstance(value, str) or len(value) > 200:
+        raise BadPayload("no value")
+    return value
+
+
+def button_json(body: dict[str, Any]) -> dict[str, Any]:
+    try:
+        value = json.loads(button_value(body))
+    except json.JSONDecodeError:
+        raise BadPayload("not JSON") from None
+    if not isinstance(value, dict):
+        raise BadPayload("not an object")
+    return value
+
+
+def whole_number(value: object) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**31:
+        return value
+    if isinstance(value, str) and value.isdigit() and len(value) < 10:
+        return int(value)
+    raise BadPayload("not a number")
+
+
+def clicker(body: dict[str, Any]) -> str:
+    user = (body.get("user") or {}).get("id")
+    if not isinstance(user, str) or not user:
+        raise BadPayload("no user")
+    return user

@@ -500,11 +500,13 @@ class FakeSlack:
                 self.socket_acks.append(json.loads(message.data))
         return ws
 
-    def push_socket_event(self, body: dict[str, Any], envelope_id: str) -> None:
-        """Deliver an Events API payload over Socket Mode, as Slack does."""
+    def push_socket_event(
+        self, body: dict[str, Any], envelope_id: str, kind: str = "events_api"
+    ) -> None:
+        """Deliver a payload over Socket Mode, as Slack does (`events_api`, `interactive`)."""
         envelope = {
             "envelope_id": envelope_id,
-            "type": "events_api",
+            "type": kind,
             "accepts_response_payload": False,
             "retry_attempt": 0,
             "retry_reason": "",
