@@ -6,6 +6,7 @@ hands it to whoever needs it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import time
@@ -261,9 +262,11 @@ class Countersign:
         """Let live replies finish (or finalise them with a note), then release resources."""
         log.info("shutting down: %d turn(s) in flight", self.tasks.running)
         await self.sweeper.stop()
-        await self.tasks.drain(self.settings.shutdown_grace_seconds)
-        await self.live_replies.stop()
+        await self.tasks.drain(self.settings.shutdown_grace_seconds, self.budget.stop)
         await self.budget.stop()
+        with contextlib.suppress(Exception):  # the texts shown last, for the next process
+            await self.live_replies.flush()
+        await self.live_replies.stop()
         await self.llm.client.close()
         await self.db.dispose()
         if self.slack.session is not None:

@@ -7,7 +7,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -39,13 +39,20 @@ class TaskGroup:
     def running(self) -> int:
         return len(self._tasks)
 
-    async def drain(self, grace_seconds: float) -> None:
-        """Stop accepting work, wait up to `grace_seconds`, then cancel what is left (each
-        turn finalises its reply with a note when cancelled)."""
+    async def drain(
+        self,
+        grace_seconds: float,
+        before_cancel: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """Stop accepting work, wait up to `grace_seconds`, run `before_cancel` (e.g. release
+        whatever the rest waits on), then cancel what is left (each turn finalises its reply
+        with a note when cancelled)."""
         self.accepting = False
         if not self._tasks:
             return
         _, pending = await asyncio.wait(set(self._tasks), timeout=grace_seconds)
+        if pending and before_cancel is not None:
+            await before_cancel()
         for task in pending:
             task.cancel()
         if pending:

@@ -41,6 +41,10 @@ class Editor(Protocol):
     def last_edit_at(self) -> float | None: ...
 
 
+class BudgetClosed(RuntimeError):
+    """The process is shutting down; no more edits will be granted."""
+
+
 @dataclass(order=True)
 class _Waiter:
     seq: int
@@ -76,6 +80,7 @@ class EditBudget:
         self._pauses: set[asyncio.Task[None]] = set()
         self._dispatcher: asyncio.Task[None] | None = None
         self.rate_limited_total = 0
+        self.closed = False
 
     # -- replies ---------------------------------------------------------------------------
     def open(self, editor: Editor) -> None:
@@ -88,6 +93,8 @@ class EditBudget:
 
     async def acquire(self, editor: Editor) -> None:
         """Wait for permission to make one `chat.update` call."""
+        if self.closed:
+            raise BudgetClosed("this process is shutting down")
         loop = asyncio.get_running_loop()
         waiter = _Waiter(next(self._seq), editor, loop.create_future())
         self._waiters.append(waiter)
@@ -126,9 +133,16 @@ class EditBudget:
             )
 
     async def stop(self) -> None:
+        """No more edits from this process: every waiting reply is told at once (it hands its
+        final text to the live-reply journal for the next process) instead of waiting on."""
+        self.closed = True
         if self._dispatcher is not None:
             self._dispatcher.cancel()
             await asyncio.gather(self._dispatcher, return_exceptions=True)
+        for waiter in self._waiters:
+            if not waiter.future.done():
+                waiter.future.set_exception(BudgetClosed("this process is shutting down"))
+        self._waiters.clear()
 
     def _refill(self, now: float) -> None:
         self._tokens = min(self.burst, self._tokens + (now - self._refilled_at) * self.rate)

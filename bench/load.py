@@ -1,0 +1,366 @@
+"""Load benchmark: conversations and approval clicks at once, on real bot processes.
+
+    uv run python -m bench.load                       # one process (SQLite), then 3 replicas
+    uv run python -m bench.load --seconds 20 --only one
+
+For SECONDS: CONVERSATIONS conversations each mention the bot in their own channel, wait for
+the complete reply and mention it again in the thread, while CLICKS approval clicks a second
+land on seeded proposals (each with a real card in the fake Slack, no paused turn), every click
+sent twice (a repeated delivery). Everything goes over signed HTTP to `countersign serve`
+processes, as Slack would send it; with replicas, requests are spread round-robin and the
+processes share PostgreSQL and Redis. The fake Slack enforces 50 chat.update a minute for the
+workspace, the real budget: every reply needs at least one edit (its final text) and every
+decided card one, so replies completed per minute are bounded by that budget (the physical
+limit printed below). After the load stops, in-flight replies get DRAIN seconds to finish.
+
+Figures: acknowledgement latency p50/p99 over every request (target p99 < 100 ms), replies
+completed, approvals accepted vs executions started vs tasks created (must be equal, none
+twice), non-2xx answers and ERROR log lines (target 0), peak RSS of each process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from sqlalchemy import func, select, update
+
+from bot.approvals.service import ApprovalsService
+from bot.db.models import AuditEntry, Proposal, Task
+from bot.db.session import Database
+from bot.slack import cards
+from bot.tools.packs.tasks import CreateTask
+from bot.tools.registry import Change, Preview
+from tests.fakes import openai as fake_openai
+from tests.fakes.openai import FakeOpenAI, Script
+from tests.fakes.slack import BOT_ID, BOT_TOKEN, BOT_USER_ID, FakeSlack, Limit, StoredMessage
+from tests.harness import SIGNING_SECRET, SlackFront, clean_env
+from tests.pg import temporary_database
+
+REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/14")
+CURSOR = "▍"
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Figures:
+    acks: list[float] = field(default_factory=list)
+    failures: int = 0
+    sent: int = 0
+    completed: int = 0
+    clicks: int = 0
+
+
+async def timed(figures: Figures, request: object) -> int:
+    started = time.monotonic()
+    status, _ = await request  # type: ignore[misc]
+    figures.acks.append((time.monotonic() - started) * 1000)
+    if status != 200:
+        figures.failures += 1
+    return int(status)
+
+
+def reply_done(slack: FakeSlack, channel: str, count: int) -> bool:
+    replies = [m for m in slack.bot_messages(channel) if not m.blocks]
+    return len(replies) >= count and all(
+        CURSOR not in m.text and not m.text.startswith("_Thinking") for m in replies
+    )
+
+
+async def start_processes(
+    count: int, env: dict[str, str], workdir: Path
+) -> list[tuple[subprocess.Popen[str], int]]:
+    started = []
+    for _ in range(count):
+        port = free_port()
+        log = open(workdir / f"bot-{port}.log", "w")  # noqa: SIM115 - lives as long as the process
+        process = subprocess.Popen(
+            [sys.executable, "-m", "bot", "serve", "--host", "127.0.0.1", "--port", str(port)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        started.append((process, port))
+    async with aiohttp.ClientSession() as session:
+        for process, port in started:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    async with session.get(f"http://127.0.0.1:{port}/healthz") as response:
+                        if response.status == 200:
+                            break
+                except aiohttp.ClientError:
+                    pass
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"bot on port {port} did not start")
+                await asyncio.sleep(0.2)
+    return started
+
+
+async def seed(db: Database, slack: FakeSlack, proposals: int) -> list[int]:
+    """Proposals waiting for a click, each with its card in the fake Slack (no paused turn)."""
+    service = ApprovalsService(db)
+    ids = []
+    async with db.transaction() as session:
+        for i in range(proposals):
+            arguments = CreateTask(title=f"load {i}").model_dump(mode="json")
+            proposal = await service.propose(
+                session,
+                team_id="T0TEST",
+                conversation_id=None,  # type: ignore[arg-type]
+                assistant_message_id=None,  # type: ignore[arg-type]
+                result_message_id=None,  # type: ignore[arg-type]
+                tool_call_id=f"load-{i}",
+                tool_name="create_task",
+                arguments=arguments,
+                preview=Preview(f"Create task 'load {i}'", (Change("title", None, f"load {i}"),)),
+                requester="UALICE",
+                channel_id="CLOAD",
+                thread_ts=None,
+                expires_in=timedelta(hours=2),
+            )
+            ts = f"1800000000.{i:06d}"
+            slack.channels["CLOAD"].append(
+                StoredMessage(ts, "card", BOT_USER_ID, BOT_ID, None, blocks=[{"type": "divider"}])
+            )
+            await session.flush()
+            await session.execute(
+                update(Proposal)
+                .where(Proposal.id == proposal.id)
+                .values(card_channel="CLOAD", card_ts=ts, card_version=proposal.version)
+            )
+            ids.append(proposal.id)
+    return ids
+
+
+async def run(
+    label: str,
+    replicas: int,
+    database_url: str,
+    redis_url: str | None,
+    seconds: float,
+    conversations: int,
+    clicks_per_second: int,
+    drain: float,
+) -> None:
+    slack, model = FakeSlack().start(), FakeOpenAI().start()
+    slack.limits["chat.update"] = Limit(50, 60.0)
+    slack.limits["chat.postMessage"] = Limit(60, 60.0, per_channel=True)
+    model.default = Script(
+        text=" ".join(f"w{i}" for i in range(40)), time_to_first_token=0.3, tokens_per_second=40
+    )
+    figures = Figures()
+    with tempfile.TemporaryDirectory() as tmp:
+        env = clean_env(
+            SLACK_BOT_TOKEN=BOT_TOKEN,
+            SLACK_SIGNING_SECRET=SIGNING_SECRET,
+            SLACK_API_URL=slack.api_url,
+            OPENAI_API_KEY=fake_openai.API_KEY,
+            OPENAI_BASE_URL=model.base_url,
+            LLM_MODEL=fake_openai.MODEL,
+            DATABASE_URL=database_url,
+            PROPOSAL_REMINDER_MINUTES="0",
+            LOG_LEVEL="WARNING",
+            **({"REDIS_URL": redis_url} if redis_url else {}),
+        )
+        processes = await start_processes(replicas, env, Path(tmp))
+        db = Database.from_url(database_url)
+        try:
+            ids = await seed(db, slack, int(seconds * clicks_per_second))
+            async with AsyncExitStack() as stack:
+                session = await stack.enter_async_context(aiohttp.ClientSession())
+                fronts = [SlackFront(f"http://127.0.0.1:{port}", session) for _, port in processes]
+                turn = 0
+
+                def front() -> SlackFront:
+                    nonlocal turn
+                    turn += 1
+                    return fronts[turn % len(fronts)]
+
+                stop_at = time.monotonic() + seconds
+
+                async def conversation(n: int) -> None:
+                    channel, root = f"CL{n:04d}", None
+                    asked = 0
+                    while time.monotonic() < stop_at:
+                        text = f"<@{BOT_USER_ID}> question {asked}"
+                        ts = slack.add_user_message(channel, text, thread_ts=root)
+                        root = root or ts
+                        event = {"type": "app_mention", "user": "UALICE", "text": text}
+                        event |= {"ts": ts, "channel": channel, "thread_ts": root}
+                        body = front()
+                        await timed(figures, _event(body, event))
+                        asked += 1
+                        figures.sent += 1
+                        while time.monotonic() < stop_at + drain and not reply_done(
+                            slack, channel, asked
+                        ):
+                            await asyncio.sleep(0.25)
+                        if reply_done(slack, channel, asked):
+                            figures.completed += 1
+                        else:
+                            return
+
+                async def clicker() -> None:
+                    for i, proposal_id in enumerate(ids):
+                        due = stop_at - seconds + i / clicks_per_second
+                        await asyncio.sleep(max(0.0, due - time.monotonic()))
+                        for _ in range(2):  # Slack delivering the click twice
+                            asyncio.get_running_loop().create_task(
+                                timed(figures, _click(front(), proposal_id))
+                            )
+                        figures.clicks += 1
+
+                await asyncio.gather(*(conversation(n) for n in range(conversations)), clicker())
+                await asyncio.sleep(2)
+            async with db.transaction() as dbs:
+                tasks = int(await dbs.scalar(select(func.count()).select_from(Task)) or 0)
+                starts = (
+                    await dbs.execute(
+                        select(AuditEntry.proposal_id, func.count())
+                        .where(AuditEntry.event == "start")
+                        .group_by(AuditEntry.proposal_id)
+                    )
+                ).all()
+                approved = int(
+                    await dbs.scalar(
+                        select(func.count())
+                        .select_from(AuditEntry)
+                        .where(AuditEntry.event == "approve")
+                    )
+                    or 0
+                )
+        finally:
+            rss = []
+            for process, _ in processes:
+                rss.append(_peak_rss_mb(process.pid))
+                process.send_signal(signal.SIGTERM)
+            for process, _ in processes:
+                try:
+                    process.wait(90)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+            errors = sum(
+                line.count(" ERROR ")
+                for log in Path(tmp).glob("bot-*.log")
+                for line in log.read_text().splitlines()
+            )
+            await db.dispose()
+    slack.stop()
+    model.stop()
+    twice = sum(1 for _, n in starts if n > 1)
+    print(
+        f"\n== {label}: {conversations} conversations + {clicks_per_second} clicks/s "
+        f"(each sent twice) for {seconds:.0f} s"
+    )
+    print(f"  requests acknowledged              {len(figures.acks)}")
+    print(
+        f"  ack latency                        p50 {pct(figures.acks, 0.5):6.1f} ms"
+        f"   p99 {pct(figures.acks, 0.99):6.1f} ms   (target p99 < 100 ms)"
+    )
+    print(
+        f"  replies completed / asked          {figures.completed} / {figures.sent}"
+        f"   (limit: 50 chat.update/min shared with card edits, "
+        f"{seconds + drain:.0f} s -> at most {int(50 * (seconds + drain) / 60)} final edits)"
+    )
+    print(
+        f"  approvals / executions / tasks     {approved} / {len(starts)} / {tasks}"
+        f"   (clicks {figures.clicks}; executed twice: {twice})"
+    )
+    print(f"  non-2xx answers, ERROR log lines   {figures.failures}, {errors}   (target 0, 0)")
+    print("  peak RSS per process               " + ", ".join(f"{r:.0f} MB" for r in rss))
+
+
+def _event(front: SlackFront, event: dict[str, Any]) -> object:
+    import json
+
+    from tests.fakes.slack import event_body
+
+    body = json.dumps(event_body(event, front.next_event_id())).encode()
+    return front.post_raw(body, front.signed_headers(body))
+
+
+def _click(front: SlackFront, proposal_id: int) -> object:
+    return front._interact(
+        {
+            "type": "block_actions",
+            "user": {"id": "UALICE", "team_id": "T0TEST"},
+            "trigger_id": f"t-{proposal_id}",
+            "channel": {"id": "CLOAD"},
+            "container": {"type": "message", "channel_id": "CLOAD"},
+            "message": {"ts": f"1800000000.{proposal_id:06d}"},
+            "actions": [
+                {
+                    "type": "button",
+                    "action_id": cards.APPROVE,
+                    "block_id": "b",
+                    "value": f"{proposal_id}:1",
+                    "action_ts": "1.0",
+                }
+            ],
+        }
+    )
+
+
+def _peak_rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--conversations", type=int, default=200)
+    parser.add_argument("--clicks", type=int, default=50)
+    parser.add_argument("--drain", type=float, default=60)
+    parser.add_argument("--only", choices=["one", "replicas"], default=None)
+    args = parser.parse_args()
+    common = (args.seconds, args.conversations, args.clicks, args.drain)
+    if args.only in (None, "one"):
+        with tempfile.TemporaryDirectory() as tmp:
+            url = f"sqlite:///{Path(tmp) / 'load.db'}"
+            await run("one process, SQLite", 1, url, None, *common)
+    if args.only in (None, "replicas"):
+        from redis.asyncio import Redis
+
+        redis = Redis.from_url(REDIS_URL)
+        await redis.flushdb()
+        await redis.aclose()
+        async with temporary_database("cs_load") as url:
+            await run("three replicas, PostgreSQL + Redis", 3, url, REDIS_URL, *common)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
