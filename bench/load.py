@@ -177,6 +177,7 @@ async def run(
         text=" ".join(f"w{i}" for i in range(40)), time_to_first_token=0.3, tokens_per_second=40
     )
     figures = Figures()
+    catch_up = float("nan")
     with tempfile.TemporaryDirectory() as tmp:
         env = clean_env(
             SLACK_BOT_TOKEN=BOT_TOKEN,
@@ -239,7 +240,20 @@ async def run(
                         figures.clicks += 1
 
                 await asyncio.gather(*(conversation(n) for n in range(conversations)), clicker())
-                await asyncio.sleep(2)
+                # Decisions queue when they arrive faster than the database takes them: wait
+                # (at most DRAIN seconds more) until every approval has run.
+                load_ended = time.monotonic()
+                while time.monotonic() - load_ended < drain:
+                    async with db.transaction() as dbs:
+                        waiting = await dbs.scalar(
+                            select(func.count())
+                            .select_from(Proposal)
+                            .where(Proposal.state.in_(["approved", "executing"]))
+                        )
+                    if not waiting:
+                        catch_up = time.monotonic() - load_ended
+                        break
+                    await asyncio.sleep(0.5)
             async with db.transaction() as dbs:
                 tasks = int(await dbs.scalar(select(func.count()).select_from(Task)) or 0)
                 starts = (
@@ -267,11 +281,20 @@ async def run(
                     process.wait(90)
                 except subprocess.TimeoutExpired:
                     process.kill()
-            errors = sum(
-                line.count(" ERROR ")
+            lines = [
+                line
                 for log in Path(tmp).glob("bot-*.log")
                 for line in log.read_text().splitlines()
-            )
+                if " ERROR " in line
+            ]
+            errors = len(lines)
+            keep = os.environ.get("BENCH_KEEP_LOGS")
+            if keep:
+                for log in Path(tmp).glob("bot-*.log"):
+                    Path(keep).mkdir(parents=True, exist_ok=True)
+                    (Path(keep) / log.name).write_text(log.read_text())
+            for line in sorted({line.split(" ERROR ", 1)[1][:160] for line in lines})[:5]:
+                print("  ERROR", line)
             await db.dispose()
     slack.stop()
     model.stop()
@@ -293,6 +316,11 @@ async def run(
     print(
         f"  approvals / executions / tasks     {approved} / {len(starts)} / {tasks}"
         f"   (clicks {figures.clicks}; executed twice: {twice})"
+    )
+    print(
+        f"  executions caught up with clicks   {catch_up:.1f} s after the load stopped"
+        if catch_up == catch_up
+        else f"  executions caught up with clicks   not within {drain:.0f} s (still queued)"
     )
     print(f"  non-2xx answers, ERROR log lines   {figures.failures}, {errors}   (target 0, 0)")
     print("  peak RSS per process               " + ", ".join(f"{r:.0f} MB" for r in rss))

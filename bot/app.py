@@ -112,7 +112,7 @@ class Countersign:
             session=http,
             retry_handlers=retry_handlers(on_rate_limited),
         )
-        db = Database.from_url(settings.database_url)
+        db = Database.from_url(settings.database_url, settings.database_pool_size)
         llm = LLM(make_client(settings), settings.llm_model)
         links = None
         if settings.public_base_url:

@@ -106,6 +106,7 @@ class Settings(BaseSettings):
     llm_max_retries: Annotated[int, Field(ge=0, le=10)] = 2
 
     database_url: str = Field(default_factory=_default_database_url)
+    database_pool_size: Annotated[int, Field(ge=2, le=200)] = 10
     redis_url: str | None = None
 
     system_prompt: str = DEFAULT_SYSTEM_PROMPT

@@ -57,14 +57,18 @@ def _sqlite_begin_immediate(connection: Any) -> None:
     connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def create_engine(raw_url: str) -> AsyncEngine:
+def create_engine(raw_url: str, pool_size: int = 10) -> AsyncEngine:
     url = async_url(raw_url)
     if url.get_backend_name() == "sqlite":
         engine = create_async_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         event.listen(engine.sync_engine, "begin", _sqlite_begin_immediate)
         return engine
-    return create_async_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
+    # A fixed pool: replicas x DATABASE_POOL_SIZE must stay under the server's max_connections
+    # (100 by default); work beyond it waits for a connection instead of failing.
+    return create_async_engine(
+        url, pool_size=pool_size, max_overflow=0, pool_timeout=60, pool_pre_ping=True
+    )
 
 
 class Database:
@@ -84,8 +88,8 @@ class Database:
         self._write_lock = asyncio.Lock()
 
     @classmethod
-    def from_url(cls, raw_url: str) -> Database:
-        return cls(create_engine(raw_url))
+    def from_url(cls, raw_url: str, pool_size: int = 10) -> Database:
+        return cls(create_engine(raw_url, pool_size))
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
