@@ -13,6 +13,7 @@ import signal
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_sdk.signature import SignatureVerifier
 from sqlalchemy import text
 
 from bot.app import Countersign
@@ -30,12 +31,23 @@ async def metrics(_request: web.Request) -> web.Response:
 
 
 def http_app(countersign: Countersign) -> web.Application:
+    secret = countersign.settings.slack_signing_secret
+    verifier = SignatureVerifier(secret.get_secret_value() if secret else "")
+
     async def slack_events(request: web.Request) -> web.Response:
         if not countersign.tasks.accepting:
             # Shutting down: refuse rather than acknowledge work we would then drop; Slack
             # delivers the event again (to another replica, or to us after the restart).
             return web.Response(status=503, text="shutting down")
-        bolt_request = await to_bolt_request(request)
+        body = await request.text()
+        if not verifier.is_valid_request(body, dict(request.headers)):
+            return web.Response(status=401, text="invalid signature")
+        try:
+            bolt_request = await to_bolt_request(request)
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            # Signed, but not in a shape Bolt can read: answer, change nothing.
+            log.warning("unreadable request refused: %s", type(exc).__name__)
+            return web.Response(status=400, text="unreadable request")
         return await to_aiohttp_response(await countersign.bolt.async_dispatch(bolt_request))
 
     async def healthz(_request: web.Request) -> web.Response:

@@ -42,21 +42,24 @@ class TaskGroup:
     async def drain(
         self,
         grace_seconds: float,
-        before_cancel: Callable[[], Awaitable[None]] | None = None,
+        release: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        """Stop accepting work, wait up to `grace_seconds`, run `before_cancel` (e.g. release
-        whatever the rest waits on), then cancel what is left (each turn finalises its reply
-        with a note when cancelled)."""
+        """Stop accepting work, wait up to `grace_seconds`, then cancel what is left (each turn
+        finalises its reply with a note when cancelled). Whatever still waits five seconds
+        later is released with `release` (e.g. the edit budget stops granting, so replies hand
+        their final text to the journal) and given five more."""
         self.accepting = False
         if not self._tasks:
             return
         _, pending = await asyncio.wait(set(self._tasks), timeout=grace_seconds)
-        if pending and before_cancel is not None:
-            await before_cancel()
         for task in pending:
             task.cancel()
         if pending:
-            await asyncio.wait(pending, timeout=10)
+            _, pending = await asyncio.wait(pending, timeout=5)
+        if pending and release is not None:
+            await release()
+        if pending:
+            await asyncio.wait(pending, timeout=5)
 
 
 def new_worker_id() -> str:

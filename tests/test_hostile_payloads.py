@@ -183,7 +183,7 @@ async def test_generated_payloads_over_http_change_nothing(
             payload["response_url"] = fake_slack.response_url(key)
         status, _ = await bot._interact(payload)
     assert time.monotonic() - started < 3
-    assert status == 200
+    assert status in (200, 400)  # 400: signed but unreadable (e.g. a channel that is not a string)
     await bot.idle()
     assert await counts(bot) == before
     assert pinged(fake_slack) == []

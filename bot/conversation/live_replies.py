@@ -25,6 +25,8 @@ from bot.slack.streamer import CURSOR, PLACEHOLDER
 
 log = logging.getLogger(__name__)
 
+TRAIL = 0.25  # seconds the stored text of a live reply may trail what Slack shows
+
 CUT_OFF = (
     ":warning: _Interrupted: Countersign stopped before this reply finished. Please ask again._"
 )
@@ -46,6 +48,7 @@ class LiveReplies:
         self._pending: dict[str, str] = {}
         self._open: set[str] = set()
         self._flusher: asyncio.Task[None] | None = None
+        self._changed = asyncio.Event()
 
     async def opened(self, channel: str, ts: str) -> None:
         async with self.db.transaction() as session:
@@ -65,6 +68,7 @@ class LiveReplies:
     def shown(self, ts: str, text: str) -> None:
         if ts in self._open:
             self._pending[ts] = text
+            self._changed.set()
 
     async def closed(self, ts: str) -> None:
         self._open.discard(ts)
@@ -103,8 +107,13 @@ class LiveReplies:
             )
 
     async def _renew(self) -> None:
+        """Renew every third of the lease; store shown texts within `TRAIL` seconds of a
+        change (so a crash loses at most that much of what the reader saw)."""
         while self._open:
-            await asyncio.sleep(self.lease.total_seconds() / 3)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), self.lease.total_seconds() / 3)
+                await asyncio.sleep(TRAIL)
+            self._changed.clear()
             try:
                 await self.flush()
             except Exception:  # the database is back soon; the lease is three periods long
