@@ -218,3 +218,55 @@ async def test_tool_calls_beyond_the_round_cap_are_answered_not_run(
         assert is_valid_history(messages)
     finally:
         await stop_bot(bot)
+
+
+async def test_metrics_show_what_happened(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    fake_model.script(Script(tool_calls=[call("create_task", CREATE)]), Script(text="Done."))
+    await bot.mention("C1", "track it", fake_slack)
+    await bot.idle()
+    await bot.click(fake_slack.cards("C1")[0], cards.APPROVE, "UALICE", "C1")
+    await bot.idle()
+    async with bot.session.get(bot.url + "/metrics") as response:
+        assert response.status == 200
+        text = await response.text()
+    assert 'countersign_executions_total{outcome="succeeded"}' in text
+    assert 'countersign_decisions_total{action="approve",result="accepted"}' in text
+    assert 'countersign_turns_total{outcome="paused"}' in text
+    assert "countersign_model_first_token_seconds_count" in text
+    assert "xoxb-" not in text
+
+
+@pytest.mark.postgres
+async def test_a_database_restart_costs_no_reply(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, postgres_url: str
+) -> None:
+    """Every connection the bot holds is cut (what a PostgreSQL restart does to clients); the
+    next turn reconnects and answers."""
+    import asyncpg
+    from sqlalchemy.engine import make_url
+
+    bot = await start_bot(make_settings(fake_slack, fake_model, postgres_url))
+    try:
+        fake_model.script(Script(text="Before."), Script(text="After."))
+        await bot.mention("C1", "one", fake_slack)
+        await bot.idle()
+        url = make_url(postgres_url)
+        admin = await asyncpg.connect(
+            host=url.host, port=url.port or 5432, user=url.username, database="postgres"
+        )
+        try:
+            cut = await admin.fetchval(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = $1 AND pid <> pg_backend_pid()",
+                url.database,
+            )
+        finally:
+            await admin.close()
+        assert cut >= 1
+        await bot.mention("C1", "two", fake_slack)
+        await bot.idle()
+        assert [m.text for m in fake_slack.bot_messages("C1")] == ["Before.", "After."]
+    finally:
+        await stop_bot(bot)
