@@ -14,7 +14,9 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.conversation.incoming import Incoming
-from bot.db.models import Role
+from bot.db import repositories as repo
+from bot.db.models import Conversation, Role
+from bot.db.session import Database
 from bot.errors import slack_error
 from bot.text import unescape
 
@@ -69,3 +71,20 @@ async def earlier_thread_messages(
     except SlackApiError as exc:
         log.warning("could not read the earlier thread: %s", slack_error(exc))
     return found[-limit:]
+
+
+async def store_user_message(
+    db: Database, conversation: Conversation, incoming: Incoming, earlier: list[dict[str, Any]]
+) -> None:
+    """The thread's earlier messages (when just joined) and the new one, in one transaction."""
+    async with db.transaction() as session:
+        for message in earlier:
+            await repo.add_message(session, conversation, **message)
+        await repo.add_message(
+            session,
+            conversation,
+            Role.USER,
+            incoming.text,
+            slack_ts=incoming.ts,
+            slack_user=incoming.user_id,
+        )

@@ -8,15 +8,14 @@ to `tool_round`. Every turn ends in `finally`: a final text or a plain note, wha
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import select
 
+from bot.conversation.ending import finish_unfinished
 from bot.conversation.incoming import Incoming
 from bot.conversation.memory import Budget, Memory
 from bot.conversation.notes import (
@@ -27,7 +26,7 @@ from bot.conversation.notes import (
     pause_note,
     rounds_note,
 )
-from bot.conversation.thread_import import earlier_thread_messages
+from bot.conversation.thread_import import earlier_thread_messages, store_user_message
 from bot.conversation.tokens import TokenCounter
 from bot.conversation.tool_round import ActionDesk, Once, OnStored, tool_round
 from bot.coordination import ThreadLocks
@@ -144,28 +143,12 @@ class Conversations:
                     await self._respond(conversation, stream, incoming.user_id)
         except asyncio.CancelledError:
             # Shutting down: whatever the reply shows must end with a note, not "Thinking…".
-            await asyncio.shield(self._close(stream, placeholder, INTERRUPTED, "interrupted"))
+            await asyncio.shield(finish_unfinished(stream, placeholder, INTERRUPTED, "interrupted"))
             raise
         except Exception:  # the reply says so below; the details go to the (redacted) log
             log.exception("turn in %s failed", incoming.channel_id)
         finally:
-            await self._close(stream, placeholder, failure_note(BROKE), "failed")
-
-    @staticmethod
-    async def _close(
-        stream: ReplyStream, placeholder: asyncio.Task[str], note: str, outcome: str
-    ) -> None:
-        """Finish a reply that has not finished: the text so far plus `note`. Releases the
-        reply's edit-budget slot and its pump task whatever happens."""
-        with contextlib.suppress(Exception, asyncio.CancelledError):
-            await asyncio.wait_for(asyncio.shield(placeholder), 5)
-        if not placeholder.done() or placeholder.cancelled() or placeholder.exception():
-            return  # no placeholder was posted: nothing in Slack to finish
-        if stream.finished:
-            return
-        TURNS.labels(outcome=outcome).inc()
-        with contextlib.suppress(Exception):
-            await stream.finish(note)
+            await finish_unfinished(stream, placeholder, failure_note(BROKE), "failed")
 
     async def _record_user_message(
         self,
@@ -175,22 +158,14 @@ class Conversations:
         bot_user_id: str | None,
         bot_id: str | None,
     ) -> None:
-        earlier: list[dict[str, Any]] = []
-        if created and incoming.joins_existing_thread:
-            earlier = await earlier_thread_messages(
+        earlier = (
+            await earlier_thread_messages(
                 self.slack, incoming, bot_user_id, bot_id, self.settings.thread_import_messages
             )
-        async with self.db.transaction() as session:
-            for message in earlier:
-                await repo.add_message(session, conversation, **message)
-            await repo.add_message(
-                session,
-                conversation,
-                Role.USER,
-                incoming.text,
-                slack_ts=incoming.ts,
-                slack_user=incoming.user_id,
-            )
+            if created and incoming.joins_existing_thread
+            else []
+        )
+        await store_user_message(self.db, conversation, incoming, earlier)
 
     def _stream(self, channel: str, thread_ts: str | None) -> ReplyStream:
         return ReplyStream(
@@ -339,8 +314,10 @@ class Conversations:
                 return await self._respond(conversation, stream, requester, on_stored)
         except asyncio.CancelledError:
             if placeholder is not None:
-                await asyncio.shield(self._close(stream, placeholder, INTERRUPTED, "interrupted"))
+                await asyncio.shield(
+                    finish_unfinished(stream, placeholder, INTERRUPTED, "interrupted")
+                )
             raise
         finally:
             if placeholder is not None:
-                await self._close(stream, placeholder, failure_note(BROKE), "failed")
+                await finish_unfinished(stream, placeholder, failure_note(BROKE), "failed")
