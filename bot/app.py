@@ -27,7 +27,8 @@ from bot.conversation.live_replies import LiveReplies
 from bot.conversation.memory import Budget
 from bot.conversation.resume import ResumeWorker
 from bot.conversation.tool_round import ActionDesk
-from bot.conversation.turn import Conversations, TurnSettings
+from bot.conversation.turn import Conversations
+from bot.conversation.turn_settings import TurnSettings
 from bot.coordination import RedisWindow, ThreadLocks
 from bot.db.migrate import upgrade_to_head
 from bot.db.models import Proposal

@@ -122,6 +122,14 @@ async def assert_invariants(slack: FakeSlack, db: Database) -> None:
     assert await count(db, ResumeRequest, ResumeRequest.done_at.is_(None)) == 0
 
 
+async def assert_resumed_once(slack: FakeSlack, db: Database) -> None:
+    """The invariants, the one task the approved create_task made, one resumed reply."""
+    await eventually(lambda: "Resumed." in texts(slack))
+    await assert_invariants(slack, db)
+    assert await count(db, Task) == 1
+    assert texts(slack).count("Resumed.") == 1
+
+
 async def propose(bot: Bot, slack: FakeSlack) -> None:
     await bot.front.mention("C1", "track the login bug", slack)
     await eventually(lambda: slack.cards("C1"))
@@ -155,10 +163,7 @@ async def test_killed_after_the_card_was_posted(
     bot.kill()
     await bot.start()
     await bot.front.click(fake_slack.cards("C1")[0], cards.APPROVE, "UALICE", "C1")
-    await eventually(lambda: "Resumed." in texts(fake_slack))
-    await assert_invariants(fake_slack, db)
-    assert await count(db, Task) == 1
-    assert texts(fake_slack).count("Resumed.") == 1
+    await assert_resumed_once(fake_slack, db)
 
 
 async def test_killed_between_approval_and_execution(
@@ -174,10 +179,7 @@ async def test_killed_between_approval_and_execution(
         proposal = (await session.scalars(select(Proposal))).one()
     await ApprovalsService(db).vote(proposal.id, proposal.revision, "UALICE", 1)
     await bot.start()
-    await eventually(lambda: "Resumed." in texts(fake_slack))
-    await assert_invariants(fake_slack, db)
-    assert await count(db, Task) == 1
-    assert texts(fake_slack).count("Resumed.") == 1
+    await assert_resumed_once(fake_slack, db)
 
 
 async def test_killed_mid_execution_then_retried_posts_once(
@@ -225,10 +227,7 @@ async def test_killed_after_execution_before_the_resume(
     bot.kill()
     fake_slack.delays.clear()
     await bot.start()
-    await eventually(lambda: "Resumed." in texts(fake_slack))
-    await assert_invariants(fake_slack, db)
-    assert await count(db, Task) == 1
-    assert texts(fake_slack).count("Resumed.") == 1
+    await assert_resumed_once(fake_slack, db)
 
 
 async def test_killed_mid_resume(
@@ -247,8 +246,5 @@ async def test_killed_mid_resume(
     await eventually(lambda: len(fake_model.requests) == 2)  # and its model request is out
     bot.kill()
     await bot.start()
-    await eventually(lambda: "Resumed." in texts(fake_slack))
-    await assert_invariants(fake_slack, db)
-    assert await count(db, Task) == 1
-    assert texts(fake_slack).count("Resumed.") == 1
+    await assert_resumed_once(fake_slack, db)
     assert "never shown" not in " ".join(texts(fake_slack))

@@ -164,16 +164,7 @@ class Decisions(Ledger):
                 "arguments_hash": proposal.arguments_hash,
             }
             if len(approvers) < approvals_required:
-                session.add(
-                    AuditEntry(
-                        proposal_id=proposal.id,
-                        from_state=proposal.state.value,
-                        to_state=proposal.state.value,
-                        event="vote",
-                        actor=user,
-                        detail=detail,
-                    )
-                )
+                self.note_in(session, proposal, "vote", user, detail)
                 return VoteResult(proposal, approvers, approved_now=False)
             approved = await self._apply(
                 session,
@@ -238,22 +229,19 @@ class Decisions(Ledger):
             await session.execute(
                 delete(ProposalApproval).where(ProposalApproval.proposal_id == proposal.id)
             )
-            session.add(
-                AuditEntry(
-                    proposal_id=proposal.id,
-                    from_state=proposal.state.value,
-                    to_state=proposal.state.value,
-                    event="edit",
-                    actor=user,
-                    detail={
-                        "before": before,
-                        "before_hash": before_hash,
-                        "before_revision": fresh.revision - 1,
-                        "after": arguments,
-                        "after_hash": new_hash,
-                        "revision": fresh.revision,
-                        "arguments_hash": new_hash,
-                    },
-                )
+            self.note_in(
+                session,
+                proposal,
+                "edit",
+                user,
+                {
+                    "before": before,
+                    "before_hash": before_hash,
+                    "before_revision": fresh.revision - 1,
+                    "after": arguments,
+                    "after_hash": new_hash,
+                    "revision": fresh.revision,
+                    "arguments_hash": new_hash,
+                },
             )
             return fresh

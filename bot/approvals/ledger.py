@@ -221,23 +221,31 @@ class Ledger:
         except IntegrityError:
             pass  # recorded by a sibling already
 
+    @staticmethod
+    def note_in(
+        session: AsyncSession, proposal: Proposal, event: str, actor: str, detail: dict[str, Any]
+    ) -> None:
+        """An audit row for something that happened to a proposal without moving it (a vote,
+        an edit, a refused click), in the caller's transaction."""
+        state = proposal.state.value
+        session.add(
+            AuditEntry(
+                proposal_id=proposal.id,
+                from_state=state,
+                to_state=state,
+                event=event,
+                actor=actor,
+                detail=detail,
+            )
+        )
+
     async def audit_only(
         self, proposal_id: int, event: str, actor: str, detail: dict[str, Any]
     ) -> None:
         async with self.db.transaction() as session:
             proposal = await session.get(Proposal, proposal_id)
-            if proposal is None:
-                return
-            session.add(
-                AuditEntry(
-                    proposal_id=proposal_id,
-                    from_state=proposal.state.value,
-                    to_state=proposal.state.value,
-                    event=event,
-                    actor=actor,
-                    detail=detail,
-                )
-            )
+            if proposal is not None:
+                self.note_in(session, proposal, event, actor, detail)
 
     async def refuse(self, proposal_id: int, user: str, action: str, reason: str) -> None:
         """An unauthorised or stale click changes nothing but is remembered."""

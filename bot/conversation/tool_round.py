@@ -25,7 +25,7 @@ from bot.tools.registry import ToolContext, ToolRegistry
 if TYPE_CHECKING:
     from bot.approvals.policy import Policies
     from bot.approvals.service import ApprovalsService
-    from bot.conversation.turn import TurnSettings
+    from bot.conversation.turn_settings import TurnSettings
     from bot.slack.card_publisher import CardPublisher
 
 OnStored = Callable[[AsyncSession], Awaitable[None]]

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
-from datetime import timedelta
 
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import select
 
 from bot.conversation.ending import finish_unfinished
 from bot.conversation.incoming import Incoming
-from bot.conversation.memory import Budget, Memory
+from bot.conversation.memory import Memory
 from bot.conversation.notes import (
     BROKE,
     EMPTY,
@@ -29,12 +27,12 @@ from bot.conversation.notes import (
 from bot.conversation.thread_import import earlier_thread_messages, store_user_message
 from bot.conversation.tokens import TokenCounter
 from bot.conversation.tool_round import ActionDesk, Once, OnStored, tool_round
+from bot.conversation.turn_settings import TurnSettings
 from bot.coordination import ThreadLocks
 from bot.db import repositories as repo
 from bot.db.claims import DeliveryClaims
 from bot.db.models import Conversation, Proposal, Role
 from bot.db.session import Database
-from bot.links import LinkSigner
 from bot.llm import LLM, Finished, LLMError, TextDelta, Usage
 from bot.logs import log_context
 from bot.metrics import TURNS
@@ -43,22 +41,6 @@ from bot.slack.streamer import Journal, ReplyStream
 from bot.tools.registry import ToolContext
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class TurnSettings:
-    system_prompt: str
-    history_window: int
-    max_chars: int
-    min_edit_interval: float
-    max_tool_rounds: int = 8
-    max_tool_calls_per_round: int = 8
-    thread_import_messages: int = 50
-    reply_in_threads: str = "mention"  # or "always"
-    tool_timeout: float = 60.0
-    proposal_expiry: timedelta = timedelta(minutes=15)
-    links: LinkSigner | None = None
-    budget: Budget = field(default_factory=Budget)
 
 
 class Conversations:

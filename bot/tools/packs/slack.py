@@ -155,16 +155,12 @@ async def lookup_user(args: LookupUser, ctx: ToolContext) -> Outcome:
     return Outcome(result, str(result["real_name"] or result["name"]))
 
 
-async def _channel_label(ctx: ToolContext, channel: str) -> str:
-    try:
-        return f"#{(await _channel(ctx, channel)).get('name') or channel}"
-    except Exception:  # the label is for people; the id still identifies it
-        return channel
+def _label(info: dict[str, object], channel: str) -> str:
+    return f"#{info.get('name') or channel}"
 
 
 async def _preview_post(args: PostMessage, ctx: ToolContext) -> Preview:
-    await _reach(ctx, args.channel, write=True)
-    where = await _channel_label(ctx, args.channel)
+    where = _label(await _reach(ctx, args.channel, write=True), args.channel)
     return Preview(f"Post a message in {where}", (Change("message", None, args.text),))
 
 
@@ -217,8 +213,7 @@ async def _permalink(ctx: ToolContext, channel: str, ts: str) -> str | None:
 
 
 async def _preview_schedule(args: ScheduleMessage, ctx: ToolContext) -> Preview:
-    await _reach(ctx, args.channel, write=True)
-    where = await _channel_label(ctx, args.channel)
+    where = _label(await _reach(ctx, args.channel, write=True), args.channel)
     when = args.post_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return Preview(
         f"Schedule a message in {where} for {when}",
@@ -249,7 +244,7 @@ async def schedule_message(args: ScheduleMessage, ctx: ToolContext) -> Outcome:
 async def _preview_topic(args: SetChannelTopic, ctx: ToolContext) -> Preview:
     data = await _reach(ctx, args.channel, write=True)
     return Preview(
-        f"Set the topic of #{data.get('name') or args.channel}",
+        f"Set the topic of {_label(data, args.channel)}",
         (Change("topic", _topic(data) or None, args.topic or None),),
     )
 
