@@ -71,6 +71,7 @@ def free_port() -> int:
 @dataclass
 class Figures:
     acks: list[float] = field(default_factory=list)
+    client_lag: list[float] = field(default_factory=list)
     failures: int = 0
     sent: int = 0
     completed: int = 0
@@ -84,6 +85,46 @@ async def timed(figures: Figures, request: object) -> int:
     if status != 200:
         figures.failures += 1
     return int(status)
+
+
+async def scrape(ports: list[int]) -> list[str]:
+    """Each bot's /metrics text."""
+    texts = []
+    async with aiohttp.ClientSession() as session:
+        for port in ports:
+            async with session.get(f"http://127.0.0.1:{port}/metrics") as response:
+                texts.append(await response.text())
+    return texts
+
+
+def bucket_quantile(texts: list[str], name: str, q: float) -> float:
+    """Upper bound (ms) of the histogram bucket holding quantile `q`, summed over processes and
+    labels: the server's own view, without the load generator's share of the CPU."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    buckets: dict[float, float] = {}
+    for text in texts:
+        for family in text_string_to_metric_families(text):
+            if family.name != name:
+                continue
+            for sample in family.samples:
+                if sample.name == f"{name}_bucket":
+                    le = float(sample.labels["le"])
+                    buckets[le] = buckets.get(le, 0.0) + sample.value
+    if not buckets or not buckets[float("inf")]:
+        return float("nan")
+    total = buckets[float("inf")]
+    for le in sorted(buckets):
+        if buckets[le] >= q * total:
+            return le * 1000
+    return float("inf")
+
+
+async def sample_lag(figures: Figures) -> None:
+    while True:
+        asked = time.perf_counter()
+        await asyncio.sleep(0.25)
+        figures.client_lag.append((time.perf_counter() - asked - 0.25) * 1000)
 
 
 def reply_done(slack: FakeSlack, channel: str, count: int) -> bool:
@@ -178,6 +219,7 @@ async def run(
     )
     figures = Figures()
     catch_up = float("nan")
+    texts: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         env = clean_env(
             SLACK_BOT_TOKEN=BOT_TOKEN,
@@ -239,7 +281,9 @@ async def run(
                             )
                         figures.clicks += 1
 
+                lag = asyncio.get_running_loop().create_task(sample_lag(figures))
                 await asyncio.gather(*(conversation(n) for n in range(conversations)), clicker())
+                lag.cancel()
                 # Decisions queue when they arrive faster than the database takes them: wait
                 # (at most DRAIN seconds more) until every approval has run.
                 load_ended = time.monotonic()
@@ -271,6 +315,7 @@ async def run(
                     )
                     or 0
                 )
+            texts = await scrape([port for _, port in processes])
         finally:
             rss = []
             for process, _ in processes:
@@ -307,6 +352,16 @@ async def run(
     print(
         f"  ack latency                        p50 {pct(figures.acks, 0.5):6.1f} ms"
         f"   p99 {pct(figures.acks, 0.99):6.1f} ms   (target p99 < 100 ms)"
+    )
+    print(
+        "  ack inside the bots (histogram)    "
+        f"p50 <= {bucket_quantile(texts, 'countersign_slack_ack_seconds', 0.5):.0f} ms"
+        f"   p99 <= {bucket_quantile(texts, 'countersign_slack_ack_seconds', 0.99):.0f} ms"
+    )
+    print(
+        "  event-loop lag, bots / generator   "
+        f"p99 <= {bucket_quantile(texts, 'countersign_event_loop_lag_seconds', 0.99):.0f} ms"
+        f" / p99 {pct(figures.client_lag, 0.99):.0f} ms"
     )
     print(
         f"  replies completed / asked          {figures.completed} / {figures.sent}"

@@ -6,6 +6,7 @@ hands it to whoever needs it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import logging
@@ -35,7 +36,7 @@ from bot.db.models import Proposal
 from bot.db.session import Database
 from bot.links import LinkSigner
 from bot.llm import LLM, make_client
-from bot.metrics import SLACK_RATELIMITED
+from bot.metrics import SLACK_RATELIMITED, sample_loop_lag
 from bot.records.retention import purge
 from bot.slack import listeners
 from bot.slack.card_publisher import CardPublisher
@@ -70,6 +71,7 @@ class Countersign:
     redis: Redis | None = None
     links: LinkSigner | None = None
     records: Records | None = None
+    _lag: asyncio.Task[None] | None = None
 
     @classmethod
     def build(cls, settings: Settings) -> Countersign:
@@ -230,6 +232,10 @@ class Countersign:
             client=slack,
             signing_secret=signing_secret.get_secret_value() if signing_secret else "",
             logger=logging.getLogger("slack_bolt"),
+            # Every listener acknowledges and hands its work to a tracked task (or, for modal
+            # submissions, validates inline because the answer carries the errors), so the
+            # request is answered when the listener returns, without Bolt's 10 ms ack polling.
+            process_before_response=True,
         )
         listeners.register(bolt, conversations, tasks)
         records.register(bolt)
@@ -258,11 +264,14 @@ class Countersign:
         await upgrade_to_head(self.db)
         await self.sweeper.recover()
         self.sweeper.start()
+        self._lag = asyncio.get_running_loop().create_task(sample_loop_lag(), name="loop-lag")
 
     async def shutdown(self) -> None:
         """Let live replies finish (or finalise them with a note), then release resources."""
         log.info("shutting down: %d turn(s) in flight", self.tasks.running)
         await self.sweeper.stop()
+        if self._lag is not None:
+            self._lag.cancel()
         await self.tasks.drain(self.settings.shutdown_grace_seconds, self.budget.stop)
         await self.budget.stop()
         with contextlib.suppress(Exception):  # the texts shown last, for the next process

@@ -7,6 +7,9 @@ counts only, never message text, ids of people or secrets.
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 
 LIVE_REPLIES = Gauge("countersign_live_replies", "Replies being written in Slack right now")
@@ -58,6 +61,26 @@ RESUMES = Counter(
     "Paused turns resumed",
     ["outcome"],  # done | failed
 )
+SLACK_ACK = Histogram(
+    "countersign_slack_ack_seconds",
+    "From a signed Slack request arriving to its answer being ready (HTTP mode); Slack gives 3 s",
+    ["kind"],  # event | interaction | command
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2, 3, 5),
+)
+LOOP_LAG = Histogram(
+    "countersign_event_loop_lag_seconds",
+    "How late the event loop ran a timer (sampled every 0.25 s): the process is saturated "
+    "when this grows",
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+)
+
+
+async def sample_loop_lag(period: float = 0.25) -> None:
+    """Run forever: observe how much later than asked each sleep of `period` wakes up."""
+    while True:
+        asked = time.perf_counter()
+        await asyncio.sleep(period)
+        LOOP_LAG.observe(max(0.0, time.perf_counter() - asked - period))
 
 
 def exposition() -> tuple[bytes, str]:

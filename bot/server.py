@@ -9,6 +9,7 @@ import asyncio
 import html
 import logging
 import signal
+import time
 
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
@@ -18,7 +19,7 @@ from sqlalchemy import text
 
 from bot.app import Countersign
 from bot.db.models import Task
-from bot.metrics import exposition
+from bot.metrics import SLACK_ACK, exposition
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ def http_app(countersign: Countersign) -> web.Application:
             # Shutting down: refuse rather than acknowledge work we would then drop; Slack
             # delivers the event again (to another replica, or to us after the restart).
             return web.Response(status=503, text="shutting down")
+        arrived = time.perf_counter()
         body = await request.text()
         if not verifier.is_valid_request(body, dict(request.headers)):
             return web.Response(status=401, text="invalid signature")
@@ -48,7 +50,9 @@ def http_app(countersign: Countersign) -> web.Application:
             # Signed, but not in a shape Bolt can read: answer, change nothing.
             log.warning("unreadable request refused: %s", type(exc).__name__)
             return web.Response(status=400, text="unreadable request")
-        return await to_aiohttp_response(await countersign.bolt.async_dispatch(bolt_request))
+        answer = await to_aiohttp_response(await countersign.bolt.async_dispatch(bolt_request))
+        SLACK_ACK.labels(kind=_kind(body)).observe(time.perf_counter() - arrived)
+        return answer
 
     async def healthz(_request: web.Request) -> web.Response:
         try:
@@ -99,6 +103,12 @@ def http_app(countersign: Countersign) -> web.Application:
     if countersign.links is not None:
         application.router.add_get("/tasks/{task_id}", task_page)
     return application
+
+
+def _kind(body: str) -> str:
+    if body.startswith("{"):
+        return "event"
+    return "interaction" if body.startswith("payload=") else "command"
 
 
 async def serve_metrics(host: str, port: int) -> web.AppRunner:

@@ -4,6 +4,7 @@ Promise 4 (every reply finishes, no budget leaks) and promise 6 (bad input chang
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -220,17 +221,36 @@ async def test_tool_calls_beyond_the_round_cap_are_answered_not_run(
         await stop_bot(bot)
 
 
+async def _sample(bot: RunningBot, name: str, **labels: str) -> float:
+    """One sample of the bot's /metrics, 0 when absent."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    async with bot.session.get(bot.url + "/metrics") as response:
+        text = await response.text()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return 0.0
+
+
 async def test_metrics_show_what_happened(
     bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
     fake_model.script(Script(tool_calls=[call("create_task", CREATE)]), Script(text="Done."))
     await bot.mention("C1", "track it", fake_slack)
     await bot.idle()
+    acks_before = await _sample(bot, "countersign_slack_ack_seconds_count", kind="interaction")
     await bot.click(fake_slack.cards("C1")[0], cards.APPROVE, "UALICE", "C1")
     await bot.idle()
+    await asyncio.sleep(0.3)  # one loop-lag sample at least
     async with bot.session.get(bot.url + "/metrics") as response:
         assert response.status == 200
         text = await response.text()
+    # The click's acknowledgement was timed, and the loop's lateness is being sampled.
+    acks = await _sample(bot, "countersign_slack_ack_seconds_count", kind="interaction")
+    assert acks == acks_before + 1
+    assert await _sample(bot, "countersign_event_loop_lag_seconds_count") >= 1
     assert 'countersign_executions_total{outcome="succeeded"}' in text
     assert 'countersign_decisions_total{action="approve",result="accepted"}' in text
     assert 'countersign_turns_total{outcome="paused"}' in text

@@ -9,9 +9,11 @@ worker that lost its lease cannot record an outcome over someone else's.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.approvals.ledger import AlreadyHandled, LeaseLost, Ledger, UnknownProposal
 from bot.approvals.machine import TRANSITIONS, Event, State
@@ -28,9 +30,29 @@ class TamperedApproval(PermissionError):
     """The arguments about to run are not the ones the approvers saw."""
 
 
+@dataclass(frozen=True)
+class Claim:
+    """A claimed execution: the proposal (executing, leased to the claimer) and either the
+    approved arguments, checked, or why they must not run."""
+
+    proposal: Proposal
+    arguments: dict[str, Any] | None
+    refused: TamperedApproval | None = None
+
+    def approved_arguments(self) -> dict[str, Any]:
+        if self.arguments is None:
+            raise self.refused or TamperedApproval("this action has no approved arguments")
+        return self.arguments
+
+
 class Executions(Ledger):
     async def start(self, proposal_id: int, worker: str, retry_by: str | None = None) -> Proposal:
         """Claim execution (approved -> executing, or failed -> executing on Retry) with a lease."""
+        return (await self.claim(proposal_id, worker, retry_by)).proposal
+
+    async def claim(self, proposal_id: int, worker: str, retry_by: str | None = None) -> Claim:
+        """`start`, and in the same transaction the check that the arguments about to run are
+        exactly the approved revision (one round of the database instead of two per run)."""
         async with self.db.transaction() as session:
             proposal = await session.get(Proposal, proposal_id)
             if proposal is None:
@@ -41,7 +63,7 @@ class Executions(Ledger):
                     f"This action is {proposal.state.value}; there is nothing to "
                     + ("retry." if retry_by else "run.")
                 )
-            return await self._apply(
+            claimed = await self._apply(
                 session,
                 proposal,
                 event,
@@ -52,6 +74,10 @@ class Executions(Ledger):
                 attempts=Proposal.attempts + 1,
                 error=None,
             )
+            try:
+                return Claim(claimed, await self._approved_in(session, claimed))
+            except TamperedApproval as exc:
+                return Claim(claimed, None, exc)
 
     async def renew(self, proposal: Proposal, worker: str) -> bool:
         """Extend this worker's lease; False if it no longer holds it."""
@@ -69,34 +95,37 @@ class Executions(Ledger):
             return getattr(result, "rowcount", 0) == 1
 
     async def approved_call(self, proposal: Proposal) -> dict[str, Any]:
-        """The arguments to run, after checking they are exactly the approved revision: their
-        hash must match the hash recorded when that revision was made (the audit row of its
-        proposal or edit), and every vote that approved it must have been cast for it."""
+        """The arguments to run, after checking they are exactly the approved revision."""
+        async with self.db.transaction() as session:
+            return await self._approved_in(session, proposal)
+
+    @staticmethod
+    async def _approved_in(session: AsyncSession, proposal: Proposal) -> dict[str, Any]:
+        """Their hash must match the hash recorded when that revision was made (the audit row
+        of its proposal or edit), and every vote that approved it must have been cast for it."""
         arguments = proposal.approved_arguments
         revision = proposal.approved_revision
         if arguments is None or revision is None:
             raise TamperedApproval("this action has no approved arguments")
         digest = arguments_hash(arguments)
-        async with self.db.transaction() as session:
-            made = await session.scalars(
-                select(AuditEntry.detail)
-                .where(
-                    AuditEntry.proposal_id == proposal.id,
-                    AuditEntry.event.in_(["propose", "edit"]),
-                )
-                .order_by(AuditEntry.id)
+        made = await session.scalars(
+            select(AuditEntry.detail)
+            .where(
+                AuditEntry.proposal_id == proposal.id,
+                AuditEntry.event.in_(["propose", "edit"]),
             )
-            recorded = {
-                int((d or {}).get("revision") or 1): (d or {}).get("arguments_hash")
-                for d in made.all()
-            }
-            votes = (
-                await session.execute(
-                    select(ProposalApproval.revision, ProposalApproval.arguments_hash).where(
-                        ProposalApproval.proposal_id == proposal.id
-                    )
+            .order_by(AuditEntry.id)
+        )
+        recorded = {
+            int((d or {}).get("revision") or 1): (d or {}).get("arguments_hash") for d in made.all()
+        }
+        votes = (
+            await session.execute(
+                select(ProposalApproval.revision, ProposalApproval.arguments_hash).where(
+                    ProposalApproval.proposal_id == proposal.id
                 )
-            ).all()
+            )
+        ).all()
         if digest != proposal.approved_hash or recorded.get(revision) != digest:
             raise TamperedApproval("the arguments differ from the approved revision")
         if not votes or any(v.revision != revision or v.arguments_hash != digest for v in votes):

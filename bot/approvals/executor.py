@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
+from bot.approvals.execution import Claim
 from bot.approvals.service import AlreadyHandled, ApprovalsService, LeaseLost
 from bot.db.models import Proposal
 from bot.errors import plain_error
@@ -71,17 +72,18 @@ class Executor:
 
     async def _run(self, proposal_id: int, retry_by: str | None) -> Proposal | None:
         try:
-            proposal = await self.approvals.start(proposal_id, self.worker, retry_by)
+            claim = await self.approvals.claim(proposal_id, self.worker, retry_by)
         except AlreadyHandled:
             if retry_by:
                 raise
             return None
+        proposal = claim.proposal
         self.cards.refresh(proposal.id)
         heartbeat = asyncio.get_running_loop().create_task(
             self._heartbeat(proposal), name=f"lease-{proposal.id}"
         )
         try:
-            outcome = await self._execute(proposal)
+            outcome = await self._execute(claim)
         except asyncio.CancelledError:
             raise  # shutdown: the lease lapses and recovery marks it interrupted
         except Exception as exc:  # every failure becomes a plain-language error on the card
@@ -121,11 +123,12 @@ class Executor:
                 log.error("lease of proposal %s was taken over", proposal.id)
                 return
 
-    async def _execute(self, proposal: Proposal) -> Outcome:
+    async def _execute(self, claim: Claim) -> Outcome:
+        proposal = claim.proposal
         tool = self.registry.get(proposal.tool_name)
         if tool is None:
             raise LookupError(f"the tool {proposal.tool_name!r} is no longer available")
-        arguments = tool.parse(await self.approvals.approved_call(proposal))
+        arguments = tool.parse(claim.approved_arguments())
         ctx = self.context(proposal)
         await asyncio.wait_for(self._check_fresh(tool, arguments, ctx, proposal), self.timeout)
         return await asyncio.wait_for(tool.run(arguments, ctx), self.timeout)

@@ -107,16 +107,29 @@ class Ledger:
     async def approvers_of(self, proposal_id: int) -> list[str]:
         """Who approved the proposal's current revision (earlier revisions' votes are void)."""
         async with self.db.transaction() as session:
-            rows = await session.scalars(
-                select(ProposalApproval.approver)
-                .join(Proposal, Proposal.id == ProposalApproval.proposal_id)
-                .where(
-                    ProposalApproval.proposal_id == proposal_id,
-                    ProposalApproval.revision == Proposal.revision,
-                )
-                .order_by(ProposalApproval.id)
+            return await self._approvers_in(session, proposal_id)
+
+    async def with_approvers(self, proposal_id: int) -> tuple[Proposal, list[str]]:
+        """The proposal and who approved its current revision, read together (one snapshot,
+        what a card shows)."""
+        async with self.db.transaction() as session:
+            proposal = await session.get(Proposal, proposal_id)
+            if proposal is None:
+                raise UnknownProposal("this action no longer exists")
+            return proposal, await self._approvers_in(session, proposal_id)
+
+    @staticmethod
+    async def _approvers_in(session: AsyncSession, proposal_id: int) -> list[str]:
+        rows = await session.scalars(
+            select(ProposalApproval.approver)
+            .join(Proposal, Proposal.id == ProposalApproval.proposal_id)
+            .where(
+                ProposalApproval.proposal_id == proposal_id,
+                ProposalApproval.revision == Proposal.revision,
             )
-            return list(rows.all())
+            .order_by(ProposalApproval.id)
+        )
+        return list(rows.all())
 
     async def fire(self, proposal_id: int, event: Event, actor: str, **values: Any) -> Proposal:
         """Apply one event to a proposal in its own transaction (the generic entry point)."""

@@ -12,8 +12,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import event, exc, text
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -22,6 +23,12 @@ from sqlalchemy.ext.asyncio import (
 )
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
+CONNECTION_WAIT_SECONDS = 60.0
+_PROBE = text("SELECT 1")
+
+
+class DatabaseBusy(RuntimeError):
+    """No database connection came free in time: the process is overloaded or PostgreSQL hangs."""
 
 
 def async_url(raw: str) -> URL:
@@ -57,6 +64,14 @@ def _sqlite_begin_immediate(connection: Any) -> None:
     connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+def _drop_closed_connection(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    """A connection asyncpg already knows is closed is replaced at checkout, for free (the
+    pool retries the checkout with a new connection)."""
+    driver = getattr(dbapi_connection, "driver_connection", None)
+    if driver is not None and driver.is_closed():
+        raise exc.DisconnectionError("the server closed this connection")
+
+
 def create_engine(raw_url: str, pool_size: int = 10) -> AsyncEngine:
     url = async_url(raw_url)
     if url.get_backend_name() == "sqlite":
@@ -65,27 +80,36 @@ def create_engine(raw_url: str, pool_size: int = 10) -> AsyncEngine:
         event.listen(engine.sync_engine, "begin", _sqlite_begin_immediate)
         return engine
     # A fixed pool: replicas x DATABASE_POOL_SIZE must stay under the server's max_connections
-    # (100 by default); work beyond it waits for a connection instead of failing.
-    return create_async_engine(
-        url, pool_size=pool_size, max_overflow=0, pool_timeout=60, pool_pre_ping=True
+    # (100 by default). Callers queue in `Database.transaction`, in order, never in the pool.
+    engine = create_async_engine(
+        url, pool_size=pool_size, max_overflow=0, pool_timeout=CONNECTION_WAIT_SECONDS
     )
+    event.listen(engine.sync_engine.pool, "checkout", _drop_closed_connection)
+    return engine
 
 
 class Database:
     """Engine plus session factory; `transaction()` is the one place that commits.
 
+    Transactions queue for a connection first come, first served. SQLAlchemy's async pool
+    hands a returned connection to whichever task asks next, so under load a waiter can lose
+    its turn again and again (seen: 60 s waits while no connection was held over 4 s);
+    an asyncio semaphore (FIFO) sized like the pool puts them in order instead.
+
     On SQLite every transaction takes the write lock (BEGIN IMMEDIATE), and SQLite's busy
     handler waits for a lock by sleeping in steps of up to 100 ms: twenty replies starting at
-    once would queue for seconds. Within one process an asyncio lock hands the database to one
-    transaction at a time instead, so waiting costs microseconds; other processes sharing the
-    file still fall back on the busy timeout.
+    once would queue for seconds. Within one process the queue is one transaction wide instead,
+    so waiting costs microseconds; other processes sharing the file still fall back on the busy
+    timeout.
     """
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, wait_seconds: float = CONNECTION_WAIT_SECONDS) -> None:
         self.engine = engine
         self.sessions = async_sessionmaker(engine, expire_on_commit=False)
-        self._serialise = engine.url.get_backend_name() == "sqlite"
-        self._write_lock = asyncio.Lock()
+        self._sqlite = engine.url.get_backend_name() == "sqlite"
+        size = 1 if self._sqlite else engine.pool.size()  # type: ignore[attr-defined]
+        self._turns = asyncio.Semaphore(size)
+        self.wait_seconds = wait_seconds
 
     @classmethod
     def from_url(cls, raw_url: str, pool_size: int = 10) -> Database:
@@ -93,12 +117,49 @@ class Database:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
-        if self._serialise:
-            async with self._write_lock, self.sessions() as session, session.begin():
-                yield session
-        else:
-            async with self.sessions() as session, session.begin():
-                yield session
+        try:
+            async with asyncio.timeout(self.wait_seconds):
+                await self._turns.acquire()
+        except TimeoutError:
+            raise DatabaseBusy(
+                f"no database connection came free within {self.wait_seconds:.0f} s"
+            ) from None
+        try:
+            if self._sqlite:
+                async with self.sessions() as session, session.begin():
+                    yield session
+                return
+            session = await self._live_session()
+            async with session:
+                try:
+                    yield session
+                except BaseException:
+                    await session.rollback()
+                    raise
+                await session.commit()
+        finally:
+            self._turns.release()
+
+    async def _live_session(self) -> AsyncSession:
+        """A session whose transaction has begun on a connection that answered.
+
+        A PostgreSQL restart cuts every pooled connection, and asyncpg may not have noticed
+        yet. The transaction's first statement is a probe: if the connection turns out dead,
+        SQLAlchemy invalidates the pool and the transaction starts again on a new connection,
+        before any of the caller's work ran. One round trip, where `pool_pre_ping` costs three
+        (BEGIN, a query, ROLLBACK) before the transaction's own BEGIN: a third of the bot's
+        socket writes under load."""
+        for attempt in range(2):
+            session = self.sessions()
+            try:
+                await session.execute(_PROBE)
+            except DBAPIError as error:
+                await session.close()
+                if attempt or not error.connection_invalidated:
+                    raise
+                continue
+            return session
+        raise AssertionError("unreachable")
 
     async def dispose(self) -> None:
         await self.engine.dispose()

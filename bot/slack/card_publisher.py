@@ -76,9 +76,11 @@ class CardPublisher:
             self._shown.popitem(last=False)
 
     async def view(self, proposal: Proposal) -> CardView:
+        return self.view_with(proposal, await self.approvals.approvers_of(proposal.id))
+
+    def view_with(self, proposal: Proposal, approvers: list[str]) -> CardView:
         tool = self.registry.get(proposal.tool_name)
         policy = self.policies.for_tool(proposal.tool_name, tool.pack if tool else "")
-        approvers = await self.approvals.approvers_of(proposal.id)
         return CardView(
             proposal_id=proposal.id,
             revision=proposal.revision,
@@ -149,10 +151,10 @@ class CardPublisher:
                 await asyncio.sleep(delay)
 
     async def _edit(self, proposal_id: int) -> None:
-        proposal = await self.approvals.get(proposal_id)
+        proposal, approvers = await self.approvals.with_approvers(proposal_id)
         if not proposal.card_ts or not proposal.card_channel:
             return
-        text, blocks = approval_card(await self.view(proposal))
+        text, blocks = approval_card(self.view_with(proposal, approvers))
         if not self._same_as_shown(proposal_id, text, blocks):
             await self.budget.acquire(_CardEdit())
             try:
@@ -166,8 +168,9 @@ class CardPublisher:
             SLACK_EDITS.labels(kind="card").inc()
             self._remember(proposal_id, text, blocks)
             if self.on_change is not None:
-                self.on_change(proposal, await self.approvals.approvers_of(proposal.id))
-        await self.approvals.card_shown(proposal_id, proposal.version)
+                self.on_change(proposal, approvers)
+        if proposal.card_version is None or proposal.card_version < proposal.version:
+            await self.approvals.card_shown(proposal_id, proposal.version)
 
     async def remind(self, proposal: Proposal) -> None:
         """A reminder in the thread that a card waits for a decision."""

@@ -117,19 +117,26 @@ class Records(ApprovalsAndHome):
         ][:4] or _note("(empty)")
 
     # -- wiring ------------------------------------------------------------------------------
-    def register(self, app: AsyncApp) -> None:
-        @app.command("/history")
-        async def history(ack: AsyncAck, command: dict[str, str], respond: AsyncRespond) -> None:
+    def _acked_then_run(self, handler: Handler) -> Handler:
+        """Acknowledge at once and answer from a tracked task through `respond`: Bolt then
+        answers Slack as soon as the listener returns (the app processes before responding, so
+        no ack waits on Bolt's 10 ms polling), and the answer is still drained on shutdown."""
+
+        async def listener(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
             await ack()
-            blocks = await self.history(
-                command["team_id"], command["user_id"], command.get("text", "")
-            )
+            self.tasks.spawn(handler(_acked, body, respond), name="records")  # type: ignore[arg-type]
+
+        return listener
+
+    def register(self, app: AsyncApp) -> None:
+        async def history(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+            await ack()
+            blocks = await self.history(body["team_id"], body["user_id"], body.get("text", ""))
             await respond(response_type="ephemeral", text="Your history", blocks=blocks)
 
-        @app.command("/approvals")
-        async def approvals(ack: AsyncAck, command: dict[str, str], respond: AsyncRespond) -> None:
+        async def approvals(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
             await ack()
-            blocks = await self.approvals(command["team_id"], command["user_id"])
+            blocks = await self.approvals(body["team_id"], body["user_id"])
             await respond(response_type="ephemeral", text="Your approvals", blocks=blocks)
 
         async def page(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
@@ -184,13 +191,16 @@ class Records(ApprovalsAndHome):
                 ),
             )
 
-        app.action(f"{views.HISTORY_PAGE}_prev")(_guarded(page))
-        app.action(f"{views.HISTORY_PAGE}_next")(_guarded(page))
-        app.action(f"{views.HISTORY_THREAD_PAGE}_prev")(_guarded(thread_page))
-        app.action(f"{views.HISTORY_THREAD_PAGE}_next")(_guarded(thread_page))
-        app.action(views.HISTORY_OPEN)(_guarded(open_conversation))
-        app.action(views.HISTORY_FULL)(_guarded(full_text))
-        app.action(views.HISTORY_FORGET)(forget)
+        later = self._acked_then_run
+        app.command("/history")(later(history))
+        app.command("/approvals")(later(approvals))
+        app.action(f"{views.HISTORY_PAGE}_prev")(later(_guarded(page)))
+        app.action(f"{views.HISTORY_PAGE}_next")(later(_guarded(page)))
+        app.action(f"{views.HISTORY_THREAD_PAGE}_prev")(later(_guarded(thread_page)))
+        app.action(f"{views.HISTORY_THREAD_PAGE}_next")(later(_guarded(thread_page)))
+        app.action(views.HISTORY_OPEN)(later(_guarded(open_conversation)))
+        app.action(views.HISTORY_FULL)(later(_guarded(full_text)))
+        app.action(views.HISTORY_FORGET)(later(forget))
 
         @app.event("app_home_opened")
         async def home_opened(event: dict[str, Any], body: dict[str, Any]) -> None:
@@ -200,6 +210,10 @@ class Records(ApprovalsAndHome):
 
 
 Handler = Callable[[AsyncAck, dict[str, Any], AsyncRespond], Awaitable[None]]
+
+
+async def _acked(**_: Any) -> None:
+    """Stands in for `ack` once the request was acknowledged."""
 
 
 def _guarded(handler: Handler) -> Handler:
