@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import timedelta
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.exc import OperationalError
 
 from bot.conversation.history import is_valid_history
-from bot.db.models import Message, Proposal, ProposalState, Role
+from bot.db.models import Message, Proposal, ProposalState, Role, utcnow
 from bot.slack import cards
 from tests.fakes.openai import FakeOpenAI, Script, ScriptedToolCall
 from tests.fakes.slack import FakeSlack, wait_until
@@ -160,6 +161,48 @@ async def test_a_card_slack_refused_is_posted_by_the_sweeper(
         await wait_until(lambda: bool(fake_slack.cards("C1")), timeout=20)
         assert len(fake_slack.cards("C1")) == 1
         await bot.click(fake_slack.cards("C1")[0], cards.APPROVE, "UALICE", "C1")
+        await bot.idle()
+        assert len(await tasks_in_db(bot)) == 1
+    finally:
+        await stop_bot(bot)
+
+
+async def test_a_card_whose_poster_died_after_posting_is_not_posted_twice(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
+) -> None:
+    """The poster got the card into Slack and died before recording where it is; once its
+    claim lapses, the sweeper finds that card by its metadata instead of posting another."""
+    bot = await start_bot(
+        make_settings(fake_slack, fake_model, sqlite_url, sweep_interval_seconds=0.2)
+    )
+    try:
+        fake_model.script(Script(tool_calls=[call("create_task", CREATE)]), Script(text="Done."))
+        await bot.mention("C1", "track it", fake_slack)
+        await bot.idle()
+        [card] = fake_slack.cards("C1")
+        lapsed = utcnow() - timedelta(seconds=1)
+        async with bot.countersign.db.transaction() as session:
+            await session.execute(
+                update(Proposal).values(
+                    card_channel="",
+                    card_ts=None,
+                    card_version=None,
+                    card_claimed_until=lapsed,
+                    created_at=utcnow() - timedelta(minutes=5),
+                )
+            )
+
+        async def recorded() -> str | None:
+            async with bot.countersign.db.transaction() as session:
+                return (await session.scalars(select(Proposal.card_ts))).one()
+
+        for _ in range(200):  # the sweeper runs every 0.2 s
+            if await recorded() is not None:
+                break
+            await asyncio.sleep(0.1)
+        assert await recorded() == card.ts
+        assert len(fake_slack.cards("C1")) == 1
+        await bot.click(card, cards.APPROVE, "UALICE", "C1")
         await bot.idle()
         assert len(await tasks_in_db(bot)) == 1
     finally:

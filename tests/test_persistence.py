@@ -7,16 +7,19 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 
 from bot.db import repositories as repo
 from bot.db.claims import DeliveryClaims
-from bot.db.migrate import upgrade_to_head
+from bot.db.migrate import alembic_config, upgrade_to_head
 from bot.db.models import Role
 from bot.db.session import Database
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack
 from tests.harness import clean_env, make_settings, run_cli, start_bot, stop_bot
+
+HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
 @pytest.fixture
@@ -37,7 +40,7 @@ async def test_migrations_create_the_schema_and_are_idempotent(db: Database) -> 
         version = await connection.scalar(text("SELECT version_num FROM alembic_version"))
     assert {"conversations", "messages", "processed_events", "alembic_version"} <= tables
     assert {"ix_messages_conversation_id_id", "ix_messages_conversation_id_slack_ts"} <= indexes
-    assert version == "0005"
+    assert version == HEAD
 
 
 async def test_delivery_keys_are_claimed_once(db: Database) -> None:
@@ -164,7 +167,7 @@ async def test_replicas_starting_together_migrate_once(database_url: str) -> Non
             version = (
                 await connection.execute(text("SELECT version_num FROM alembic_version"))
             ).scalar_one()
-        assert version == "0005"
+        assert version == HEAD
     finally:
         for db in engines:
             await db.dispose()

@@ -168,3 +168,27 @@ async def test_a_retry_passes_the_same_idempotency_key(db: Database) -> None:
     assert settled.state == ProposalState.SUCCEEDED
     assert [started.idempotency_key] == RUNS
     assert settled.attempts == 2
+
+
+async def test_a_card_claim_lasts_its_own_time_not_the_proposals_age(db: Database) -> None:
+    """Two replicas' sweepers re-posting the card of a proposal made minutes ago: the first
+    claim holds (it used to count as stale at once, because the proposal was over 60 s old,
+    and the second sweeper posted a second card); a lapsed claim is taken over, and says so."""
+    one, two = ApprovalsService(db), ApprovalsService(db)
+    proposal = await make_proposal(one)
+    async with db.transaction() as session:
+        await session.execute(update(Proposal).values(created_at=utcnow() - timedelta(minutes=10)))
+    first = await one.claim_card(proposal.id)
+    assert first is not None
+    assert not first.takeover
+    assert await two.claim_card(proposal.id) is None
+    async with db.transaction() as session:  # the first poster died; its claim ran out
+        await session.execute(
+            update(Proposal).values(card_claimed_until=utcnow() - timedelta(seconds=1))
+        )
+    second = await two.claim_card(proposal.id)
+    assert second is not None
+    assert second.takeover
+    assert await one.claim_card(proposal.id) is None
+    await two.set_card(proposal.id, "C1", "1.000001")
+    assert await one.claim_card(proposal.id) is None  # posted: nobody claims it again

@@ -4,13 +4,26 @@ brought in line by any replica."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import ColumnElement, select, update
 
 from bot.approvals.ledger import Ledger
 from bot.db.models import Proposal, utcnow
 from bot.states import State
+
+CARD_CLAIM = timedelta(minutes=3)
+
+
+@dataclass(frozen=True)
+class CardClaim:
+    takeover: bool  # an earlier poster's claim lapsed: its card may exist already
+
+
+def _same(column: Any, value: Any) -> ColumnElement[bool]:
+    return column.is_(None) if value is None else column == value  # type: ignore[no-any-return]
 
 
 class CardState(Ledger):
@@ -22,23 +35,40 @@ class CardState(Ledger):
                 .values(card_channel=channel, card_ts=ts)
             )
 
-    async def claim_card(self, proposal_id: int) -> bool:
-        """The right to post this proposal's card (one poster, whichever process tries)."""
+    async def claim_card(self, proposal_id: int) -> CardClaim | None:
+        """The right to post this proposal's card (one poster, whichever process tries) for
+        `CARD_CLAIM`, longer than a post with all its retries may take; None while someone
+        holds it or once the card is posted. A claim taken over from a poster whose claim
+        lapsed says so: that poster may have posted before it died, so look for its card."""
+        now = utcnow()
         async with self.db.transaction() as session:
+            proposal = await session.get(Proposal, proposal_id)
+            if proposal is None or proposal.card_channel not in (None, ""):
+                return None
+            takeover = proposal.card_channel == ""
+            if takeover and proposal.card_claimed_until and proposal.card_claimed_until > now:
+                return None
             result = await session.execute(
                 update(Proposal)
-                .where(Proposal.id == proposal_id, self._card_unposted(utcnow()))
-                .values(card_channel="")
+                .where(
+                    Proposal.id == proposal_id,
+                    self._card_unposted(now),
+                    _same(Proposal.card_channel, proposal.card_channel),
+                    _same(Proposal.card_claimed_until, proposal.card_claimed_until),
+                )
+                .values(card_channel="", card_claimed_until=now + CARD_CLAIM)
             )
-            return getattr(result, "rowcount", 0) == 1
+            if getattr(result, "rowcount", 0) != 1:
+                return None  # another poster claimed it first
+            return CardClaim(takeover)
 
     @staticmethod
     def _card_unposted(now: datetime) -> ColumnElement[bool]:
-        """No card yet: never claimed, or claimed by a poster that died a minute ago."""
-        stale_claim = (Proposal.card_channel == "") & (
-            Proposal.created_at <= now - timedelta(seconds=60)
+        """No card yet: never claimed, or claimed by a poster whose claim lapsed."""
+        lapsed = (Proposal.card_channel == "") & (
+            Proposal.card_claimed_until.is_(None) | (Proposal.card_claimed_until <= now)
         )
-        return Proposal.card_channel.is_(None) | stale_claim
+        return Proposal.card_channel.is_(None) | lapsed
 
     async def release_card(self, proposal_id: int) -> None:
         """Posting failed: let a later sweep try again."""
@@ -46,7 +76,7 @@ class CardState(Ledger):
             await session.execute(
                 update(Proposal)
                 .where(Proposal.id == proposal_id, Proposal.card_channel == "")
-                .values(card_channel=None)
+                .values(card_channel=None, card_claimed_until=None)
             )
 
     async def cards_missing(self, older_than: timedelta = timedelta(seconds=5)) -> list[Proposal]:

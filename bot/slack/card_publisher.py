@@ -35,6 +35,7 @@ from bot.tools.registry import ToolRegistry
 log = logging.getLogger(__name__)
 
 RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+CARD_EVENT = "countersign_card"  # message metadata type of approval cards
 
 
 @dataclass
@@ -102,23 +103,66 @@ class CardPublisher:
 
     async def post(self, proposal: Proposal) -> bool:
         """Post the card; False if Slack refused (the proposal then waits without a card, and
-        the turn says so)."""
-        if not await self.approvals.claim_card(proposal.id):
+        the turn says so). The card carries the proposal's key in its message metadata, so a
+        poster taking over from one that died finds that poster's card instead of adding a
+        second one."""
+        claim = await self.approvals.claim_card(proposal.id)
+        if claim is None:
             return True  # posted (or being posted) by someone else
         text, blocks = approval_card(await self.view(proposal))
         try:
-            posted = await self.slack.chat_postMessage(
-                channel=proposal.channel_id, thread_ts=proposal.thread_ts, text=text, blocks=blocks
-            )
+            earlier = await self._posted_before(proposal) if claim.takeover else None
+            if earlier is not None:
+                channel, ts = proposal.channel_id, earlier
+                await self.budget.acquire(_CardEdit())
+                await self.slack.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
+            else:
+                posted = await self.slack.chat_postMessage(
+                    channel=proposal.channel_id,
+                    thread_ts=proposal.thread_ts,
+                    text=text,
+                    blocks=blocks,
+                    metadata={
+                        "event_type": CARD_EVENT,
+                        "event_payload": {"key": proposal.idempotency_key},
+                    },
+                )
+                channel, ts = str(posted["channel"]), str(posted["ts"])
         except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
             reason = slack_error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
             log.error("could not post the card of proposal %s: %s", proposal.id, reason)
             await self.approvals.release_card(proposal.id)
             return False
         self._remember(proposal.id, text, blocks)
-        await self.approvals.set_card(proposal.id, str(posted["channel"]), str(posted["ts"]))
+        await self.approvals.set_card(proposal.id, channel, ts)
         await self.approvals.card_shown(proposal.id, proposal.version)
         return True
+
+    async def _posted_before(self, proposal: Proposal) -> str | None:
+        """The ts of this proposal's card if an earlier poster got it into Slack."""
+        if proposal.thread_ts:
+            found = await self.slack.conversations_replies(
+                channel=proposal.channel_id,
+                ts=proposal.thread_ts,
+                limit=200,
+                include_all_metadata=True,
+            )
+        else:
+            found = await self.slack.conversations_history(
+                channel=proposal.channel_id,
+                limit=100,
+                oldest=f"{proposal.created_at.timestamp() - 60:.6f}",
+                include_all_metadata=True,
+            )
+        for message in found.get("messages") or []:
+            metadata = message.get("metadata") or {}
+            payload = metadata.get("event_payload") or {}
+            if (
+                metadata.get("event_type") == CARD_EVENT
+                and payload.get("key") == proposal.idempotency_key
+            ):
+                return str(message.get("ts"))
+        return None
 
     def refresh(self, proposal_id: int) -> None:
         """Bring the card in line with its proposal soon; returns at once."""

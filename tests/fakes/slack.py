@@ -341,6 +341,7 @@ class FakeSlack:
 
     def _replies(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
         channel, ts = str(args.get("channel")), str(args.get("ts"))
+        with_metadata = str(args.get("include_all_metadata")).lower() in ("1", "true")
         messages = [
             {
                 "type": "message",
@@ -349,6 +350,7 @@ class FakeSlack:
                 **({"user": m.user} if m.user else {}),
                 **({"bot_id": m.bot_id} if m.bot_id else {}),
                 **({"thread_ts": m.thread_ts} if m.thread_ts else {}),
+                **({"metadata": m.metadata} if with_metadata and m.metadata else {}),
             }
             for m in self.channels[channel]
             if m.ts == ts or m.thread_ts == ts

@@ -75,6 +75,8 @@ class Proposal(Base):
     thread_ts: Mapped[str | None] = mapped_column(String(32))
     card_channel: Mapped[str | None] = mapped_column(String(32))
     card_ts: Mapped[str | None] = mapped_column(String(32))
+    # While `card_channel` is "" a poster holds the right to post the card until then.
+    card_claimed_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
     # The `version` the card in Slack last showed; behind `version`, the card still needs an edit.
     card_version: Mapped[int | None] = mapped_column(Integer)
     approved_arguments: Mapped[dict[str, Any] | None] = mapped_column(JSON)
