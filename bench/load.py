@@ -51,6 +51,7 @@ from tests.pg import temporary_database
 
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/14")
 CURSOR = "▍"
+RAMP = 2.0
 
 
 def pct(values: list[float], q: float) -> float:
@@ -82,6 +83,7 @@ async def timed(figures: Figures, request: object) -> int:
     started = time.monotonic()
     status, _ = await request  # type: ignore[misc]
     figures.acks.append((time.monotonic() - started) * 1000)
+
     if status != 200:
         figures.failures += 1
     return int(status)
@@ -252,6 +254,9 @@ async def run(
                 async def conversation(n: int) -> None:
                     channel, root = f"CL{n:04d}", None
                     asked = 0
+                    # The conversations start over the first RAMP seconds (100 first mentions a
+                    # second), not all within the same millisecond.
+                    await asyncio.sleep(RAMP * n / conversations)
                     while time.monotonic() < stop_at:
                         text = f"<@{BOT_USER_ID}> question {asked}"
                         ts = slack.add_user_message(channel, text, thread_ts=root)

@@ -66,6 +66,37 @@ async def test_final_edits_go_before_intermediate_ones() -> None:
     await budget.stop()
 
 
+@dataclass
+class Card:
+    name: str
+    wants_final: bool = True
+    last_edit_at: float | None = None
+    lane: str = "card"
+
+
+async def test_card_edits_and_reply_finals_take_turns() -> None:
+    """A click storm queues many card edits before a few replies finish: the replies' final
+    texts are not served last, and the cards keep moving too."""
+    budget = EditBudget(100, headroom=0, window_seconds=10.0)
+    order: list[str] = []
+    budget.pause(0.3)  # hold every grant until all have queued
+
+    async def take(editor: Editor | Card) -> None:
+        await budget.acquire(editor)
+        order.append(editor.name)
+
+    waiting = [asyncio.create_task(take(Card(f"card{i}"))) for i in range(10)]
+    await asyncio.sleep(0)
+    replies = [Editor(f"reply{i}", wants_final=True) for i in range(3)]
+    for reply in replies:
+        budget.open(reply)
+    waiting += [asyncio.create_task(take(reply)) for reply in replies]
+    await asyncio.wait_for(asyncio.gather(*waiting), 5)
+    await budget.stop()
+    assert order[:6] == ["card0", "reply0", "card1", "reply1", "card2", "reply2"]
+    assert order[6:] == [f"card{i}" for i in range(3, 10)]
+
+
 async def test_the_reply_refreshed_longest_ago_goes_next() -> None:
     budget = EditBudget(100, burst=1, headroom=0, window_seconds=10.0)
     fresh = Editor("fresh", last_edit_at=time.monotonic())

@@ -42,6 +42,7 @@ CARD_EVENT = "countersign_card"  # message metadata type of approval cards
 class _CardEdit:
     wants_final: bool = True
     last_edit_at: float | None = None
+    lane: str = "card"  # takes turns with replies' final edits
 
 
 class CardPublisher:
