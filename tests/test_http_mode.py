@@ -121,3 +121,34 @@ async def test_task_pages_open_only_through_a_signed_unexpired_link(
 async def test_without_a_public_url_there_is_no_task_page(bot: RunningBot) -> None:
     async with bot.session.get(bot.url + "/tasks/1") as response:
         assert response.status == 404
+
+
+async def test_slack_is_answered_while_the_main_loop_is_busy(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """A long stretch of work on the bot's main loop (here: one second without yielding) does
+    not hold Slack's acknowledgement back; the event is handled once the loop is free."""
+    import asyncio
+    import urllib.request
+
+    fake_model.script(Script(text="handled after the busy second"))
+    text = f"<@{BOT_USER_ID}> hi"
+    ts = fake_slack.add_user_message("C1", text)
+    event = {"type": "app_mention", "user": "UALICE", "text": text, "ts": ts, "channel": "C1"}
+    body = json.dumps(event_body(event, bot.next_event_id())).encode()
+    request = urllib.request.Request(  # noqa: S310 - the bot on loopback
+        bot.url + "/slack/events", data=body, headers=bot.signed_headers(body), method="POST"
+    )
+
+    def deliver() -> tuple[int, float]:  # Slack, from outside this process's event loop
+        started = time.monotonic()
+        with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310 - loopback
+            return response.status, time.monotonic() - started
+
+    delivered = asyncio.get_running_loop().run_in_executor(None, deliver)
+    time.sleep(1.0)  # noqa: ASYNC251 - the point: the main loop is busy, nothing else runs
+    status, took = await delivered
+    assert status == 200
+    assert took < 0.5
+    await bot.idle()
+    assert fake_slack.bot_messages("C1")[0].text == "handled after the busy second"
