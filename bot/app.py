@@ -12,7 +12,7 @@ import gc
 import hashlib
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 import aiohttp
@@ -28,6 +28,7 @@ from bot.config import Settings
 from bot.conversation.live_replies import LiveReplies
 from bot.conversation.memory import Budget
 from bot.conversation.resume import ResumeWorker
+from bot.conversation.tokens import TokenCounter
 from bot.conversation.tool_round import ActionDesk
 from bot.conversation.turn import Conversations
 from bot.conversation.turn_settings import TurnSettings
@@ -73,6 +74,8 @@ class Countersign:
     links: LinkSigner | None = None
     records: Records | None = None
     _lag: asyncio.Task[None] | None = None
+    # When the main event loop last ran a timer (monotonic clock); read by the HTTP front door.
+    alive_at: float = field(default_factory=time.monotonic)
 
     @classmethod
     def build(cls, settings: Settings) -> Countersign:
@@ -265,13 +268,20 @@ class Countersign:
         await upgrade_to_head(self.db)
         await self.sweeper.recover()
         self.sweeper.start()
-        self._lag = asyncio.get_running_loop().create_task(sample_loop_lag(), name="loop-lag")
-        # Everything made so far (modules, the app's long-lived objects) lives as long as the
-        # process: take it out of the collector's reach. Full collections walked it every few
-        # seconds under load and stopped the process for 200-400 ms each time (measured with
-        # gc.callbacks during bench/load), acknowledgements included.
+        self._lag = asyncio.get_running_loop().create_task(
+            sample_loop_lag(self._alive), name="loop-lag"
+        )
+        # Everything made so far (modules, the app's long-lived objects, the token encoding)
+        # lives as long as the process: take it out of the collector's reach. Full collections
+        # walked it every few seconds under load and stopped the process for 200-400 ms each
+        # time (measured with gc.callbacks during bench/load), acknowledgements included.
+        TokenCounter(self.settings.llm_model).warm_up()
         gc.collect()
         gc.freeze()
+        self.alive_at = time.monotonic()
+
+    def _alive(self, now: float) -> None:
+        self.alive_at = now
 
     async def shutdown(self) -> None:
         """Let live replies finish (or finalise them with a note), then release resources."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 
@@ -75,12 +76,14 @@ LOOP_LAG = Histogram(
 )
 
 
-async def sample_loop_lag(period: float = 0.25) -> None:
-    """Run forever: observe how much later than asked each sleep of `period` wakes up."""
+async def sample_loop_lag(on_tick: Callable[[float], None], period: float = 0.25) -> None:
+    """Run forever: observe how much later than asked each sleep of `period` wakes up, and tell
+    `on_tick` when the loop last ran (the HTTP front door's sign of life)."""
     while True:
         asked = time.perf_counter()
         await asyncio.sleep(period)
         LOOP_LAG.observe(max(0.0, time.perf_counter() - asked - period))
+        on_tick(time.monotonic())
 
 
 def exposition() -> tuple[bytes, str]:

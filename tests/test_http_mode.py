@@ -152,3 +152,40 @@ async def test_slack_is_answered_while_the_main_loop_is_busy(
     assert took < 0.5
     await bot.idle()
     assert fake_slack.bot_messages("C1")[0].text == "handled after the busy second"
+
+
+async def test_a_stalled_main_loop_refuses_rather_than_acknowledges(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """If the main loop has not run for seconds, an acknowledgement would promise work nobody
+    may do: the request is refused (Slack delivers it again), and accepted once the loop runs."""
+    import asyncio
+    import urllib.error
+    import urllib.request
+
+    fake_model.script(Script(text="answered on the second delivery"))
+    text = f"<@{BOT_USER_ID}> hi"
+    ts = fake_slack.add_user_message("C1", text)
+    event = {"type": "app_mention", "user": "UALICE", "text": text, "ts": ts, "channel": "C1"}
+    body = json.dumps(event_body(event, bot.next_event_id())).encode()
+
+    def deliver(after: float) -> int:
+        time.sleep(after)
+        request = urllib.request.Request(  # noqa: S310 - the bot on loopback
+            bot.url + "/slack/events", data=body, headers=bot.signed_headers(body), method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310
+                return int(response.status)
+        except urllib.error.HTTPError as refused:
+            return refused.code
+
+    first = asyncio.get_running_loop().run_in_executor(None, deliver, 3.0)
+    time.sleep(3.5)  # noqa: ASYNC251 - the point: the main loop is stalled
+    assert await first == 503
+    await bot.idle()
+    assert fake_slack.bot_messages("C1") == []  # refused, so nothing was started
+    await asyncio.sleep(0.3)  # the loop has run again
+    assert await asyncio.get_running_loop().run_in_executor(None, deliver, 0.0) == 200
+    await bot.idle()
+    assert fake_slack.bot_messages("C1")[0].text == "answered on the second delivery"

@@ -28,6 +28,12 @@ class TokenCounter:
     def __init__(self, model: str) -> None:
         self.exact = model.lower().startswith(OPENAI_PREFIXES)
 
+    def warm_up(self) -> None:
+        """Load the encoding now (about 0.35 s), at start-up, instead of inside the first
+        turn where it would stall the event loop."""
+        if self.exact:
+            _encoding()
+
     def text(self, text: str) -> int:
         if not text:
             return 0
