@@ -192,3 +192,46 @@ async def test_a_card_claim_lasts_its_own_time_not_the_proposals_age(db: Databas
     assert await one.claim_card(proposal.id) is None
     await two.set_card(proposal.id, "C1", "1.000001")
     assert await one.claim_card(proposal.id) is None  # posted: nobody claims it again
+
+
+async def test_a_retry_after_the_turn_resumed_is_an_update_not_a_second_resume(
+    db: Database,
+) -> None:
+    """Found by the stateful test: an execution interrupted by a lapsed lease settles the turn
+    (it resumes once); a Retry reopens the proposal, and its outcome reaches the model as an
+    update of that turn, never as a second resume."""
+    from sqlalchemy import func, select
+
+    from bot.db.models import ResumeRequest
+
+    approvals = ApprovalsService(db, lease_seconds=30)
+    proposal = await approved(approvals)
+    await approvals.start(proposal.id, "crashed")
+    async with db.transaction() as session:
+        await session.execute(
+            update(Proposal).values(lease_expires_at=utcnow() - timedelta(seconds=1))
+        )
+    assert [p.id for p in await approvals.interrupt_lapsed()] == [proposal.id]
+
+    async def requests() -> list[str]:
+        async with db.transaction() as session:
+            kinds = await session.scalars(select(ResumeRequest.kind).order_by(ResumeRequest.id))
+            return list(kinds.all())
+
+    assert await requests() == ["resume"]
+    retried = await approvals.start(proposal.id, "second", retry_by="UA")
+    assert retried.state == ProposalState.EXECUTING
+    assert await requests() == ["resume"]  # reopened: nothing more to tell yet
+    await approvals.succeed(retried, "second", Outcome({"id": 1}, "done"))
+    kinds = await requests()
+    assert kinds[0] == "resume"
+    assert kinds[1:] == [f"update:{proposal.id}:2"]
+    async with db.transaction() as session:
+        assert (
+            await session.scalar(
+                select(func.count())
+                .select_from(ResumeRequest)
+                .where(ResumeRequest.kind == "resume")
+            )
+            == 1
+        )
