@@ -25,48 +25,33 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import aiohttp
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 
-from bot.approvals.service import ApprovalsService
+from bench.load_traffic import click, reply_done, seed, signed_event
+from bench.processes import (
+    bucket_quantile,
+    pct,
+    peak_rss_mb,
+    scrape,
+    start_processes,
+)
 from bot.db.models import AuditEntry, Proposal, Task
 from bot.db.session import Database
-from bot.slack import cards
-from bot.tools.packs.tasks import CreateTask
-from bot.tools.registry import Change, Preview
 from tests.fakes import openai as fake_openai
 from tests.fakes.openai import FakeOpenAI, Script
-from tests.fakes.slack import BOT_ID, BOT_TOKEN, BOT_USER_ID, FakeSlack, Limit, StoredMessage
+from tests.fakes.slack import BOT_TOKEN, BOT_USER_ID, FakeSlack, Limit
 from tests.harness import SIGNING_SECRET, SlackFront, clean_env
 from tests.pg import temporary_database
 
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/14")
-CURSOR = "▍"
 RAMP = 2.0
-
-
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -89,118 +74,11 @@ async def timed(figures: Figures, request: object) -> int:
     return int(status)
 
 
-async def scrape(ports: list[int]) -> list[str]:
-    """Each bot's /metrics text."""
-    texts = []
-    async with aiohttp.ClientSession() as session:
-        for port in ports:
-            async with session.get(f"http://127.0.0.1:{port}/metrics") as response:
-                texts.append(await response.text())
-    return texts
-
-
-def bucket_quantile(texts: list[str], name: str, q: float) -> float:
-    """Upper bound (ms) of the histogram bucket holding quantile `q`, summed over processes and
-    labels: the server's own view, without the load generator's share of the CPU."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    buckets: dict[float, float] = {}
-    for text in texts:
-        for family in text_string_to_metric_families(text):
-            if family.name != name:
-                continue
-            for sample in family.samples:
-                if sample.name == f"{name}_bucket":
-                    le = float(sample.labels["le"])
-                    buckets[le] = buckets.get(le, 0.0) + sample.value
-    if not buckets or not buckets[float("inf")]:
-        return float("nan")
-    total = buckets[float("inf")]
-    for le in sorted(buckets):
-        if buckets[le] >= q * total:
-            return le * 1000
-    return float("inf")
-
-
 async def sample_lag(figures: Figures) -> None:
     while True:
         asked = time.perf_counter()
         await asyncio.sleep(0.25)
         figures.client_lag.append((time.perf_counter() - asked - 0.25) * 1000)
-
-
-def reply_done(slack: FakeSlack, channel: str, count: int) -> bool:
-    replies = [m for m in slack.bot_messages(channel) if not m.blocks]
-    return len(replies) >= count and all(
-        CURSOR not in m.text and not m.text.startswith("_Thinking") for m in replies
-    )
-
-
-async def start_processes(
-    count: int, env: dict[str, str], workdir: Path
-) -> list[tuple[subprocess.Popen[str], int]]:
-    started = []
-    for _ in range(count):
-        port = free_port()
-        log = open(workdir / f"bot-{port}.log", "w")  # noqa: SIM115 - lives as long as the process
-        process = subprocess.Popen(
-            [sys.executable, "-m", "bot", "serve", "--host", "127.0.0.1", "--port", str(port)],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        started.append((process, port))
-    async with aiohttp.ClientSession() as session:
-        for process, port in started:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    async with session.get(f"http://127.0.0.1:{port}/healthz") as response:
-                        if response.status == 200:
-                            break
-                except aiohttp.ClientError:
-                    pass
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"bot on port {port} did not start")
-                await asyncio.sleep(0.2)
-    return started
-
-
-async def seed(db: Database, slack: FakeSlack, proposals: int) -> list[int]:
-    """Proposals waiting for a click, each with its card in the fake Slack (no paused turn)."""
-    service = ApprovalsService(db)
-    ids = []
-    async with db.transaction() as session:
-        for i in range(proposals):
-            arguments = CreateTask(title=f"load {i}").model_dump(mode="json")
-            proposal = await service.propose(
-                session,
-                team_id="T0TEST",
-                conversation_id=None,  # type: ignore[arg-type]
-                assistant_message_id=None,  # type: ignore[arg-type]
-                result_message_id=None,  # type: ignore[arg-type]
-                tool_call_id=f"load-{i}",
-                tool_name="create_task",
-                arguments=arguments,
-                preview=Preview(f"Create task 'load {i}'", (Change("title", None, f"load {i}"),)),
-                requester="UALICE",
-                channel_id="CLOAD",
-                thread_ts=None,
-                expires_in=timedelta(hours=2),
-            )
-            ts = f"1800000000.{i:06d}"
-            slack.channels["CLOAD"].append(
-                StoredMessage(ts, "card", BOT_USER_ID, BOT_ID, None, blocks=[{"type": "divider"}])
-            )
-            await session.flush()
-            await session.execute(
-                update(Proposal)
-                .where(Proposal.id == proposal.id)
-                .values(card_channel="CLOAD", card_ts=ts, card_version=proposal.version)
-            )
-            ids.append(proposal.id)
-    return ids
 
 
 async def run(
@@ -261,10 +139,10 @@ async def run(
                         text = f"<@{BOT_USER_ID}> question {asked}"
                         ts = slack.add_user_message(channel, text, thread_ts=root)
                         root = root or ts
-                        event = {"type": "app_mention", "user": "UALICE", "text": text}
-                        event |= {"ts": ts, "channel": channel, "thread_ts": root}
+                        mention = {"type": "app_mention", "user": "UALICE", "text": text}
+                        mention |= {"ts": ts, "channel": channel, "thread_ts": root}
                         body = front()
-                        await timed(figures, _event(body, event))
+                        await timed(figures, signed_event(body, mention))
                         asked += 1
                         figures.sent += 1
                         while time.monotonic() < stop_at + drain and not reply_done(
@@ -282,7 +160,7 @@ async def run(
                         await asyncio.sleep(max(0.0, due - time.monotonic()))
                         for _ in range(2):  # Slack delivering the click twice
                             asyncio.get_running_loop().create_task(
-                                timed(figures, _click(front(), proposal_id))
+                                timed(figures, click(front(), proposal_id))
                             )
                         figures.clicks += 1
 
@@ -324,7 +202,7 @@ async def run(
         finally:
             rss = []
             for process, _ in processes:
-                rss.append(_peak_rss_mb(process.pid))
+                rss.append(peak_rss_mb(process.pid))
                 process.send_signal(signal.SIGTERM)
             for process, _ in processes:
                 try:
@@ -384,47 +262,6 @@ async def run(
     )
     print(f"  non-2xx answers, ERROR log lines   {figures.failures}, {errors}   (target 0, 0)")
     print("  peak RSS per process               " + ", ".join(f"{r:.0f} MB" for r in rss))
-
-
-def _event(front: SlackFront, event: dict[str, Any]) -> object:
-    import json
-
-    from tests.fakes.slack import event_body
-
-    body = json.dumps(event_body(event, front.next_event_id())).encode()
-    return front.post_raw(body, front.signed_headers(body))
-
-
-def _click(front: SlackFront, proposal_id: int) -> object:
-    return front._interact(
-        {
-            "type": "block_actions",
-            "user": {"id": "UALICE", "team_id": "T0TEST"},
-            "trigger_id": f"t-{proposal_id}",
-            "channel": {"id": "CLOAD"},
-            "container": {"type": "message", "channel_id": "CLOAD"},
-            "message": {"ts": f"1800000000.{proposal_id:06d}"},
-            "actions": [
-                {
-                    "type": "button",
-                    "action_id": cards.APPROVE,
-                    "block_id": "b",
-                    "value": f"{proposal_id}:1",
-                    "action_ts": "1.0",
-                }
-            ],
-        }
-    )
-
-
-def _peak_rss_mb(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
 
 
 async def main() -> None:
