@@ -8,6 +8,7 @@ listener, the streamer and the CLI can share one file.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -48,8 +49,21 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     # Let SQLAlchemy, not the driver, open transactions (needed for savepoints), see below.
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    # WAL is a property of the file: set once. Switching needs the file to itself, and SQLite
+    # may refuse at once ("database is locked") while replicas starting together open it.
+    cursor.execute("PRAGMA journal_mode")
+    mode = cursor.fetchone()
+    for attempt in range(50):
+        if mode and str(mode[0]).lower() == "wal":
+            break
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            mode = cursor.fetchone()
+        except Exception as exc:  # the driver's OperationalError, adapted by SQLAlchemy
+            if "locked" not in str(exc) or attempt == 49:
+                raise
+            time.sleep(0.1)  # a fresh file being set up by another process; once per file
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
