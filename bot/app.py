@@ -6,9 +6,7 @@ hands it to whoever needs it.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import gc
 import hashlib
 import logging
 import time
@@ -36,9 +34,10 @@ from bot.coordination import RedisWindow, ThreadLocks
 from bot.db.migrate import upgrade_to_head
 from bot.db.models import Proposal
 from bot.db.session import Database
+from bot.heartbeat import Heartbeat, freeze_start_up_objects
 from bot.links import LinkSigner
 from bot.llm import LLM, make_client
-from bot.metrics import SLACK_RATELIMITED, sample_loop_lag
+from bot.metrics import SLACK_RATELIMITED
 from bot.records.retention import purge
 from bot.slack import listeners
 from bot.slack.card_publisher import CardPublisher
@@ -73,9 +72,7 @@ class Countersign:
     redis: Redis | None = None
     links: LinkSigner | None = None
     records: Records | None = None
-    _lag: asyncio.Task[None] | None = None
-    # When the main event loop last ran a timer (monotonic clock); read by the HTTP front door.
-    alive_at: float = field(default_factory=time.monotonic)
+    heartbeat: Heartbeat = field(default_factory=Heartbeat)
 
     @classmethod
     def build(cls, settings: Settings) -> Countersign:
@@ -268,27 +265,15 @@ class Countersign:
         await upgrade_to_head(self.db)
         await self.sweeper.recover()
         self.sweeper.start()
-        self._lag = asyncio.get_running_loop().create_task(
-            sample_loop_lag(self._alive), name="loop-lag"
-        )
-        # Everything made so far (modules, the app's long-lived objects, the token encoding)
-        # lives as long as the process: take it out of the collector's reach. Full collections
-        # walked it every few seconds under load and stopped the process for 200-400 ms each
-        # time (measured with gc.callbacks during bench/load), acknowledgements included.
         TokenCounter(self.settings.llm_model).warm_up()
-        gc.collect()
-        gc.freeze()
-        self.alive_at = time.monotonic()
-
-    def _alive(self, now: float) -> None:
-        self.alive_at = now
+        freeze_start_up_objects()
+        self.heartbeat.start()
 
     async def shutdown(self) -> None:
         """Let live replies finish (or finalise them with a note), then release resources."""
         log.info("shutting down: %d turn(s) in flight", self.tasks.running)
         await self.sweeper.stop()
-        if self._lag is not None:
-            self._lag.cancel()
+        self.heartbeat.stop()
         await self.tasks.drain(self.settings.shutdown_grace_seconds, self.budget.stop)
         await self.budget.stop()
         with contextlib.suppress(Exception):  # the texts shown last, for the next process

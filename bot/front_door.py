@@ -82,7 +82,7 @@ def http_app(countersign: Countersign, main: asyncio.AbstractEventLoop) -> web.A
             # Shutting down: refuse rather than acknowledge work we would then drop; Slack
             # delivers the event again (to another replica, or to us after the restart).
             return web.Response(status=503, text="shutting down")
-        if time.monotonic() - countersign.alive_at > STALLED_SECONDS:
+        if countersign.heartbeat.silent_for() > STALLED_SECONDS:
             # The main loop has not run for seconds: an acknowledgement now would promise work
             # nobody may do. Slack delivers the request again (to a replica, or to us later).
             log.warning("main loop stalled: a Slack request was refused with 503")

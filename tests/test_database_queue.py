@@ -1,8 +1,7 @@
-"""Waiting for a database connection under load: in order, bounded, and said plainly.
+"""Waiting for a database connection: in arrival order, bounded, and said plainly.
 
-Found by `bench/load.py` on three replicas: SQLAlchemy's async pool lets newcomers take a
-returned connection ahead of tasks already waiting, and some clicks and turns failed after
-waiting 60 s while no connection was held for more than 4 s.
+bench/load on three replicas saw clicks and turns fail after waiting 60 s for a connection;
+transactions now queue in order and a wait that runs out is a clear `DatabaseBusy`.
 """
 
 from __future__ import annotations

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy import ColumnElement, select, update
 
@@ -20,10 +19,6 @@ CARD_CLAIM = timedelta(minutes=3)
 @dataclass(frozen=True)
 class CardClaim:
     takeover: bool  # an earlier poster's claim lapsed: its card may exist already
-
-
-def _same(column: Any, value: Any) -> ColumnElement[bool]:
-    return column.is_(None) if value is None else column == value  # type: ignore[no-any-return]
 
 
 class CardState(Ledger):
@@ -48,14 +43,10 @@ class CardState(Ledger):
             takeover = proposal.card_channel == ""
             if takeover and proposal.card_claimed_until and proposal.card_claimed_until > now:
                 return None
+            # The compare-and-set: whoever claimed or posted meanwhile makes this match nothing.
             result = await session.execute(
                 update(Proposal)
-                .where(
-                    Proposal.id == proposal_id,
-                    self._card_unposted(now),
-                    _same(Proposal.card_channel, proposal.card_channel),
-                    _same(Proposal.card_claimed_until, proposal.card_claimed_until),
-                )
+                .where(Proposal.id == proposal_id, self._card_unposted(now))
                 .values(card_channel="", card_claimed_until=now + CARD_CLAIM)
             )
             if getattr(result, "rowcount", 0) != 1:

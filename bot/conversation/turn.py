@@ -13,6 +13,7 @@ import logging
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import select
 
+from bot.conversation.addressing import claim_turn
 from bot.conversation.ending import finish_unfinished
 from bot.conversation.incoming import Incoming
 from bot.conversation.memory import Memory
@@ -69,29 +70,6 @@ class Conversations:
         self.locks = locks or ThreadLocks()
         self.journal = journal
 
-    async def _claim(self, incoming: Incoming) -> Conversation | bool:
-        """True if this message is ours to answer and was not handled before; the known
-        conversation if it is a thread message to record without answering; else False.
-
-        Kept to the one write that must precede the placeholder (so that a duplicate never
-        posts one). In a channel thread the bot answers when mentioned, or every message if
-        `REPLY_IN_THREADS=always`; other messages of a thread it is in are kept as context.
-        """
-        known: Conversation | None = None
-        if not (incoming.mentions_bot or incoming.is_dm):
-            async with self.db.transaction() as session:
-                known = await repo.find_conversation(
-                    session, incoming.team_id, incoming.channel_id, incoming.conversation_key
-                )
-            if known is None:
-                return False  # a thread the bot is not part of
-        if not await self.claims.claim(incoming.delivery_keys()):
-            log.info("duplicate delivery of %s ignored", incoming.delivery_keys())
-            return False
-        if known is not None and self.settings.reply_in_threads != "always":
-            return known
-        return True
-
     async def _conversation(self, incoming: Incoming) -> tuple[Conversation, bool]:
         async with self.db.transaction() as session:
             return await repo.get_or_create_conversation(
@@ -105,7 +83,7 @@ class Conversations:
     async def handle(
         self, incoming: Incoming, bot_user_id: str | None = None, bot_id: str | None = None
     ) -> None:
-        claimed = await self._claim(incoming)
+        claimed = await claim_turn(self.db, self.claims, incoming, self.settings.reply_in_threads)
         if claimed is False:
             return
         if isinstance(claimed, Conversation):  # context only: stored, not answered

@@ -105,10 +105,12 @@ def create_engine(raw_url: str, pool_size: int = 10) -> AsyncEngine:
 class Database:
     """Engine plus session factory; `transaction()` is the one place that commits.
 
-    Transactions queue for a connection first come, first served. SQLAlchemy's async pool
-    hands a returned connection to whichever task asks next, so under load a waiter can lose
-    its turn again and again (seen: 60 s waits while no connection was held over 4 s);
-    an asyncio semaphore (FIFO) sized like the pool puts them in order instead.
+    Transactions queue for a connection first come, first served, behind an asyncio semaphore
+    (FIFO) sized like the pool: SQLAlchemy's async pool hands a free connection to any task that
+    asks at that moment (`get_nowait`), so its order is not promised. Under overload the queue
+    grows instead of failing; a wait of `wait_seconds` ends in `DatabaseBusy`, a plain error.
+    (bench/load once saw 60 s waits while no connection was held over 4 s: too much work per
+    click, not a leak; see docs/benchmarks.md.)
 
     On SQLite every transaction takes the write lock (BEGIN IMMEDIATE), and SQLite's busy
     handler waits for a lock by sleeping in steps of up to 100 ms: twenty replies starting at

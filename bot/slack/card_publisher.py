@@ -25,6 +25,7 @@ from bot.approvals.policy import Policies
 from bot.approvals.service import ApprovalsService, UnknownProposal
 from bot.db.models import Proposal
 from bot.errors import retryable, slack_error
+from bot.keyed_messages import find_keyed, keyed
 from bot.metrics import SLACK_EDITS
 from bot.slack.cards import CardView, approval_card, slack_date
 from bot.slack.edit_budget import EditBudget
@@ -112,7 +113,18 @@ class CardPublisher:
             return True  # posted (or being posted) by someone else
         text, blocks = approval_card(await self.view(proposal))
         try:
-            earlier = await self._posted_before(proposal) if claim.takeover else None
+            earlier = (
+                await find_keyed(
+                    self.slack,
+                    proposal.channel_id,
+                    CARD_EVENT,
+                    proposal.idempotency_key,
+                    thread_ts=proposal.thread_ts,
+                    oldest=f"{proposal.created_at.timestamp() - 60:.6f}",
+                )
+                if claim.takeover
+                else None
+            )
             if earlier is not None:
                 channel, ts = proposal.channel_id, earlier
                 await self.budget.acquire(_CardEdit())
@@ -123,10 +135,7 @@ class CardPublisher:
                     thread_ts=proposal.thread_ts,
                     text=text,
                     blocks=blocks,
-                    metadata={
-                        "event_type": CARD_EVENT,
-                        "event_payload": {"key": proposal.idempotency_key},
-                    },
+                    metadata=keyed(CARD_EVENT, proposal.idempotency_key),
                 )
                 channel, ts = str(posted["channel"]), str(posted["ts"])
         except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
@@ -138,32 +147,6 @@ class CardPublisher:
         await self.approvals.set_card(proposal.id, channel, ts)
         await self.approvals.card_shown(proposal.id, proposal.version)
         return True
-
-    async def _posted_before(self, proposal: Proposal) -> str | None:
-        """The ts of this proposal's card if an earlier poster got it into Slack."""
-        if proposal.thread_ts:
-            found = await self.slack.conversations_replies(
-                channel=proposal.channel_id,
-                ts=proposal.thread_ts,
-                limit=200,
-                include_all_metadata=True,
-            )
-        else:
-            found = await self.slack.conversations_history(
-                channel=proposal.channel_id,
-                limit=100,
-                oldest=f"{proposal.created_at.timestamp() - 60:.6f}",
-                include_all_metadata=True,
-            )
-        for message in found.get("messages") or []:
-            metadata = message.get("metadata") or {}
-            payload = metadata.get("event_payload") or {}
-            if (
-                metadata.get("event_type") == CARD_EVENT
-                and payload.get("key") == proposal.idempotency_key
-            ):
-                return str(message.get("ts"))
-        return None
 
     def refresh(self, proposal_id: int) -> None:
         """Bring the card in line with its proposal soon; returns at once."""

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bot.keyed_messages import find_keyed, keyed
 from bot.membership import is_member, is_private
 from bot.text import escape
 from bot.tools.registry import (
@@ -172,36 +173,16 @@ async def _preview_post(args: PostMessage, ctx: ToolContext) -> Preview:
 )
 async def post_message(args: PostMessage, ctx: ToolContext) -> Outcome:
     await _reach(ctx, args.channel, write=True)
-    ts = await _posted_before(ctx, args.channel)
+    key = ctx.idempotency_key
+    ts = await find_keyed(ctx.slack, args.channel, IDEMPOTENCY_EVENT, key) if key else None
     if ts is None:
-        metadata = (
-            {"event_type": IDEMPOTENCY_EVENT, "event_payload": {"key": ctx.idempotency_key}}
-            if ctx.idempotency_key
-            else None
-        )
+        metadata = keyed(IDEMPOTENCY_EVENT, key) if key else None
         posted = await ctx.slack.chat_postMessage(
             channel=args.channel, text=escape(args.text), metadata=metadata
         )
         ts = str(posted["ts"])
     link = await _permalink(ctx, args.channel, ts)
     return Outcome({"posted": True, "channel": args.channel, "ts": ts}, "Message posted", link)
-
-
-async def _posted_before(ctx: ToolContext, channel: str) -> str | None:
-    """The ts of a message an earlier attempt of this proposal posted (same idempotency key)."""
-    if not ctx.idempotency_key:
-        return None
-    history = await ctx.slack.conversations_history(
-        channel=channel, limit=100, include_all_metadata=True
-    )
-    for message in history.get("messages") or []:
-        metadata = message.get("metadata") or {}
-        payload = metadata.get("event_payload") or {}
-        if metadata.get("event_type") == IDEMPOTENCY_EVENT and payload.get("key") == (
-            ctx.idempotency_key
-        ):
-            return str(message.get("ts"))
-    return None
 
 
 async def _permalink(ctx: ToolContext, channel: str, ts: str) -> str | None:
