@@ -1,40 +1,81 @@
-"""Live-reply benchmark: the bot in HTTP mode against the fakes, Slack's chat.update limit of
-50 per minute enforced by the fake Slack.
+"""Live-reply benchmark: the bot in HTTP mode against the fakes, with Slack's budgets enforced
+by the fake Slack (chat.update 50/min, chat.startStream and chat.stopStream 20/min each,
+chat.appendStream at the budget the bot is configured with, chat.postMessage 60/min per channel).
 
-    uv run python -m bench.stream            # 1 reply, then 20 concurrent replies
-    uv run python -m bench.stream --replies 5 --tokens 100
+    uv run python -m bench.stream --streaming auto      # 1, 20 and 60 concurrent replies
+    uv run python -m bench.stream --streaming edit --replies 20
 
-Each reply is TOKENS tokens at RATE tokens/s after TTFT seconds to the first token. Times are
-taken where they happen: first/last token when the fake model sends them, "visible" when the fake
-Slack accepts the message or edit that shows the text.
+Each reply is TOKENS tokens at RATE tokens/s after TTFT seconds. Times are taken where they
+happen: tokens when the fake model sends them, "visible" when the fake Slack accepts the call
+that shows the text. The age of the shown text at a moment is how long ago the model had
+produced what the reader sees; it is averaged over each reply's streaming time.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import resource
 import statistics
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.fakes.openai import FakeOpenAI, Script
+from tests.fakes.openai import FakeOpenAI, Played, Script
 from tests.fakes.slack import BOT_USER_ID, FakeSlack, Limit
 from tests.harness import make_settings, start_bot, stop_bot
 
 PLACEHOLDER = "_Thinking…_"
+CURSOR = " ▍"
+EDITS_PER_MINUTE = 50
+STARTS_PER_MINUTE = 20
+APPENDS_PER_MINUTE = 600
 
 
 @dataclass
 class ReplyFigures:
-    event_to_placeholder: float
-    first_token_to_visible: float
+    event_to_visible: float
+    age_while_streaming: float
     last_token_to_complete: float
-    updates: int
     exact: bool
-    done_at: float
+    native: bool
+
+
+def shown_length(text: str, final: str) -> int:
+    """How much of the final text a shown text has (placeholder and cursor removed)."""
+    body = text.removesuffix(CURSOR).split("\n_", 1)[0]
+    if body == PLACEHOLDER:
+        return 0
+    length = 0
+    for a, b in zip(body, final, strict=False):
+        if a != b:
+            break
+        length += 1
+    return length
+
+
+def mean_age(timeline: list[tuple[float, str]], final: str, played: Played) -> float:
+    """Time-weighted mean, over [first token, last token], of how far behind the model the
+    reader is: now minus the moment the model had produced what is shown."""
+    assert played.first_token_at is not None
+    assert played.last_token_at is not None
+    times = [t for t, _ in played.token_times]
+    produced = [n for _, n in played.token_times]
+    begin, end = played.first_token_at, played.last_token_at
+    events = [(t, shown_length(text, final)) for t, text in timeline]
+    total, step, now = 0.0, 0.005, begin
+    while now < end:
+        index = bisect.bisect_right([t for t, _ in events], now) - 1
+        length = events[index][1] if index >= 0 else 0
+        # the moment the model had produced `length` characters
+        k = bisect.bisect_left(produced, length)
+        made_at = times[min(k, len(times) - 1)] if length else begin
+        total += (now - made_at) * step
+        now += step
+    return total / max(end - begin, step)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -48,18 +89,39 @@ def script_text(reply: int, tokens: int) -> str:
     return " ".join(f"r{reply}t{i}" for i in range(tokens))
 
 
+def limits_for(replies: int, rate: float, tokens: int, streaming: str) -> dict[str, float]:
+    """What the budgets alone allow, as the mean age floor (half the refresh interval)."""
+    stream_seconds = tokens / rate
+    native = 0 if streaming == "edit" else min(replies, STARTS_PER_MINUTE)
+    edited = replies - native
+    out: dict[str, float] = {}
+    if native:
+        out["native refresh every s (budget)"] = max(0.5, 60 * native / APPENDS_PER_MINUTE)
+    if edited:
+        out["edit refresh every s (budget)"] = min(
+            stream_seconds, max(1.0, 60 * edited / EDITS_PER_MINUTE)
+        )
+    floor = [v / 2 for v in out.values()]
+    out["age floor s (budgets)"] = (
+        (native * floor[0] + edited * floor[-1]) / replies if floor else float("nan")
+    )
+    return out
+
+
 async def run_scenario(
     replies: int,
     tokens: int,
     rate: float,
     ttft: float,
-    budget_per_minute: int = 50,
-    min_interval: float = 1.0,
+    streaming: str,
 ) -> dict[str, float]:
     slack = FakeSlack().start()
     model = FakeOpenAI().start()
-    slack.limits["chat.update"] = Limit(50, 60.0)
+    slack.limits["chat.update"] = Limit(EDITS_PER_MINUTE, 60.0)
     slack.limits["chat.postMessage"] = Limit(60, 60.0, per_channel=True)
+    slack.limits["chat.startStream"] = Limit(STARTS_PER_MINUTE, 60.0)
+    slack.limits["chat.stopStream"] = Limit(STARTS_PER_MINUTE, 60.0)
+    slack.limits["chat.appendStream"] = Limit(APPENDS_PER_MINUTE, 60.0)
     texts = [script_text(i, tokens) for i in range(replies)]
     with tempfile.TemporaryDirectory() as tmp:
         bot = await start_bot(
@@ -67,8 +129,10 @@ async def run_scenario(
                 slack,
                 model,
                 f"sqlite:///{Path(tmp) / 'bench.db'}",
-                slack_edit_budget_per_minute=budget_per_minute,
-                slack_edit_min_interval_seconds=min_interval,
+                streaming=streaming,
+                slack_edit_budget_per_minute=EDITS_PER_MINUTE,
+                slack_append_budget_per_minute=APPENDS_PER_MINUTE,
+                slack_stream_starts_per_minute=STARTS_PER_MINUTE,
             )
         )
         try:
@@ -96,7 +160,7 @@ async def run_scenario(
 
             started = time.monotonic()
             await asyncio.gather(*[mention(i) for i in range(replies)])
-            await bot.idle(timeout=300)
+            await bot.idle(timeout=600)
             finished = time.monotonic()
         finally:
             await stop_bot(bot)
@@ -107,41 +171,42 @@ async def run_scenario(
         (message,) = slack.bot_messages(channel)
         timeline = slack.timeline[message.ts]
         stream = played[texts[i]]
-        assert stream.first_token_at is not None
         assert stream.last_token_at is not None
-        first_visible = next(t for t, text in timeline if text != PLACEHOLDER)
+        first_visible = next(t for t, text in timeline if shown_length(text, texts[i]) > 0)
         complete = next((t for t, text in timeline if text == texts[i]), float("nan"))
         figures.append(
             ReplyFigures(
-                event_to_placeholder=timeline[0][0] - sent_at[channel],
-                first_token_to_visible=first_visible - stream.first_token_at,
+                event_to_visible=first_visible - sent_at[channel],
+                age_while_streaming=mean_age(timeline, texts[i], stream),
                 last_token_to_complete=complete - stream.last_token_at,
-                updates=len(timeline) - 1,
                 exact=message.text == texts[i],
-                done_at=complete,
+                native=message.ts in slack.streams,
             )
         )
-    updates = slack.calls_to("chat.update")
+    calls = Counter(c.method for c in slack.calls if c.method.startswith("chat."))
+    rate_limited = sum(1 for c in slack.calls if c.status == 429)
     slack.stop()
     model.stop()
     ms = 1000.0
-    return {
+    out: dict[str, float] = {
         "replies": replies,
-        "event -> placeholder p50 ms": pct([f.event_to_placeholder for f in figures], 0.5) * ms,
-        "event -> placeholder p95 ms": pct([f.event_to_placeholder for f in figures], 0.95) * ms,
-        "first token -> visible p50 ms": pct([f.first_token_to_visible for f in figures], 0.5) * ms,
-        "first token -> visible p95 ms": pct([f.first_token_to_visible for f in figures], 0.95)
-        * ms,
+        "streamed natively": sum(f.native for f in figures),
+        "event -> first text p50 ms": pct([f.event_to_visible for f in figures], 0.5) * ms,
+        "event -> first text p95 ms": pct([f.event_to_visible for f in figures], 0.95) * ms,
+        "age while streaming mean s": statistics.mean(f.age_while_streaming for f in figures),
+        "age while streaming p95 s": pct([f.age_while_streaming for f in figures], 0.95),
         "last token -> complete p50 ms": pct([f.last_token_to_complete for f in figures], 0.5) * ms,
         "last token -> complete p95 ms": pct([f.last_token_to_complete for f in figures], 0.95)
         * ms,
-        "chat.update per reply (mean)": statistics.mean(f.updates for f in figures),
-        "stream seconds per reply": tokens / rate,
-        "429 answers": sum(1 for c in updates if c.status == 429),
         "exact final texts": sum(f.exact for f in figures),
-        "all done after s": max(f.done_at for f in figures) - started,
+        "429 answers": rate_limited,
+        "stream seconds per reply": tokens / rate,
         "wall s": finished - started,
     }
+    for method in sorted(calls):
+        out[f"calls {method}"] = calls[method]
+    out.update(limits_for(replies, rate, tokens, streaming))
+    return out
 
 
 def report(name: str, figures: dict[str, float]) -> None:
@@ -149,7 +214,8 @@ def report(name: str, figures: dict[str, float]) -> None:
     for key, value in figures.items():
         shown = (
             f"{value:.0f}"
-            if key in ("replies", "429 answers", "exact final texts")
+            if key in ("replies", "429 answers", "exact final texts", "streamed natively")
+            or key.startswith("calls ")
             else (f"{value:.2f}" if isinstance(value, float) else str(value))
         )
         print(f"  {key:<34} {shown}")
@@ -157,30 +223,20 @@ def report(name: str, figures: dict[str, float]) -> None:
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--replies", type=int, nargs="*", default=[1, 20])
+    parser.add_argument("--streaming", choices=["auto", "native", "edit"], default="auto")
+    parser.add_argument("--replies", type=int, nargs="*", default=[1, 20, 60])
     parser.add_argument("--tokens", type=int, default=400)
     parser.add_argument("--rate", type=float, default=40.0)
     parser.add_argument("--ttft", type=float, default=0.3)
-    parser.add_argument(
-        "--compare-unpaced",
-        action="store_true",
-        help="also run the largest scenario as a bot that edits twice a second and ignores "
-        "the workspace budget (600/min configured against Slack's 50)",
-    )
     args = parser.parse_args()
     for replies in args.replies:
-        figures = await run_scenario(replies, args.tokens, args.rate, args.ttft)
+        figures = await run_scenario(replies, args.tokens, args.rate, args.ttft, args.streaming)
         report(
-            f"{replies} concurrent repl{'y' if replies == 1 else 'ies'}, {args.tokens} "
-            f"tokens at {args.rate:g}/s, {args.ttft * 1000:.0f} ms to first token",
+            f"STREAMING={args.streaming}: {replies} concurrent repl"
+            f"{'y' if replies == 1 else 'ies'}, {args.tokens} tokens at {args.rate:g}/s, "
+            f"{args.ttft * 1000:.0f} ms to first token",
             figures,
         )
-    if args.compare_unpaced:
-        replies = max(args.replies)
-        figures = await run_scenario(
-            replies, args.tokens, args.rate, args.ttft, budget_per_minute=600, min_interval=0.5
-        )
-        report(f"UNPACED for comparison: {replies} replies, edits every 0.5 s", figures)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\npeak RSS of the process (bot + both fakes): {peak:.0f} MiB")
 

@@ -7,7 +7,6 @@ hands it to whoever needs it.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from bot.conversation.tokens import TokenCounter
 from bot.conversation.tool_round import ActionDesk
 from bot.conversation.turn import Conversations
 from bot.conversation.turn_settings import TurnSettings
-from bot.coordination import RedisWindow, ThreadLocks
+from bot.coordination import ThreadLocks
 from bot.db.migrate import upgrade_to_head
 from bot.db.models import Proposal
 from bot.db.session import Database
@@ -40,9 +39,10 @@ from bot.llm import LLM, make_client
 from bot.metrics import SLACK_RATELIMITED
 from bot.records.retention import purge
 from bot.slack import listeners
+from bot.slack.budgets import Limits, WorkspaceBudgets
 from bot.slack.card_publisher import CardPublisher
 from bot.slack.commands import Records
-from bot.slack.edit_budget import WINDOW_MARGIN_SECONDS, WINDOW_SECONDS, EditBudget
+from bot.slack.edit_budget import EditBudget
 from bot.slack.interactions import Interactions
 from bot.slack.ratelimit import retry_handlers
 from bot.tasks import TaskGroup, new_worker_id
@@ -61,7 +61,7 @@ class Countersign:
     db: Database
     slack: AsyncWebClient
     llm: LLM
-    budget: EditBudget
+    budget: EditBudget  # the workspace's chat.update budget (budgets.edits)
     tasks: TaskGroup
     conversations: Conversations
     bolt: AsyncApp
@@ -73,6 +73,7 @@ class Countersign:
     links: LinkSigner | None = None
     records: Records | None = None
     heartbeat: Heartbeat = field(default_factory=Heartbeat)
+    budgets: WorkspaceBudgets | None = None
 
     @classmethod
     def build(cls, settings: Settings) -> Countersign:
@@ -87,22 +88,22 @@ class Countersign:
             if settings.redis_url
             else None
         )
-        window = None
-        if redis is not None:  # replicas share the workspace's chat.update window
-            token = settings.slack_bot_token.get_secret_value()
-            window = RedisWindow(
-                redis,
-                f"countersign:chat.update:{hashlib.sha256(token.encode()).hexdigest()[:16]}",
-                settings.slack_edit_budget_per_minute,
-                WINDOW_SECONDS + WINDOW_MARGIN_SECONDS,
-            )
-        budget = EditBudget(settings.slack_edit_budget_per_minute, window=window)
+        # One scheduler for the workspace's budgets (shared by the replicas through Redis).
+        budgets = WorkspaceBudgets(
+            Limits(
+                edits_per_minute=settings.slack_edit_budget_per_minute,
+                appends_per_minute=settings.slack_append_budget_per_minute,
+                starts_per_minute=settings.slack_stream_starts_per_minute,
+            ),
+            redis,
+            workspace_key=settings.slack_bot_token.get_secret_value(),
+        )
+        budget = budgets.edits
 
         def on_rate_limited(method: str, seconds: float) -> None:
             log.warning("Slack rate-limited %s for %.1fs", method, seconds)
             SLACK_RATELIMITED.labels(method=method).inc()
-            if method == "chat.update":
-                budget.pause(seconds)
+            budgets.rate_limited(method, seconds)
 
         # One HTTP session for every Web API call: without it slack_sdk opens a new session
         # (and TCP/TLS connection) per call, which costs each edit a handshake.
@@ -145,6 +146,8 @@ class Countersign:
                 history_window=settings.history_window_messages,
                 max_chars=settings.slack_message_max_chars,
                 min_edit_interval=settings.slack_edit_min_interval_seconds,
+                streaming=settings.streaming,
+                min_append_interval=settings.slack_append_min_interval_seconds,
                 max_tool_rounds=settings.max_tool_rounds,
                 max_tool_calls_per_round=settings.max_tool_calls_per_round,
                 thread_import_messages=settings.thread_import_messages,
@@ -162,6 +165,7 @@ class Countersign:
             ActionDesk(registry, policies, approvals, cards),
             ThreadLocks(redis),
             live_replies,
+            budgets,
         )
 
         def tool_context(proposal: Proposal) -> ToolContext:
@@ -258,6 +262,7 @@ class Countersign:
             redis,
             links,
             records,
+            budgets=budgets,
         )
 
     async def start(self) -> None:
@@ -274,8 +279,9 @@ class Countersign:
         log.info("shutting down: %d turn(s) in flight", self.tasks.running)
         await self.sweeper.stop()
         self.heartbeat.stop()
-        await self.tasks.drain(self.settings.shutdown_grace_seconds, self.budget.stop)
-        await self.budget.stop()
+        stop_budgets = self.budgets.stop if self.budgets is not None else self.budget.stop
+        await self.tasks.drain(self.settings.shutdown_grace_seconds, stop_budgets)
+        await stop_budgets()
         with contextlib.suppress(Exception):  # the texts shown last, for the next process
             await self.live_replies.flush()
         await self.live_replies.stop()

@@ -117,7 +117,13 @@ class Settings(BaseSettings):
     tool_result_tokens: Annotated[int, Field(ge=100, le=200_000)] = 2_000
     summary_tokens: Annotated[int, Field(ge=100, le=20_000)] = 600
 
+    streaming: Literal["auto", "native", "edit"] = "auto"
     slack_edit_budget_per_minute: Annotated[int, Field(ge=1, le=600)] = 50
+    # Tier 4 is documented as "100+ per minute"; Slack's own stream helper appends every 256
+    # characters of every stream unpaced, which at 20 replies is ~700 a minute.
+    slack_append_budget_per_minute: Annotated[int, Field(ge=10, le=6000)] = 600
+    slack_append_min_interval_seconds: Annotated[float, Field(ge=0.1, le=60)] = 0.5
+    slack_stream_starts_per_minute: Annotated[int, Field(ge=1, le=600)] = 20
     slack_edit_min_interval_seconds: Annotated[float, Field(ge=0.1, le=60)] = 1.0
     slack_message_max_chars: Annotated[int, Field(ge=500, le=3900)] = 3500
 

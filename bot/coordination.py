@@ -1,6 +1,7 @@
-"""What replicas share when `REDIS_URL` is set: the workspace's `chat.update` window (so two
-replicas together stay within Slack's 50 a minute, and a 429 pauses both) and the lock that
-keeps one thread's turns in order. Without Redis both live in the process.
+"""What replicas share when `REDIS_URL` is set: the workspace's rate windows, one per Slack
+method we pace (`chat.update`, `chat.appendStream`, `chat.startStream`, `chat.stopStream`: two
+replicas together stay within Slack's limits, and a 429 pauses that method on both) and the lock
+that keeps one thread's turns in order. Without Redis both live in the process.
 
 If Redis stops answering (every call has a socket time-out, so a hung Redis cannot stall a
 reply), each replica falls back to its own window, sized to its share of the budget (the limit
@@ -36,6 +37,10 @@ class Window(Protocol):
         until a slot frees, or None if none will)."""
         ...
 
+    async def free(self) -> int:
+        """Slots free right now (without taking one)."""
+        ...
+
     async def pause(self, seconds: float) -> None: ...
 
     async def paused_for(self) -> float: ...
@@ -51,10 +56,17 @@ class LocalWindow:
         self._calls: deque[float] = deque()
         self._paused_until = 0.0
 
-    async def take(self, keep_free: int) -> tuple[bool, float | None]:
-        now = self._clock()
+    def _expire(self, now: float) -> None:
         while self._calls and self._calls[0] <= now - self.seconds:
             self._calls.popleft()
+
+    async def free(self) -> int:
+        self._expire(self._clock())
+        return max(0, self.limit - len(self._calls))
+
+    async def take(self, keep_free: int) -> tuple[bool, float | None]:
+        now = self._clock()
+        self._expire(now)
         if len(self._calls) < self.limit - keep_free:
             self._calls.append(now)
             return True, 0.0
@@ -145,7 +157,7 @@ class RedisWindow:
         self._fallback.limit = max(1, self.limit // self.replicas)
 
     def _down(self, exc: Exception) -> None:
-        self.breaker.failed(exc, "using this replica's share of the edit window")
+        self.breaker.failed(exc, f"using this replica's share of the window {self.key}")
 
     async def take(self, keep_free: int) -> tuple[bool, float | None]:
         if not self.breaker.closed:
@@ -162,6 +174,20 @@ class RedisWindow:
         self.breaker.succeeded()
         seconds = float(wait)
         return bool(int(granted)), (None if seconds < 0 else seconds)
+
+    async def free(self) -> int:
+        if not self.breaker.closed:
+            return await self._fallback.free()
+        try:
+            now = time.time()
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.zremrangebyscore(self.key, "-inf", now - self.seconds)
+                pipe.zcard(self.key)
+                results = await pipe.execute()
+        except RedisError as exc:
+            self._down(exc)
+            return await self._fallback.free()
+        return max(0, self.limit - int(results[1]))
 
     async def pause(self, seconds: float) -> None:
         await self._fallback.pause(seconds)

@@ -64,6 +64,8 @@ def make_settings(
         "llm_max_retries": 2,
         "database_url": database_url,
         "shutdown_grace_seconds": 5,
+        # Existing tests describe the edit transport; native streaming has its own tests.
+        "streaming": "edit",
     }
     values.update(extra)
     return Settings(_env_file=None, **values)

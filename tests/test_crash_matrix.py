@@ -153,6 +153,29 @@ async def test_killed_mid_stream(
     assert "Interrupted" in reply
 
 
+async def test_killed_mid_native_stream(
+    crashing: tuple[Bot, Database], fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """A native stream cut off by SIGKILL: the next process stops the stream (Slack would
+    keep it open for minutes) and finishes the message with what it showed and a note."""
+    bot, db = crashing
+    bot.env["STREAMING"] = "native"
+    fake_model.script(Script(text=" ".join(f"t{i}" for i in range(80)), tokens_per_second=10))
+    await bot.start()
+    await bot.front.mention("C1", "a long answer please", fake_slack)
+    await eventually(lambda: any("t2" in t for t in texts(fake_slack)))
+    await asyncio.sleep(0.5)  # the journal trails what Slack shows by at most 0.25 s
+    bot.kill()
+    (message,) = fake_slack.streamed_messages("C1")
+    assert fake_slack.streams[message.ts].open  # the crash left the stream open
+    await bot.start()
+    await eventually(lambda: "Interrupted" in texts(fake_slack)[0])
+    assert not fake_slack.streams[message.ts].open
+    (reply,) = texts(fake_slack)
+    assert reply.startswith("t0 t1 t2")
+    await assert_invariants(fake_slack, db)
+
+
 async def test_killed_after_the_card_was_posted(
     crashing: tuple[Bot, Database], fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:

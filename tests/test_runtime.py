@@ -68,7 +68,7 @@ def bot_env(slack: FakeSlack, model: FakeOpenAI, tmp_path: Path, **extra: str) -
         OPENAI_BASE_URL=model.base_url,
         LLM_MODEL=fake_openai.MODEL,
         DATABASE_URL=f"sqlite:///{tmp_path / 'bot.db'}",
-        **extra,
+        **{"STREAMING": "edit", **extra},  # native streaming has tests of its own
     )
 
 

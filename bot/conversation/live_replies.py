@@ -145,6 +145,10 @@ class LiveReplies:
             if getattr(claimed, "rowcount", 0) != 1:
                 continue  # another replica took it
             LEASE_TAKEOVERS.labels(kind="reply").inc()
+            # A native stream cut off stays open until Slack ends it (minutes later), and a
+            # streaming message takes no chat.update: stop it first (a no-op error otherwise).
+            with contextlib.suppress(Exception):
+                await slack.chat_stopStream(channel=row.channel_id, ts=row.ts)
             try:
                 await slack.chat_update(
                     channel=row.channel_id, ts=row.ts, text=finished_text(row.shown)

@@ -40,11 +40,22 @@ class Prepared:
         return None if self.result is None else json.dumps(self.result, ensure_ascii=False)
 
 
+# (task id, title, pending|in_progress|complete|error, details): how the reply shows a step
+OnTask = Callable[[str, str, str, str | None], None]
+
+
+def _detail(result: dict[str, Any]) -> tuple[str, str]:
+    """The task's final state and a short detail for the reader."""
+    if result.get("status") == "error":
+        return "error", str(result.get("error", "failed"))[:200]
+    return "complete", "done"
+
+
 async def prepare_calls(
     calls: list[ToolCall],
     registry: ToolRegistry,
     context: Callable[[], ToolContext],
-    on_status: Callable[[str], None],
+    on_task: OnTask,
     timeout: float,
     max_calls: int = 8,
 ) -> list[Prepared]:
@@ -89,12 +100,14 @@ async def prepare_calls(
             )
             continue
         if not tool.requires_approval:
-            on_status(tool.running_label or f"Running {tool.name}")
+            label = tool.running_label or f"Running {tool.name}"
+            on_task(call.id, label, "in_progress", None)
             try:
                 outcome = await asyncio.wait_for(tool.run(arguments, context()), timeout)
                 result: dict[str, Any] = outcome.result
             except Exception as exc:  # the model is told, the turn goes on
                 result = {"status": "error", "error": plain_error(exc)}
+            on_task(call.id, label, *_detail(result))
             prepared.append(Prepared(call, tool, result))
             continue
         assert tool.preview is not None

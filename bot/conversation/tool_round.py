@@ -74,7 +74,7 @@ async def tool_round(
         finished.tool_calls,
         desk.registry,
         context,
-        stream.set_status,
+        stream.task,
         settings.tool_timeout,
         settings.max_tool_calls_per_round,
     )

@@ -37,11 +37,16 @@ from bot.db.session import Database
 from bot.llm import LLM, Finished, LLMError, TextDelta, Usage
 from bot.logs import log_context
 from bot.metrics import TURNS
+from bot.slack.agent_status import AgentStatus, Status
+from bot.slack.budgets import WorkspaceBudgets
 from bot.slack.edit_budget import EditBudget
-from bot.slack.streamer import Journal, ReplyStream
+from bot.slack.streamer import Journal, NativeOptions, ReplyStream
 from bot.tools.registry import ToolContext
 
 log = logging.getLogger(__name__)
+
+# STREAMING=native: how long a reply waits for a stream start (Tier 2) before it uses edits.
+NATIVE_PATIENCE_SECONDS = 30.0
 
 
 class Conversations:
@@ -58,6 +63,7 @@ class Conversations:
         desk: ActionDesk | None = None,
         locks: ThreadLocks | None = None,
         journal: Journal | None = None,
+        budgets: WorkspaceBudgets | None = None,
     ) -> None:
         self.db = db
         self.llm = llm
@@ -69,6 +75,9 @@ class Conversations:
         self.claims = DeliveryClaims(db)
         self.locks = locks or ThreadLocks()
         self.journal = journal
+        self.budgets = budgets
+        # Agent surfaces come with native streaming; STREAMING=edit keeps the classic reply.
+        self.status = AgentStatus(slack) if settings.streaming != "edit" else None
 
     async def _conversation(self, incoming: Incoming) -> tuple[Conversation, bool]:
         async with self.db.transaction() as session:
@@ -90,8 +99,11 @@ class Conversations:
             async with self.locks.hold(claimed.id):
                 await self._record_user_message(claimed, False, incoming, None, None)
             return
-        stream = self._stream(incoming.channel_id, incoming.reply_thread_ts)
+        stream = self._stream(
+            incoming.channel_id, incoming.reply_thread_ts, incoming.user_id, incoming.team_id
+        )
         placeholder = asyncio.create_task(stream.start())
+        status = self._working(stream, incoming.user_id)
         try:
             conversation, created = await self._conversation(incoming)
             with log_context(conversation_id=conversation.id):
@@ -109,6 +121,25 @@ class Conversations:
             log.exception("turn in %s failed", incoming.channel_id)
         finally:
             await finish_unfinished(stream, placeholder, failure_note(BROKE), "failed")
+            await self._done(stream, status, incoming.user_id)
+
+    def _working(self, stream: ReplyStream, user: str) -> asyncio.Task[None] | None:
+        """The thread shows that the agent works (concurrently with the reply's start)."""
+        if self.status is None:
+            return None
+        return asyncio.create_task(
+            self.status.set(stream.channel, stream.thread_ts, "processing", user)
+        )
+
+    async def _done(
+        self, stream: ReplyStream, working: asyncio.Task[None] | None, user: str
+    ) -> None:
+        """`suspended` while the turn's proposals wait for people, else `active`."""
+        if self.status is None or working is None:
+            return
+        await asyncio.shield(working)
+        final: Status = "suspended" if stream.paused else "active"
+        await asyncio.shield(self.status.set(stream.channel, stream.thread_ts, final, user))
 
     async def _record_user_message(
         self,
@@ -127,7 +158,17 @@ class Conversations:
         )
         await store_user_message(self.db, conversation, incoming, earlier)
 
-    def _stream(self, channel: str, thread_ts: str | None) -> ReplyStream:
+    def _stream(self, channel: str, thread_ts: str | None, user: str, team: str) -> ReplyStream:
+        native = None
+        if self.budgets is not None and self.settings.streaming != "edit":
+            native = NativeOptions(
+                self.budgets.appends,
+                self.budgets.streams,
+                user,
+                team,
+                patience=NATIVE_PATIENCE_SECONDS if self.settings.streaming == "native" else 0.0,
+                min_interval=self.settings.min_append_interval,
+            )
         return ReplyStream(
             self.slack,
             self.budget,
@@ -136,6 +177,7 @@ class Conversations:
             max_chars=self.settings.max_chars,
             min_interval=self.settings.min_edit_interval,
             journal=self.journal,
+            native=native,
         )
 
     def _tool_context(self, conversation: Conversation, requester: str) -> ToolContext:
@@ -213,6 +255,7 @@ class Conversations:
                 requester,
             )
             if paused:
+                stream.paused = True
                 await stream.finish(pause_note(paused))
                 TURNS.labels(outcome="paused").inc()
                 return True
@@ -262,14 +305,21 @@ class Conversations:
                     .limit(1)
                 )
             requester = requester or conversation.started_by
-        stream = self._stream(conversation.channel_id, conversation.thread_ts or None)
+        stream = self._stream(
+            conversation.channel_id,
+            conversation.thread_ts or None,
+            requester,
+            conversation.team_id,
+        )
         placeholder: asyncio.Task[str] | None = None
+        status: asyncio.Task[None] | None = None
         try:
             async with self.locks.hold(conversation.id):
                 if note:  # inside the lock: never between a tool_calls row and its results
                     async with self.db.transaction() as session:
                         await repo.add_message(session, conversation, Role.SYSTEM, note)
                 placeholder = asyncio.create_task(stream.start())
+                status = self._working(stream, requester)
                 await placeholder
                 return await self._respond(conversation, stream, requester, on_stored)
         except asyncio.CancelledError:
@@ -281,3 +331,4 @@ class Conversations:
         finally:
             if placeholder is not None:
                 await finish_unfinished(stream, placeholder, failure_note(BROKE), "failed")
+            await self._done(stream, status, requester)

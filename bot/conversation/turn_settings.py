@@ -15,6 +15,8 @@ class TurnSettings:
     history_window: int
     max_chars: int
     min_edit_interval: float
+    streaming: str = "edit"  # auto | native | edit
+    min_append_interval: float = 0.5
     max_tool_rounds: int = 8
     max_tool_calls_per_round: int = 8
     thread_import_messages: int = 50

@@ -1,9 +1,13 @@
-"""The live reply: a placeholder at once, edits as text arrives, a final edit that always lands.
+"""The live reply: visible at once, refreshed as text arrives, a final text that always lands.
 
+Two transports. Native (`chat.startStream` / `appendStream` / `stopStream`, standard Markdown):
+the stream starts at once and takes appends. Edits: a placeholder is posted at once and edited.
 The model's stream only appends to `source`; a separate pump task turns the latest text into
-Slack messages whenever the workspace's `EditBudget` lets it, so edits are paced by time and
-budget, never by how many tokens arrived. Each pass renders the whole text and reconciles it with
-what Slack shows: changed messages are edited, new continuation messages are posted.
+Slack calls whenever the workspace's budget for that method lets it, so refreshes are paced by
+time and budget, never by how many tokens arrived. A native stream that dies (Slack ends
+streams after about five minutes) is finished by `chat.update` on the same message: the edit
+path then owns it, and `chat.update` replaces the whole text, so nothing is lost or doubled.
+A reply longer than one native message continues in ordinary messages.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from slack_sdk.errors import SlackApiError
@@ -20,7 +25,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import retryable, slack_error
 from bot.metrics import LIVE_REPLIES, SLACK_EDITS
+from bot.slack.budgets import StreamSlots
 from bot.slack.edit_budget import EditBudget
+from bot.slack.native_stream import NATIVE_MAX_CHARS, NativeMessage, StreamGone
 from bot.slack.render import escape, to_mrkdwn
 from bot.slack.split import split_message
 
@@ -45,6 +52,36 @@ class Journal(Protocol):
         """This process gives up on showing `text` in message `ts`; someone else should."""
 
 
+@dataclass(frozen=True)
+class NativeOptions:
+    """How this reply may stream natively: the budgets, who it is for, and whether to wait
+    for a start (`STREAMING=native`) or use edits when none is free (`auto`)."""
+
+    appends: EditBudget
+    slots: StreamSlots
+    recipient_user: str
+    recipient_team: str
+    patience: float = 0.0  # seconds to wait for a start; 0: edits if none is free now
+    min_interval: float = 0.5
+    max_chars: int = NATIVE_MAX_CHARS
+
+
+def native_cut(source: str, max_chars: int) -> int:
+    """How much of `source` one native message carries: all of it if it fits escaped, else up
+    to a line or word break (never inside an escape)."""
+    if len(escape(source)) <= max_chars:
+        return len(source)
+    cut = 0
+    length = 0
+    for index, char in enumerate(source):
+        length += len(escape(char))
+        if length > max_chars:
+            break
+        if char.isspace() and index + 1 < len(source) and not source[index + 1].isspace():
+            cut = index + 1
+    return cut or max_chars // 5
+
+
 class ReplyStream:
     def __init__(
         self,
@@ -57,6 +94,7 @@ class ReplyStream:
         min_interval: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         journal: Journal | None = None,
+        native: NativeOptions | None = None,
     ) -> None:
         self.client = client
         self.budget = budget
@@ -76,6 +114,15 @@ class ReplyStream:
         self._final_requested = asyncio.Event()
         self._pump: asyncio.Task[None] | None = None
         self.journal = journal
+        self.options = native
+        self.native: NativeMessage | None = None
+        self.transport = "edit"
+        self.paused = False  # the turn paused: its proposals wait for people
+        # The edit path owns the messages from `_edit_base` on, showing `source[_edit_from:]`
+        # (both 0 unless the reply began as a native stream).
+        self._edit_base = 0
+        self._edit_from = 0
+        self._native_end: int | None = None  # where the native message's share of source ends
 
     # -- what the budget reads -------------------------------------------------------------
     @property
@@ -87,15 +134,47 @@ class ReplyStream:
         return self._last_edit_at
 
     # -- the model's side ------------------------------------------------------------------
-    async def start(self) -> str:
-        """Post the placeholder; returns its ts."""
-        response = await self.client.chat_postMessage(
-            channel=self.channel, thread_ts=self.thread_ts, text=PLACEHOLDER
+    async def _start_native(self) -> bool:
+        options = self.options
+        if options is None or not self.thread_ts:
+            return False
+        admitted = (
+            await options.slots.open(options.patience)
+            if options.patience > 0
+            else await options.slots.try_open()
         )
-        ts = str(response["ts"])
-        self.message_ts.append(ts)
-        self.shown.append(PLACEHOLDER)
-        self.budget.open(self)
+        if not admitted:
+            return False
+        try:
+            self.native = await NativeMessage.start(
+                self.client,
+                self.channel,
+                self.thread_ts,
+                options.recipient_user,
+                options.recipient_team,
+            )
+        except Exception as exc:  # e.g. the workspace does not offer streaming: use edits
+            options.slots.release()
+            reason = slack_error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
+            log.warning("native stream refused in %s (%s): using edits", self.channel, reason)
+            return False
+        self.transport = "native"
+        self.message_ts.append(self.native.ts)
+        self.shown.append("")
+        self._edit_base = 1
+        options.appends.open(self)
+        return True
+
+    async def start(self) -> str:
+        """Start the native stream or post the placeholder; returns the message's ts."""
+        if not await self._start_native():
+            response = await self.client.chat_postMessage(
+                channel=self.channel, thread_ts=self.thread_ts, text=PLACEHOLDER
+            )
+            self.message_ts.append(str(response["ts"]))
+            self.shown.append(PLACEHOLDER)
+            self.budget.open(self)
+        ts = self.message_ts[0]
         LIVE_REPLIES.inc()
         self._pump = asyncio.get_running_loop().create_task(self._run(), name=f"reply-{ts}")
         if self.journal is not None:
@@ -124,6 +203,17 @@ class ReplyStream:
             self.status = status
             self._changed.set()
 
+    def task(self, task_id: str, title: str, state: str, details: str | None = None) -> None:
+        """A step of the turn (a read tool): a task in a native stream, the status line in
+        edits. `state` is pending, in_progress, complete or error."""
+        if self._final:
+            return
+        if self.native is not None and not self.native.stopped:
+            self.native.task(task_id, title, state, details)
+            self._changed.set()
+        else:
+            self.set_status(title if state in ("pending", "in_progress") else "")
+
     async def finish(self, footer: str = "") -> list[str]:
         """Make the complete text visible (plus an optional footer) and wait until it is."""
         self.footer = footer
@@ -131,20 +221,40 @@ class ReplyStream:
         self._changed.set()
         self._final_requested.set()
         self.budget.poke()
+        if self.options is not None:
+            self.options.appends.poke()
         if self._pump is not None:
             await asyncio.shield(self._pump)  # a cancelled caller must not stop the final edit
             if self._pump_died_early:
                 await self._settle_journal()
         return self.message_ts
 
+    def _landed(self) -> bool:
+        native_done = self.native is None or (
+            self.native.stopped and self.native.sent == self.native_text()
+        )
+        return native_done and self.shown[self._edit_base :] == self.desired()
+
     @property
     def _pump_died_early(self) -> bool:
         """The pump stopped (Slack failed for good) before the final text was asked for."""
-        return self._pump is not None and self._pump.done() and self.shown != self.desired()
+        return self._pump is not None and self._pump.done() and not self._landed()
 
     # -- the Slack side --------------------------------------------------------------------
+    def native_text(self) -> str:
+        """The markdown the native message should show (its share of the reply, plus the
+        footer once final if the reply did not continue in other messages)."""
+        end = self._native_end if self._native_end is not None else len(self.source)
+        text = escape(self.source[:end])
+        if self._final and self.footer and end == len(self.source):
+            text = f"{text}\n\n{self.footer}" if text else self.footer
+        return text
+
     def desired(self) -> list[str]:
-        body = to_mrkdwn(self.source)
+        """The texts of the messages the edit path owns."""
+        if self._edit_base and self._native_end is None:
+            return []
+        body = to_mrkdwn(self.source[self._edit_from :])
         if self.footer:
             body = f"{body}\n\n{self.footer}" if body else self.footer
         if not self._final:
@@ -156,23 +266,92 @@ class ReplyStream:
     async def _wait_for_interval(self) -> None:
         if self._last_edit_at is None or self._final:
             return
-        delay = self._last_edit_at + self.min_interval - self._clock()
+        interval = self.min_interval
+        if self.native is not None and self.options is not None:
+            interval = self.options.min_interval
+        delay = self._last_edit_at + interval - self._clock()
         if delay > 0:
             with contextlib.suppress(TimeoutError):  # a final edit does not wait
                 await asyncio.wait_for(self._final_requested.wait(), timeout=delay)
+
+    def _native_has_news(self, final: bool) -> bool:
+        """Whether an append now would carry anything (an append grant is a real call)."""
+        native = self.native
+        if native is None or native.stopped:
+            return False
+        if final or native.has_news:
+            return True
+        return bool(native.next_piece(self.native_text(), False))
+
+    def _to_edits(self, reason: str) -> None:
+        """The native stream is over (`reason`); the edit path owns its message from now on.
+        `chat.update` replaces the whole text, so what the stream showed is neither lost nor
+        shown twice."""
+        assert self.options is not None
+        assert self.native is not None
+        log.info("stream in %s ended (%s): finishing by chat.update", self.channel, reason)
+        if not self.native.stopped:
+            self.options.slots.release()
+        self.options.appends.close(self)
+        self.native = None
+        self.transport = "edit"
+        self._edit_base = 0
+        self._edit_from = 0
+        self._native_end = len(self.source)  # anything non-None: the edit path owns message 0
+        self.shown[0] = "\0"  # unknown: the next pass edits it
+        self.budget.open(self)
+        self._changed.set()
+
+    async def _push_native(self, final: bool) -> None:
+        """One append (the next piece and any task updates); once everything is sent and the
+        reply is final, or the message is full, the stop."""
+        native, options = self.native, self.options
+        assert native is not None
+        assert options is not None
+        if self._native_end is None and not native.stopped:
+            cut = native_cut(self.source, options.max_chars)
+            if cut < len(self.source):  # full: the rest continues in ordinary messages
+                self._native_end = cut
+                self._edit_from = cut
+        full = self._native_end is not None
+        target = self.native_text()
+        if await native.append(target, final or full):
+            self._last_edit_at = self._clock()
+            self.shown[0] = native.sent
+            if self.journal is not None:
+                self.journal.shown(native.ts, native.sent + ("" if final else CURSOR))
+        if (final or full) and native.sent == target and not native.stopped:
+            await options.slots.stop_permit()
+            await native.stop()
+            options.appends.close(self)
+            if full:
+                self.budget.open(self)
+                self._changed.set()
 
     async def _run(self) -> None:
         failures = 0
         try:
             while True:
                 await self._changed.wait()
+                native = self.native is not None and not self.native.stopped
+                if native and not self._native_has_news(self._final):
+                    self._changed.clear()  # only part of a word so far: wait for more
+                    continue
                 await self._wait_for_interval()
-                await self.budget.acquire(self)
+                assert self.options is not None or not native
+                budget = self.options.appends if native and self.options else self.budget
+                await budget.acquire(self)
                 self._changed.clear()
                 final = self._final
                 try:
-                    await self._reconcile(self.desired(), permit_held=True)
+                    if native:
+                        await self._push_native(final)
+                    else:
+                        await self._reconcile(self.desired(), permit_held=True)
                     failures = 0
+                except StreamGone as gone:
+                    self._to_edits(str(gone))
+                    continue
                 except Exception as exc:
                     if not retryable(exc):
                         raise
@@ -185,13 +364,19 @@ class ReplyStream:
                     self._changed.set()
                     await asyncio.sleep(min(8.0, 0.5 * 2**failures))
                     continue
-                if final and not self._changed.is_set():
+                if final and not self._changed.is_set() and self._landed():
                     return
+                if final:
+                    self._changed.set()
         except Exception as exc:  # Slack or the network failed for good: stop, release all
             reason = slack_error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
             log.warning("reply in %s stopped updating: %s", self.channel, reason)
         finally:
             self.budget.close(self)
+            if self.options is not None:
+                self.options.appends.close(self)
+                if self.native is not None and not self.native.stopped:
+                    self.options.slots.release()
             LIVE_REPLIES.dec()
             if self._final:
                 await self._settle_journal()
@@ -201,17 +386,27 @@ class ReplyStream:
         and whichever process sweeps next puts it in place once this one stops renewing."""
         if self.journal is None or not self.message_ts:
             return
-        desired = self.desired()
         with contextlib.suppress(Exception):
-            for index, ts in enumerate(self.message_ts):
+            if self.native is not None:
+                text = self.native_text()
+                if self.native.stopped and self.native.sent == text:
+                    await self.journal.closed(self.native.ts)
+                else:
+                    await self.journal.abandoned(self.native.ts, text)
+            desired = self.desired()
+            for index, ts in enumerate(self.message_ts[self._edit_base :]):
                 text = desired[index] if index < len(desired) else "…"
-                if self.shown[index] == text:
+                if self.shown[self._edit_base + index] == text:
                     await self.journal.closed(ts)
                 else:
                     await self.journal.abandoned(ts, text)
 
     async def _reconcile(self, desired: list[str], *, permit_held: bool) -> None:
-        for index, text in enumerate(desired):
+        """Make the messages the edit path owns show `desired`: edit what changed, post what
+        is new (a continuation), blank what is no longer needed."""
+        base = self._edit_base
+        for offset, text in enumerate(desired):
+            index = base + offset
             if index < len(self.message_ts):
                 if self.shown[index] == text:
                     continue
@@ -230,12 +425,13 @@ class ReplyStream:
                     channel=self.channel, thread_ts=self.thread_ts, text=text
                 )
                 self.message_ts.append(str(response["ts"]))
+                self.shown.append(text)
                 if self.journal is not None and not self._final:
                     with contextlib.suppress(Exception):
                         await self.journal.opened(self.channel, self.message_ts[-1])
                         self.journal.shown(self.message_ts[-1], text)
-            self.shown[index : index + 1] = [text]
-        for index in range(len(desired), len(self.message_ts)):
+            self.shown[index] = text
+        for index in range(base + len(desired), len(self.message_ts)):
             # The text got shorter than before (rare: a re-render moved a cut); blank the rest.
             if self.shown[index] != "…":
                 await self.budget.acquire(self)

@@ -68,6 +68,7 @@ class Played:
     text: str
     first_token_at: float | None = None
     last_token_at: float | None = None
+    token_times: list[tuple[float, int]] = field(default_factory=list)  # (sent at, chars so far)
 
 
 class FakeOpenAI:
@@ -214,6 +215,8 @@ class FakeOpenAI:
             if script.raw_after_tokens is not None and n == script.raw_after_tokens[0]:
                 await response.write(f"data: {script.raw_after_tokens[1]}\n\n".encode())
             await send({"content": token})
+            produced = len(token) + (played.token_times[-1][1] if played.token_times else 0)
+            played.token_times.append((time.monotonic(), produced))
             if n == 0:
                 played.first_token_at = time.monotonic()
         if tokens:

@@ -21,6 +21,13 @@ from typing import Any
 from aiohttp import WSMsgType, web
 
 from tests.fakes.server import ThreadedServer
+from tests.fakes.slack_streams import (
+    SESSION_STATUSES,
+    StreamState,
+    apply_tasks,
+    join,
+    pieces,
+)
 
 BOT_TOKEN = "xoxb-test-token"
 APP_TOKEN = "xapp-test-token"
@@ -127,6 +134,14 @@ class FakeSlack:
     # method -> how many of its next calls have their connection reset, unanswered
     resets: dict[str, int] = field(default_factory=dict)
     refuse_cards: int = 0  # how many of the next posts with blocks answer internal_error
+    # native streaming (see slack_streams.py): ts -> its stream; how long a stream lives
+    streams: dict[str, StreamState] = field(default_factory=dict)
+    stream_lifetime: float = 300.0
+    agent_sessions: bool = True  # False: the workspace has no agent sessions
+    session_statuses: list[dict[str, Any]] = field(default_factory=list)
+    assistant_statuses: list[dict[str, Any]] = field(default_factory=list)
+    suggested_prompts: list[dict[str, Any]] = field(default_factory=list)
+    titles: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -272,6 +287,13 @@ class FakeSlack:
             "chat.scheduleMessage": self._schedule,
             "views.open": self._views_open,
             "views.publish": self._views_publish,
+            "chat.startStream": self._start_stream,
+            "chat.appendStream": self._append_stream,
+            "chat.stopStream": self._stop_stream,
+            "agents.sessions.setStatus": self._session_status,
+            "assistant.threads.setStatus": self._assistant_status,
+            "assistant.threads.setSuggestedPrompts": self._suggested,
+            "assistant.threads.setTitle": self._title,
         }.get(method)
         if handler is None:
             return {"ok": False, "error": "unknown_method"}
@@ -324,6 +346,8 @@ class FakeSlack:
         message = self._find(channel, ts)
         if message is None:
             return {"ok": False, "error": "message_not_found"}
+        if self._streaming(ts):
+            return {"ok": False, "error": "streaming_state_conflict"}
         if len(text) > MAX_TEXT:
             return {"ok": False, "error": "msg_too_long"}
         blocks = args.get("blocks")
@@ -338,6 +362,129 @@ class FakeSlack:
         self.history[ts].append(text)
         self.timeline[ts].append((time.monotonic(), text))
         return {"ok": True, "channel": channel, "ts": ts, "text": text}
+
+    # -- native streaming ---------------------------------------------------------------------
+    def _streaming(self, ts: str) -> bool:
+        """Open and not yet past its lifetime (a stream Slack ended is closed for good)."""
+        state = self.streams.get(ts)
+        if state is None or not state.open:
+            return False
+        if time.monotonic() - state.started_at > self.stream_lifetime:
+            state.open = False
+        return state.open
+
+    def _start_stream(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
+        channel, thread_ts = str(args.get("channel") or ""), str(args.get("thread_ts") or "")
+        if not channel or not thread_ts:
+            return {"ok": False, "error": "invalid_arguments"}
+        for name in ("recipient_user_id", "recipient_team_id"):
+            if not args.get(name):
+                return {"ok": False, "error": f"missing_{name}"}
+        if not any(m.ts == thread_ts for m in self.channels[channel]):
+            return {"ok": False, "error": "thread_not_found"}
+        parsed = pieces(args)
+        if isinstance(parsed, str):
+            return {"ok": False, "error": parsed}
+        text, chunks = parsed
+        ts = self._next_ts()
+        state = StreamState(
+            time.monotonic(),
+            recipient=(str(args["recipient_user_id"]), str(args["recipient_team_id"])),
+        )
+        apply_tasks(state, chunks)
+        self.streams[ts] = state
+        self.channels[channel].append(StoredMessage(ts, text, BOT_USER_ID, BOT_ID, thread_ts))
+        self.history[ts].append(text)
+        self.timeline[ts].append((time.monotonic(), text))
+        return {"ok": True, "channel": channel, "ts": ts}
+
+    def _stream_call(
+        self, args: dict[str, Any]
+    ) -> tuple[StoredMessage, StreamState, str, list[dict[str, Any]]] | dict[str, Any]:
+        channel, ts = str(args.get("channel") or ""), str(args.get("ts") or "")
+        message = self._find(channel, ts)
+        if message is None:
+            return {"ok": False, "error": "message_not_found"}
+        if not self._streaming(ts):
+            return {"ok": False, "error": "message_not_in_streaming_state"}
+        parsed = pieces(args)
+        if isinstance(parsed, str):
+            return {"ok": False, "error": parsed}
+        return message, self.streams[ts], parsed[0], parsed[1]
+
+    def _show(self, message: StoredMessage, state: StreamState, text: str, chunks: Any) -> None:
+        apply_tasks(state, chunks)
+        state.appends += 1
+        if text:
+            message.text = join(message.text, text)
+            self.history[message.ts].append(message.text)
+            self.timeline[message.ts].append((time.monotonic(), message.text))
+
+    def _append_stream(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
+        found = self._stream_call(args)
+        if isinstance(found, dict):
+            return found
+        message, state, text, chunks = found
+        if not text and not chunks:
+            return {"ok": False, "error": "no_text"}
+        self._show(message, state, text, chunks)
+        return {"ok": True, "channel": args["channel"], "ts": message.ts}
+
+    def _stop_stream(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
+        found = self._stream_call(args)
+        if isinstance(found, dict):
+            return found
+        message, state, text, chunks = found
+        blocks = args.get("blocks")
+        if blocks is not None:
+            try:
+                check_blocks(blocks)
+            except BlockKitError as exc:
+                return {"ok": False, "error": "invalid_blocks", "detail": str(exc)}
+            message.blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
+        self._show(message, state, text, chunks)
+        state.open = False
+        return {"ok": True, "channel": args["channel"], "ts": message.ts}
+
+    def end_stream(self, ts: str) -> None:
+        """Slack ends the stream now (as it does after about five minutes)."""
+        with self._lock:
+            self.streams[ts].open = False
+
+    def streamed_messages(self, channel: str) -> list[StoredMessage]:
+        return [m for m in self.bot_messages(channel) if m.ts in self.streams]
+
+    # -- agent sessions and assistant threads ---------------------------------------------------
+    def _session_status(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
+        if not self.agent_sessions:
+            return {"ok": False, "error": "feature_not_enabled"}
+        if args.get("status") not in SESSION_STATUSES:
+            return {"ok": False, "error": "invalid_status"}
+        if not args.get("channel_id"):
+            return {"ok": False, "error": "invalid_arguments"}
+        self.session_statuses.append(dict(args))
+        return {"ok": True}
+
+    def _assistant_status(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
+        if not args.get("channel_id") or not args.get("thread_ts"):
+            return {"ok": False, "error": "invalid_arguments"}
+        self.assistant_statuses.append(dict(args))
+        return {"ok": True}
+
+    def _suggested(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
+        prompts = args.get("prompts")
+        if not args.get("channel_id") or not isinstance(prompts, list) or not prompts:
+            return {"ok": False, "error": "invalid_arguments"}
+        if len(prompts) > 4 or any(not p.get("title") or not p.get("message") for p in prompts):
+            return {"ok": False, "error": "invalid_arguments"}
+        self.suggested_prompts.append(dict(args))
+        return {"ok": True}
+
+    def _title(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
+        if not args.get("channel_id") or not args.get("thread_ts") or not args.get("title"):
+            return {"ok": False, "error": "invalid_arguments"}
+        self.titles.append(dict(args))
+        return {"ok": True}
 
     def _replies(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
         channel, ts = str(args.get("channel")), str(args.get("ts"))
