@@ -65,11 +65,12 @@ def mean_age(timeline: list[tuple[float, str]], final: str, played: Played) -> f
     times = [t for t, _ in played.token_times]
     produced = [n for _, n in played.token_times]
     begin, end = played.first_token_at, played.last_token_at
-    events = [(t, shown_length(text, final)) for t, text in timeline]
+    shown_at = [t for t, _ in timeline]
+    lengths = [shown_length(text, final) for _, text in timeline]
     total, step, now = 0.0, 0.005, begin
     while now < end:
-        index = bisect.bisect_right([t for t, _ in events], now) - 1
-        length = events[index][1] if index >= 0 else 0
+        index = bisect.bisect_right(shown_at, now) - 1
+        length = lengths[index] if index >= 0 else 0
         # the moment the model had produced `length` characters
         k = bisect.bisect_left(produced, length)
         made_at = times[min(k, len(times) - 1)] if length else begin

@@ -151,7 +151,6 @@ async def test_a_reply_longer_than_one_stream_continues_in_new_messages(
     assert messages[0].ts in fake_slack.streams
     assert not fake_slack.streams[messages[0].ts].open
     assert " ".join(m.text.strip() for m in messages) == long_text
-    await wait_until(lambda: native_bot.countersign.tasks.running == 0)
 
 
 async def test_read_tools_show_as_tasks_in_the_stream(
@@ -222,3 +221,20 @@ async def test_without_agent_sessions_the_assistant_status_is_used(
         "",
     ]
     assert [m.text for m in fake_slack.streamed_messages("C1")] == ["One.", "Two."]
+
+
+async def test_a_429_on_appends_pauses_appends_only_and_the_reply_still_lands(
+    native_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """Slack allows fewer appends than configured: it answers 429, appends wait out
+    Retry-After, nothing else is refused, and the text lands exactly."""
+    fake_slack.limits["chat.appendStream"] = Limit(2, 2.0)
+    fake_model.script(Script(text=WORDS, time_to_first_token=0.05, tokens_per_second=40))
+    await native_bot.mention("C1", "eighty words", fake_slack)
+    await native_bot.idle(timeout=60)
+
+    (reply,) = fake_slack.streamed_messages("C1")
+    assert reply.text == WORDS
+    limited = {c.method for c in fake_slack.calls if c.status == 429}
+    assert limited == {"chat.appendStream"}
+    assert not fake_slack.streams[reply.ts].open

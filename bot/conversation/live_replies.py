@@ -15,13 +15,16 @@ import contextlib
 import logging
 from datetime import timedelta
 
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import delete, select, update
 
 from bot.db.models import LiveReply, utcnow
 from bot.db.session import Database
+from bot.errors import slack_error
 from bot.metrics import LEASE_TAKEOVERS
-from bot.slack.streamer import CURSOR, PLACEHOLDER
+from bot.slack.native_reply import CURSOR
+from bot.slack.streamer import PLACEHOLDER
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +128,18 @@ class LiveReplies:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._flusher
 
+    @staticmethod
+    async def _finish(slack: AsyncWebClient, channel: str, ts: str, text: str) -> None:
+        """Show `text` in the message. A native stream cut off stays open until Slack ends it
+        (minutes later) and takes no `chat.update` until then: stop it first, then edit."""
+        try:
+            await slack.chat_update(channel=channel, ts=ts, text=text)
+        except SlackApiError as exc:
+            if slack_error(exc) != "streaming_state_conflict":
+                raise
+            await slack.chat_stopStream(channel=channel, ts=ts)
+            await slack.chat_update(channel=channel, ts=ts, text=text)
+
     async def recover(self, slack: AsyncWebClient) -> int:
         """Finish every message whose writer's lease lapsed; returns how many were finished."""
         now = utcnow()
@@ -145,14 +160,8 @@ class LiveReplies:
             if getattr(claimed, "rowcount", 0) != 1:
                 continue  # another replica took it
             LEASE_TAKEOVERS.labels(kind="reply").inc()
-            # A native stream cut off stays open until Slack ends it (minutes later), and a
-            # streaming message takes no chat.update: stop it first (a no-op error otherwise).
-            with contextlib.suppress(Exception):
-                await slack.chat_stopStream(channel=row.channel_id, ts=row.ts)
             try:
-                await slack.chat_update(
-                    channel=row.channel_id, ts=row.ts, text=finished_text(row.shown)
-                )
+                await self._finish(slack, row.channel_id, row.ts, finished_text(row.shown))
             except Exception as exc:  # left for the next sweep once our lease lapses
                 log.warning("could not finish interrupted reply %s: %s", row.ts, type(exc).__name__)
                 continue

@@ -25,6 +25,7 @@ from bot.conversation.notes import (
     pause_note,
     rounds_note,
 )
+from bot.conversation.replies import Replies
 from bot.conversation.thread_import import earlier_thread_messages, store_user_message
 from bot.conversation.tokens import TokenCounter
 from bot.conversation.tool_round import ActionDesk, Once, OnStored, tool_round
@@ -37,16 +38,12 @@ from bot.db.session import Database
 from bot.llm import LLM, Finished, LLMError, TextDelta, Usage
 from bot.logs import log_context
 from bot.metrics import TURNS
-from bot.slack.agent_status import AgentStatus, Status
 from bot.slack.budgets import WorkspaceBudgets
 from bot.slack.edit_budget import EditBudget
-from bot.slack.streamer import Journal, NativeOptions, ReplyStream
+from bot.slack.streamer import Journal, ReplyStream
 from bot.tools.registry import ToolContext
 
 log = logging.getLogger(__name__)
-
-# STREAMING=native: how long a reply waits for a stream start (Tier 2) before it uses edits.
-NATIVE_PATIENCE_SECONDS = 30.0
 
 
 class Conversations:
@@ -74,10 +71,7 @@ class Conversations:
         self.memory = Memory(db, llm, TokenCounter(llm.model), settings.budget)
         self.claims = DeliveryClaims(db)
         self.locks = locks or ThreadLocks()
-        self.journal = journal
-        self.budgets = budgets
-        # Agent surfaces come with native streaming; STREAMING=edit keeps the classic reply.
-        self.status = AgentStatus(slack) if settings.streaming != "edit" else None
+        self.replies = Replies(slack, budget, settings, journal, budgets)
 
     async def _conversation(self, incoming: Incoming) -> tuple[Conversation, bool]:
         async with self.db.transaction() as session:
@@ -99,11 +93,11 @@ class Conversations:
             async with self.locks.hold(claimed.id):
                 await self._record_user_message(claimed, False, incoming, None, None)
             return
-        stream = self._stream(
+        stream = self.replies.new(
             incoming.channel_id, incoming.reply_thread_ts, incoming.user_id, incoming.team_id
         )
         placeholder = asyncio.create_task(stream.start())
-        status = self._working(stream, incoming.user_id)
+        status = self.replies.working(stream, incoming.user_id)
         try:
             conversation, created = await self._conversation(incoming)
             with log_context(conversation_id=conversation.id):
@@ -121,25 +115,7 @@ class Conversations:
             log.exception("turn in %s failed", incoming.channel_id)
         finally:
             await finish_unfinished(stream, placeholder, failure_note(BROKE), "failed")
-            await self._done(stream, status, incoming.user_id)
-
-    def _working(self, stream: ReplyStream, user: str) -> asyncio.Task[None] | None:
-        """The thread shows that the agent works (concurrently with the reply's start)."""
-        if self.status is None:
-            return None
-        return asyncio.create_task(
-            self.status.set(stream.channel, stream.thread_ts, "processing", user)
-        )
-
-    async def _done(
-        self, stream: ReplyStream, working: asyncio.Task[None] | None, user: str
-    ) -> None:
-        """`suspended` while the turn's proposals wait for people, else `active`."""
-        if self.status is None or working is None:
-            return
-        await asyncio.shield(working)
-        final: Status = "suspended" if stream.paused else "active"
-        await asyncio.shield(self.status.set(stream.channel, stream.thread_ts, final, user))
+            await self.replies.done(stream, status, incoming.user_id)
 
     async def _record_user_message(
         self,
@@ -157,28 +133,6 @@ class Conversations:
             else []
         )
         await store_user_message(self.db, conversation, incoming, earlier)
-
-    def _stream(self, channel: str, thread_ts: str | None, user: str, team: str) -> ReplyStream:
-        native = None
-        if self.budgets is not None and self.settings.streaming != "edit":
-            native = NativeOptions(
-                self.budgets.appends,
-                self.budgets.streams,
-                user,
-                team,
-                patience=NATIVE_PATIENCE_SECONDS if self.settings.streaming == "native" else 0.0,
-                min_interval=self.settings.min_append_interval,
-            )
-        return ReplyStream(
-            self.slack,
-            self.budget,
-            channel,
-            thread_ts,
-            max_chars=self.settings.max_chars,
-            min_interval=self.settings.min_edit_interval,
-            journal=self.journal,
-            native=native,
-        )
 
     def _tool_context(self, conversation: Conversation, requester: str) -> ToolContext:
         return ToolContext(
@@ -305,7 +259,7 @@ class Conversations:
                     .limit(1)
                 )
             requester = requester or conversation.started_by
-        stream = self._stream(
+        stream = self.replies.new(
             conversation.channel_id,
             conversation.thread_ts or None,
             requester,
@@ -319,7 +273,7 @@ class Conversations:
                     async with self.db.transaction() as session:
                         await repo.add_message(session, conversation, Role.SYSTEM, note)
                 placeholder = asyncio.create_task(stream.start())
-                status = self._working(stream, requester)
+                status = self.replies.working(stream, requester)
                 await placeholder
                 return await self._respond(conversation, stream, requester, on_stored)
         except asyncio.CancelledError:
@@ -331,4 +285,4 @@ class Conversations:
         finally:
             if placeholder is not None:
                 await finish_unfinished(stream, placeholder, failure_note(BROKE), "failed")
-            await self._done(stream, status, requester)
+            await self.replies.done(stream, status, requester)

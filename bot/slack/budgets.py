@@ -45,6 +45,7 @@ class StreamSlots:
         self.open_streams = 0
         self._paused_until = {START: 0.0, STOP: 0.0}
         self._lock = asyncio.Lock()
+        self._pauses: set[asyncio.Task[None]] = set()
         self.closed = False
 
     async def _paused(self, method: str) -> float:
@@ -99,7 +100,9 @@ class StreamSlots:
     def pause(self, method: str, seconds: float) -> None:
         self._paused_until[method] = max(self._paused_until[method], self._clock() + seconds)
         window = self.starts if method == START else self.stops
-        asyncio.get_running_loop().create_task(window.pause(seconds))
+        task = asyncio.get_running_loop().create_task(window.pause(seconds))
+        self._pauses.add(task)  # held until done (the loop keeps only weak references)
+        task.add_done_callback(self._pauses.discard)
 
 
 @dataclass
@@ -129,14 +132,12 @@ class WorkspaceBudgets:
 
         self.limits = limits
         self.edits = EditBudget(
-            limits.edits_per_minute,
-            clock=clock,
-            window=window(UPDATE, limits.edits_per_minute) if redis is not None else None,
+            limits.edits_per_minute, clock=clock, window=window(UPDATE, limits.edits_per_minute)
         )
         self.appends = EditBudget(
             limits.appends_per_minute,
             clock=clock,
-            window=window(APPEND, limits.appends_per_minute) if redis is not None else None,
+            window=window(APPEND, limits.appends_per_minute),
         )
         self.streams = StreamSlots(
             window(START, limits.starts_per_minute), window(STOP, limits.starts_per_minute), clock

@@ -17,7 +17,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
 
 from slack_sdk.errors import SlackApiError
@@ -25,9 +24,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import retryable, slack_error
 from bot.metrics import LIVE_REPLIES, SLACK_EDITS
-from bot.slack.budgets import StreamSlots
 from bot.slack.edit_budget import EditBudget
-from bot.slack.native_stream import NATIVE_MAX_CHARS, NativeMessage, StreamGone
+from bot.slack.native_reply import CURSOR, NativeOptions, NativePath
+from bot.slack.native_stream import NativeMessage, StreamGone
 from bot.slack.render import escape, to_mrkdwn
 from bot.slack.split import split_message
 
@@ -35,7 +34,6 @@ log = logging.getLogger(__name__)
 
 MAX_FAILURES = 4  # transient failures in a row before a reply stops updating
 PLACEHOLDER = "_Thinking…_"
-CURSOR = " ▍"
 
 
 class Journal(Protocol):
@@ -52,37 +50,7 @@ class Journal(Protocol):
         """This process gives up on showing `text` in message `ts`; someone else should."""
 
 
-@dataclass(frozen=True)
-class NativeOptions:
-    """How this reply may stream natively: the budgets, who it is for, and whether to wait
-    for a start (`STREAMING=native`) or use edits when none is free (`auto`)."""
-
-    appends: EditBudget
-    slots: StreamSlots
-    recipient_user: str
-    recipient_team: str
-    patience: float = 0.0  # seconds to wait for a start; 0: edits if none is free now
-    min_interval: float = 0.5
-    max_chars: int = NATIVE_MAX_CHARS
-
-
-def native_cut(source: str, max_chars: int) -> int:
-    """How much of `source` one native message carries: all of it if it fits escaped, else up
-    to a line or word break (never inside an escape)."""
-    if len(escape(source)) <= max_chars:
-        return len(source)
-    cut = 0
-    length = 0
-    for index, char in enumerate(source):
-        length += len(escape(char))
-        if length > max_chars:
-            break
-        if char.isspace() and index + 1 < len(source) and not source[index + 1].isspace():
-            cut = index + 1
-    return cut or max_chars // 5
-
-
-class ReplyStream:
+class ReplyStream(NativePath):
     def __init__(
         self,
         client: AsyncWebClient,
@@ -116,7 +84,6 @@ class ReplyStream:
         self.journal = journal
         self.options = native
         self.native: NativeMessage | None = None
-        self.transport = "edit"
         self.paused = False  # the turn paused: its proposals wait for people
         # The edit path owns the messages from `_edit_base` on, showing `source[_edit_from:]`
         # (both 0 unless the reply began as a native stream).
@@ -124,47 +91,7 @@ class ReplyStream:
         self._edit_from = 0
         self._native_end: int | None = None  # where the native message's share of source ends
 
-    # -- what the budget reads -------------------------------------------------------------
-    @property
-    def wants_final(self) -> bool:
-        return self._final
-
-    @property
-    def last_edit_at(self) -> float | None:
-        return self._last_edit_at
-
     # -- the model's side ------------------------------------------------------------------
-    async def _start_native(self) -> bool:
-        options = self.options
-        if options is None or not self.thread_ts:
-            return False
-        admitted = (
-            await options.slots.open(options.patience)
-            if options.patience > 0
-            else await options.slots.try_open()
-        )
-        if not admitted:
-            return False
-        try:
-            self.native = await NativeMessage.start(
-                self.client,
-                self.channel,
-                self.thread_ts,
-                options.recipient_user,
-                options.recipient_team,
-            )
-        except Exception as exc:  # e.g. the workspace does not offer streaming: use edits
-            options.slots.release()
-            reason = slack_error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
-            log.warning("native stream refused in %s (%s): using edits", self.channel, reason)
-            return False
-        self.transport = "native"
-        self.message_ts.append(self.native.ts)
-        self.shown.append("")
-        self._edit_base = 1
-        options.appends.open(self)
-        return True
-
     async def start(self) -> str:
         """Start the native stream or post the placeholder; returns the message's ts."""
         if not await self._start_native():
@@ -241,15 +168,6 @@ class ReplyStream:
         return self._pump is not None and self._pump.done() and not self._landed()
 
     # -- the Slack side --------------------------------------------------------------------
-    def native_text(self) -> str:
-        """The markdown the native message should show (its share of the reply, plus the
-        footer once final if the reply did not continue in other messages)."""
-        end = self._native_end if self._native_end is not None else len(self.source)
-        text = escape(self.source[:end])
-        if self._final and self.footer and end == len(self.source):
-            text = f"{text}\n\n{self.footer}" if text else self.footer
-        return text
-
     def desired(self) -> list[str]:
         """The texts of the messages the edit path owns."""
         if self._edit_base and self._native_end is None:
@@ -273,60 +191,6 @@ class ReplyStream:
         if delay > 0:
             with contextlib.suppress(TimeoutError):  # a final edit does not wait
                 await asyncio.wait_for(self._final_requested.wait(), timeout=delay)
-
-    def _native_has_news(self, final: bool) -> bool:
-        """Whether an append now would carry anything (an append grant is a real call)."""
-        native = self.native
-        if native is None or native.stopped:
-            return False
-        if final or native.has_news:
-            return True
-        return bool(native.next_piece(self.native_text(), False))
-
-    def _to_edits(self, reason: str) -> None:
-        """The native stream is over (`reason`); the edit path owns its message from now on.
-        `chat.update` replaces the whole text, so what the stream showed is neither lost nor
-        shown twice."""
-        assert self.options is not None
-        assert self.native is not None
-        log.info("stream in %s ended (%s): finishing by chat.update", self.channel, reason)
-        if not self.native.stopped:
-            self.options.slots.release()
-        self.options.appends.close(self)
-        self.native = None
-        self.transport = "edit"
-        self._edit_base = 0
-        self._edit_from = 0
-        self._native_end = len(self.source)  # anything non-None: the edit path owns message 0
-        self.shown[0] = "\0"  # unknown: the next pass edits it
-        self.budget.open(self)
-        self._changed.set()
-
-    async def _push_native(self, final: bool) -> None:
-        """One append (the next piece and any task updates); once everything is sent and the
-        reply is final, or the message is full, the stop."""
-        native, options = self.native, self.options
-        assert native is not None
-        assert options is not None
-        if self._native_end is None and not native.stopped:
-            cut = native_cut(self.source, options.max_chars)
-            if cut < len(self.source):  # full: the rest continues in ordinary messages
-                self._native_end = cut
-                self._edit_from = cut
-        full = self._native_end is not None
-        target = self.native_text()
-        if await native.append(target, final or full):
-            self._last_edit_at = self._clock()
-            self.shown[0] = native.sent
-            if self.journal is not None:
-                self.journal.shown(native.ts, native.sent + ("" if final else CURSOR))
-        if (final or full) and native.sent == target and not native.stopped:
-            await options.slots.stop_permit()
-            await native.stop()
-            options.appends.close(self)
-            if full:
-                self.budget.open(self)
-                self._changed.set()
 
     async def _run(self) -> None:
         failures = 0

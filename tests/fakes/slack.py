@@ -109,6 +109,16 @@ def check_blocks(blocks: Any) -> None:
                     raise BlockKitError("confirm dialog over limits")
 
 
+def parse_blocks(blocks: Any) -> list[dict[str, Any]] | dict[str, Any]:
+    """The blocks of a call, or Slack's `invalid_blocks` answer."""
+    try:
+        check_blocks(blocks)
+    except BlockKitError as exc:
+        return {"ok": False, "error": "invalid_blocks", "detail": str(exc)}
+    parsed: list[dict[str, Any]] = json.loads(blocks) if isinstance(blocks, str) else blocks
+    return parsed
+
+
 @dataclass
 class FakeSlack:
     limits: dict[str, Limit] = field(default_factory=dict)
@@ -322,11 +332,9 @@ class FakeSlack:
             if self.refuse_cards > 0:
                 self.refuse_cards -= 1
                 return {"ok": False, "error": "internal_error"}
-            try:
-                check_blocks(blocks)
-            except BlockKitError as exc:
-                return {"ok": False, "error": "invalid_blocks", "detail": str(exc)}
-            blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
+            blocks = parse_blocks(blocks)
+            if isinstance(blocks, dict):
+                return blocks
         ts = self._next_ts()
         thread_ts = args.get("thread_ts") or None
         metadata = args.get("metadata")
@@ -352,11 +360,10 @@ class FakeSlack:
             return {"ok": False, "error": "msg_too_long"}
         blocks = args.get("blocks")
         if blocks is not None:
-            try:
-                check_blocks(blocks)
-            except BlockKitError as exc:
-                return {"ok": False, "error": "invalid_blocks", "detail": str(exc)}
-            message.blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
+            parsed = parse_blocks(blocks)
+            if isinstance(parsed, dict):
+                return parsed
+            message.blocks = parsed
         message.text = text
         message.edits += 1
         self.history[ts].append(text)
@@ -437,11 +444,10 @@ class FakeSlack:
         message, state, text, chunks = found
         blocks = args.get("blocks")
         if blocks is not None:
-            try:
-                check_blocks(blocks)
-            except BlockKitError as exc:
-                return {"ok": False, "error": "invalid_blocks", "detail": str(exc)}
-            message.blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
+            parsed = parse_blocks(blocks)
+            if isinstance(parsed, dict):
+                return parsed
+            message.blocks = parsed
         self._show(message, state, text, chunks)
         state.open = False
         return {"ok": True, "channel": args["channel"], "ts": message.ts}

@@ -1,0 +1,183 @@
+"""The native half of a live reply: starting the stream, appending to it, stopping it, and
+handing its message to the edit path when Slack ends the stream.
+
+`NativePath` is a mixin of `ReplyStream` (bot/slack/streamer.py), which owns the state named
+below and the pump that calls these methods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.errors import slack_error
+from bot.slack.budgets import StreamSlots
+from bot.slack.edit_budget import EditBudget
+from bot.slack.native_stream import NATIVE_MAX_CHARS, NativeMessage
+from bot.slack.render import escape
+
+if TYPE_CHECKING:
+    from bot.slack.streamer import Journal
+
+log = logging.getLogger(__name__)
+
+CURSOR = " ▍"  # ends an unfinished text (edits show it; the journal stores it)
+
+
+@dataclass(frozen=True)
+class NativeOptions:
+    """How this reply may stream natively: the budgets, who it is for, and whether to wait
+    for a start (`STREAMING=native`) or use edits when none is free (`auto`)."""
+
+    appends: EditBudget
+    slots: StreamSlots
+    recipient_user: str
+    recipient_team: str
+    patience: float = 0.0  # seconds to wait for a start; 0: edits if none is free now
+    min_interval: float = 0.5
+    max_chars: int = NATIVE_MAX_CHARS
+
+
+def native_cut(source: str, max_chars: int) -> int:
+    """How much of `source` one native message carries: all of it if it fits escaped, else up
+    to a line or word break (never inside an escape)."""
+    if len(escape(source)) <= max_chars:
+        return len(source)
+    cut = fits = 0
+    length = 0
+    for index, char in enumerate(source):
+        length += len(escape(char))
+        if length > max_chars:
+            break
+        fits = index + 1
+        if char.isspace() and index + 1 < len(source) and not source[index + 1].isspace():
+            cut = index + 1
+    return cut or fits
+
+
+class NativePath:
+    client: AsyncWebClient
+    budget: EditBudget
+    channel: str
+    thread_ts: str | None
+    source: str
+    footer: str
+    shown: list[str]
+    message_ts: list[str]
+    journal: Journal | None
+    options: NativeOptions | None
+    native: NativeMessage | None
+    _final: bool
+    _changed: asyncio.Event
+    _last_edit_at: float | None
+    _clock: Callable[[], float]
+    # The edit path owns the messages from `_edit_base` on, showing `source[_edit_from:]`
+    # (both 0 unless the reply began as a native stream).
+    _edit_base: int
+    _edit_from: int
+    _native_end: int | None  # where the native message's share of `source` ends, once full
+
+    # -- what the budget reads -------------------------------------------------------------
+    @property
+    def wants_final(self) -> bool:
+        return self._final
+
+    @property
+    def last_edit_at(self) -> float | None:
+        return self._last_edit_at
+
+    async def _start_native(self) -> bool:
+        options = self.options
+        if options is None or not self.thread_ts:
+            return False
+        admitted = (
+            await options.slots.open(options.patience)
+            if options.patience > 0
+            else await options.slots.try_open()
+        )
+        if not admitted:
+            return False
+        try:
+            self.native = await NativeMessage.start(
+                self.client,
+                self.channel,
+                self.thread_ts,
+                options.recipient_user,
+                options.recipient_team,
+            )
+        except Exception as exc:  # e.g. the workspace does not offer streaming: use edits
+            options.slots.release()
+            reason = slack_error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
+            log.warning("native stream refused in %s (%s): using edits", self.channel, reason)
+            return False
+        self.message_ts.append(self.native.ts)
+        self.shown.append("")
+        self._edit_base = 1
+        options.appends.open(self)
+        return True
+
+    def native_text(self) -> str:
+        """The markdown the native message should show (its share of the reply, plus the
+        footer once final if the reply did not continue in other messages)."""
+        end = self._native_end if self._native_end is not None else len(self.source)
+        text = escape(self.source[:end])
+        if self._final and self.footer and end == len(self.source):
+            text = f"{text}\n\n{self.footer}" if text else self.footer
+        return text
+
+    def _native_has_news(self, final: bool) -> bool:
+        """Whether an append now would carry anything (an append grant is a real call)."""
+        native = self.native
+        if native is None or native.stopped:
+            return False
+        if final or native.has_news:
+            return True
+        return bool(native.next_piece(self.native_text(), False))
+
+    def _to_edits(self, reason: str) -> None:
+        """The native stream is over (`reason`); the edit path owns its message from now on.
+        `chat.update` replaces the whole text, so what the stream showed is neither lost nor
+        shown twice."""
+        assert self.options is not None
+        assert self.native is not None
+        log.info("stream in %s ended (%s): finishing by chat.update", self.channel, reason)
+        if not self.native.stopped:
+            self.options.slots.release()
+        self.options.appends.close(self)
+        self.native = None
+        self._edit_base = 0
+        self._edit_from = 0
+        self.shown[0] = "\0"  # unknown: the next pass edits it
+        self.budget.open(self)
+        self._changed.set()
+
+    async def _push_native(self, final: bool) -> None:
+        """One append (the next piece and any task updates); once everything is sent and the
+        reply is final, or the message is full, the stop."""
+        native, options = self.native, self.options
+        assert native is not None
+        assert options is not None
+        if self._native_end is None and not native.stopped:
+            cut = native_cut(self.source, options.max_chars)
+            if cut < len(self.source):  # full: the rest continues in ordinary messages
+                self._native_end = cut
+                self._edit_from = cut
+        full = self._native_end is not None
+        target = self.native_text()
+        if await native.append(target, final or full):
+            self._last_edit_at = self._clock()
+            if self.journal is not None:
+                self.journal.shown(native.ts, native.sent + ("" if final else CURSOR))
+        if (final or full) and native.sent == target and not native.stopped:
+            await options.slots.stop_permit()
+            await native.stop()
+            options.appends.close(self)
+            if full:
+                self.budget.open(self)
+                self._changed.set()
