@@ -31,6 +31,12 @@ def _parser() -> argparse.ArgumentParser:
     export = audit_commands.add_parser("export", help="write the audit trail as CSV or JSONL")
     export.add_argument("--format", choices=["csv", "jsonl"], default="csv")
     export.add_argument("--output", "-o", default="-", help="file to write (default: stdout)")
+    export.add_argument(
+        "--records",
+        choices=["actions", "feedback"],
+        default="actions",
+        help="the actions' audit trail (default) or the feedback given on answers",
+    )
     return parser
 
 
@@ -59,7 +65,7 @@ async def _migrate(settings: Settings) -> int:
     return 0
 
 
-async def _audit_export(settings: Settings, fmt: str, out: TextIO) -> int:
+async def _audit_export(settings: Settings, fmt: str, records: str, out: TextIO) -> int:
     from bot.approvals.audit_export import export
     from bot.db.migrate import upgrade_to_head
     from bot.db.session import Database
@@ -67,10 +73,11 @@ async def _audit_export(settings: Settings, fmt: str, out: TextIO) -> int:
     db = Database.from_url(settings.database_url)
     try:
         await upgrade_to_head(db)
-        count = await export(db, out, fmt)
+        count = await export(db, out, fmt, records)
     finally:
         await db.dispose()
-    print(f"exported {count} proposal(s)", file=sys.stderr)
+    what = "feedback record(s)" if records == "feedback" else "proposal(s)"
+    print(f"exported {count} {what}", file=sys.stderr)
     return 0
 
 
@@ -132,9 +139,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(_purge(settings, args.older_than_days))
     if args.command == "audit":
         if args.output == "-":
-            return asyncio.run(_audit_export(settings, args.format, sys.stdout))
+            return asyncio.run(_audit_export(settings, args.format, args.records, sys.stdout))
         with open(args.output, "w", encoding="utf-8", newline="") as out:
-            return asyncio.run(_audit_export(settings, args.format, out))
+            return asyncio.run(_audit_export(settings, args.format, args.records, out))
     host = getattr(args, "host", "0.0.0.0")  # noqa: S104
     port = getattr(args, "port", 3000)
     return asyncio.run(_run(settings, args.command, host, port))

@@ -23,8 +23,9 @@ from bot.approvals.service import ApprovalsService
 from bot.approvals.sweeper import Sweeper
 from bot.config import Settings
 from bot.conversation.live_replies import LiveReplies
-from bot.conversation.memory import Budget
 from bot.conversation.resume import ResumeWorker
+from bot.conversation.stop_signals import StopSignals
+from bot.conversation.stopping import Authority, Stopper
 from bot.conversation.tokens import TokenCounter
 from bot.conversation.tool_round import ActionDesk
 from bot.conversation.turn import Conversations
@@ -38,7 +39,8 @@ from bot.links import LinkSigner
 from bot.llm import LLM, make_client
 from bot.metrics import SLACK_RATELIMITED
 from bot.records.retention import purge
-from bot.slack import listeners
+from bot.slack import feedback, listeners
+from bot.slack.agent_threads import AgentThreads
 from bot.slack.budgets import Limits, WorkspaceBudgets
 from bot.slack.card_publisher import CardPublisher
 from bot.slack.commands import Records
@@ -74,6 +76,7 @@ class Countersign:
     records: Records | None = None
     heartbeat: Heartbeat = field(default_factory=Heartbeat)
     budgets: WorkspaceBudgets | None = None
+    stopper: Stopper | None = None
 
     @classmethod
     def build(cls, settings: Settings) -> Countersign:
@@ -141,27 +144,7 @@ class Countersign:
             llm,
             slack,
             budget,
-            TurnSettings(
-                system_prompt=settings.system_prompt,
-                history_window=settings.history_window_messages,
-                max_chars=settings.slack_message_max_chars,
-                min_edit_interval=settings.slack_edit_min_interval_seconds,
-                streaming=settings.streaming,
-                min_append_interval=settings.slack_append_min_interval_seconds,
-                max_tool_rounds=settings.max_tool_rounds,
-                max_tool_calls_per_round=settings.max_tool_calls_per_round,
-                thread_import_messages=settings.thread_import_messages,
-                reply_in_threads=settings.reply_in_threads,
-                tool_timeout=settings.tool_timeout_seconds,
-                proposal_expiry=timedelta(minutes=settings.proposal_expiry_minutes),
-                links=links,
-                budget=Budget(
-                    total=settings.token_budget,
-                    reply=settings.reply_tokens,
-                    tool_result=settings.tool_result_tokens,
-                    summary=settings.summary_tokens,
-                ),
-            ),
+            TurnSettings.from_settings(settings, links),
             ActionDesk(registry, policies, approvals, cards),
             ThreadLocks(redis),
             live_replies,
@@ -221,6 +204,9 @@ class Countersign:
         groups = GroupMembers(slack)
         records = Records(db, slack, registry, policies, groups, tasks)
         cards.on_change = records.proposal_changed
+        threads = AgentThreads(slack, settings.suggested_prompts)
+        records.on_messages_tab = threads.opened
+        conversations.replies.threads = threads
         interactions = Interactions(
             approvals,
             registry,
@@ -242,9 +228,19 @@ class Countersign:
             # request is answered when the listener returns, without Bolt's 10 ms ack polling.
             process_before_response=True,
         )
-        listeners.register(bolt, conversations, tasks)
+        stopper = Stopper(
+            conversations.running,
+            approvals,
+            Authority(policies, groups, interactions.policy_for),
+            cards,
+            conversations.replies.set_active,
+        )
+        if settings.redis_url:
+            stopper.signals = StopSignals(Redis.from_url(settings.redis_url), worker)
+        listeners.register(bolt, conversations, tasks, stopper)
         records.register(bolt)
         interactions.register(bolt)
+        feedback.register(bolt, db, cards.tell, tasks)
         listeners.acknowledge_the_rest(bolt)
         return cls(
             settings,
@@ -263,6 +259,7 @@ class Countersign:
             links,
             records,
             budgets=budgets,
+            stopper=stopper,
         )
 
     async def start(self) -> None:
@@ -271,6 +268,11 @@ class Countersign:
         await self.sweeper.recover()
         self.sweeper.start()
         TokenCounter(self.settings.llm_model).warm_up()
+        signals = self.stopper.signals if self.stopper else None
+        if isinstance(signals, StopSignals):
+            stopper = self.stopper
+            assert stopper is not None
+            signals.listen(lambda request: stopper.stop(request, origin=False))
         freeze_start_up_objects()
         self.heartbeat.start()
 
@@ -289,5 +291,8 @@ class Countersign:
         await self.db.dispose()
         if self.slack.session is not None:
             await self.slack.session.close()
+        if self.stopper is not None and isinstance(self.stopper.signals, StopSignals):
+            await self.stopper.signals.close()
+            await self.stopper.signals.redis.aclose()
         if self.redis is not None:
             await self.redis.aclose()

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AliasChoices,
+    BaseModel,
+    ConfigDict,
     Field,
     HttpUrl,
     SecretStr,
@@ -27,6 +29,32 @@ DEFAULT_SYSTEM_PROMPT = (
     "You are Countersign, a helpful assistant working inside Slack. Answer concisely and use "
     "Markdown where it helps. Several teammates may speak in one thread; each user message "
     "carries the speaker's Slack user id in its `name`."
+)
+
+
+class SuggestedPrompt(BaseModel):
+    """One prompt Slack offers when a person opens the bot's DM."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    title: Annotated[str, Field(min_length=1, max_length=75)]
+    message: Annotated[str, Field(min_length=1, max_length=1000)]
+
+
+# Each shows a kind of work: a plain question, a read tool, a write (with its approval card).
+DEFAULT_PROMPTS = (
+    SuggestedPrompt(
+        title="What can you do?",
+        message="What can you do for me here, and which of it needs someone's approval?",
+    ),
+    SuggestedPrompt(title="What's on the board?", message="List the open tasks on the board."),
+    SuggestedPrompt(
+        title="Create a task",
+        message="Create a task for me to review the release notes, due Friday.",
+    ),
+    SuggestedPrompt(
+        title="Catch me up on a channel",
+        message="Summarise the latest messages in a channel I'll name.",
+    ),
 )
 
 # What each variable should hold, used to turn pydantic's errors into plain instructions.
@@ -65,6 +93,8 @@ HINTS: dict[str, str] = {
     "TOOL_TIMEOUT_SECONDS": "seconds a tool may run, 1 to 600",
     "PUBLIC_BASE_URL": "the https:// address where this bot's HTTP server is reachable",
     "SWEEP_INTERVAL_SECONDS": "seconds between expiry/recovery sweeps, 1 to 300",
+    "SUGGESTED_PROMPTS": 'JSON such as [{"title": "Plan my day", "message": "What is due '
+    'today?"}] (at most 4; [] for none)',
     "RETENTION_DAYS": "days a conversation is kept after its last activity; 0 keeps it forever",
 }
 
@@ -126,6 +156,11 @@ class Settings(BaseSettings):
     slack_stream_starts_per_minute: Annotated[int, Field(ge=1, le=600)] = 20
     slack_edit_min_interval_seconds: Annotated[float, Field(ge=0.1, le=60)] = 1.0
     slack_message_max_chars: Annotated[int, Field(ge=500, le=3900)] = 3500
+    # Shown when a person opens the bot's DM (JSON list of {"title", "message"}, at most 4;
+    # [] shows none).
+    suggested_prompts: Annotated[list[SuggestedPrompt], Field(max_length=4), NoDecode] = Field(
+        default_factory=lambda: list(DEFAULT_PROMPTS)
+    )
 
     tool_packs: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: ["bot.tools.packs.tasks", "bot.tools.packs.slack"]
@@ -221,6 +256,16 @@ class Settings(BaseSettings):
             raise ValueError(f"{where}: {first['msg']}") from None
         return v
 
+    @field_validator("suggested_prompts", mode="before")
+    @classmethod
+    def _prompts_json(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            try:
+                return json.loads(v) if v.strip() else []
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not valid JSON ({exc.msg} at character {exc.pos})") from None
+        return v
+
     @field_validator("log_level")
     @classmethod
     def _log_level(cls, v: str) -> str:
@@ -270,7 +315,9 @@ def _describe(error: dict[str, Any]) -> str:
     if not name and ":" in message:  # raised by a model validator, already names itself
         return message
     hint = HINTS.get(name, "a valid value")
-    if error.get("type") == "missing":
+    if len(loc) > 1:  # inside a JSON value: say where
+        message = f"{'.'.join(str(p) for p in loc[1:])}: {message}"
+    elif error.get("type") == "missing":
         return f"{name} is missing: set it to {hint}."
     return f"{name} is invalid ({message}): set it to {hint}."
 

@@ -14,3 +14,4 @@ class State(enum.StrEnum):
     EXECUTING = "executing"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    WITHDRAWN = "withdrawn"  # the turn was stopped before anyone decided

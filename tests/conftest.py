@@ -91,3 +91,13 @@ async def bot(
     running = await start_bot(make_settings(fake_slack, fake_model, sqlite_url))
     yield running
     await stop_bot(running)
+
+
+@pytest.fixture
+async def native_bot(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
+) -> AsyncIterator[RunningBot]:
+    """A bot with Slack's native surfaces on (STREAMING=auto), on SQLite."""
+    running = await start_bot(make_settings(fake_slack, fake_model, sqlite_url, streaming="auto"))
+    yield running
+    await stop_bot(running)

@@ -54,7 +54,13 @@ def event_strategy() -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries(
         {
             "type": st.sampled_from(
-                ["app_mention", "message", "app_home_opened", "reaction_added"]
+                [
+                    "app_mention",
+                    "message",
+                    "app_home_opened",
+                    "reaction_added",
+                    "agent_session_stopped",
+                ]
             ),
             "user": st.one_of(st.just("UALICE"), st.text(max_size=12), st.none(), junk),
             "text": st.one_of(texts, junk),

@@ -16,6 +16,7 @@ EVENT_SCOPES = {
     "message.groups": "groups:history",
     "message.im": "im:history",
     "app_home_opened": None,
+    "agent_session_stopped": "assistant:write",
 }
 
 
@@ -32,6 +33,7 @@ def test_manifest_declares_socket_mode_events_home_and_commands() -> None:
     assert settings["interactivity"]["is_enabled"] is True
     assert features["app_home"]["home_tab_enabled"] is True
     assert features["app_home"]["messages_tab_enabled"] is True
+    assert features["assistant_view"]["assistant_description"]
     assert len(manifest["display_information"]["name"]) <= 35
     assert len(features["bot_user"]["display_name"]) <= 80
     commands = {c["command"]: c for c in features["slash_commands"]}

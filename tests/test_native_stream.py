@@ -5,9 +5,6 @@ dies mid-reply finished by chat.update."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
-
-import pytest
 
 from bot.slack import cards
 from tests.fakes.openai import FakeOpenAI, Script
@@ -16,15 +13,6 @@ from tests.harness import RunningBot, make_settings, start_bot, stop_bot
 from tests.test_approvals_flow import CREATE, call
 
 WORDS = " ".join(f"word{i}" for i in range(80)) + "."
-
-
-@pytest.fixture
-async def native_bot(
-    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
-) -> AsyncIterator[RunningBot]:
-    running = await start_bot(make_settings(fake_slack, fake_model, sqlite_url, streaming="auto"))
-    yield running
-    await stop_bot(running)
 
 
 async def test_a_mention_streams_natively_to_the_exact_text(

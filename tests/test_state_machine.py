@@ -69,6 +69,7 @@ def test_the_table_is_the_one_in_design_md() -> None:
         ("proposed", "approve", "approved"),
         ("proposed", "decline", "declined"),
         ("proposed", "expire", "expired"),
+        ("proposed", "withdraw", "withdrawn"),
         ("approved", "start", "executing"),
         ("executing", "succeed", "succeeded"),
         ("executing", "fail", "failed"),
@@ -110,7 +111,8 @@ async def test_every_state_event_pair(
         event.value,
         "tester",
     )
-    # The only proposal of its turn: settling it records exactly one resume.
+    # The only proposal of its turn: settling it records exactly one resume (a withdrawal
+    # comes from a Stop, and a stopped turn never resumes).
     assert resumes == (
         1 if target in {State.SUCCEEDED, State.DECLINED, State.EXPIRED, State.FAILED} else 0
     )

@@ -1,5 +1,8 @@
 """`countersign audit export`: the audit trail, one row per proposal, as CSV or JSON lines.
 
+`--records feedback` writes the feedback people gave on answers instead (who, which answer,
+good or bad, when).
+
 Each row says who proposed what (tool and the hash of the exact arguments), who approved or
 declined it and why, when each step happened, and how it ended. JSON lines also carry every
 audit event of the proposal.
@@ -123,12 +126,21 @@ async def audit_rows(db: Database, batch: int = 500) -> AsyncIterator[dict[str, 
         last_id = proposals[-1].id
 
 
-async def export(db: Database, out: TextIO, fmt: str) -> int:
+async def export(db: Database, out: TextIO, fmt: str, records: str = "actions") -> int:
+    """Write the actions' audit trail, or (`records="feedback"`) the feedback people gave on
+    answers; returns how many rows were written."""
+    from bot.records.feedback import FEEDBACK_COLUMNS, feedback_rows
+
+    columns, rows = (
+        (FEEDBACK_COLUMNS, feedback_rows(db))
+        if records == "feedback"
+        else (COLUMNS, audit_rows(db))
+    )
     count = 0
-    writer = csv.DictWriter(out, COLUMNS, extrasaction="ignore") if fmt == "csv" else None
+    writer = csv.DictWriter(out, columns, extrasaction="ignore") if fmt == "csv" else None
     if writer is not None:
         writer.writeheader()
-    async for row in audit_rows(db):
+    async for row in rows:
         if writer is not None:
             writer.writerow(row)
         else:

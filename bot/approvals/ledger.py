@@ -30,6 +30,10 @@ from bot.db.models import (
 from bot.db.session import Database
 from bot.metrics import TRANSITIONS
 
+# A `ResumeRequest` of this kind, born done, marks a turn a person stopped: whatever of it
+# settles later (a write that was already executing) is recorded but never resumes the turn.
+STOPPED = "stopped"
+
 
 class ApprovalError(Exception):
     """A click that changes nothing; `user_message` is shown to the clicker."""
@@ -81,6 +85,12 @@ def result_for_model(proposal: Proposal) -> dict[str, Any]:
         return {
             "status": "expired",
             "instruction": "Nobody approved this action in time; it was not carried out.",
+        }
+    if state is State.WITHDRAWN:
+        return {
+            "status": "withdrawn",
+            "instruction": "The person stopped this turn before anyone decided; the action "
+            "was not carried out. Do not repeat it unless asked again.",
         }
     return {"status": "failed", "error": proposal.error or "unknown error"}
 
@@ -212,7 +222,7 @@ class Ledger:
                 Proposal.state.not_in(list(SETTLED)),
             )
         )
-        if open_siblings:
+        if open_siblings or await self._stopped(session, proposal):
             return
         already = await session.scalar(
             select(ResumeRequest.id).where(
@@ -233,6 +243,18 @@ class Ledger:
                 )
         except IntegrityError:
             pass  # recorded by a sibling already
+
+    @staticmethod
+    async def _stopped(session: AsyncSession, proposal: Proposal) -> bool:
+        if State(proposal.state) is State.WITHDRAWN:
+            return True  # only a Stop withdraws, and a stopped turn does not resume
+        marker = await session.scalar(
+            select(ResumeRequest.id).where(
+                ResumeRequest.assistant_message_id == proposal.assistant_message_id,
+                ResumeRequest.kind == STOPPED,
+            )
+        )
+        return marker is not None
 
     @staticmethod
     def note_in(

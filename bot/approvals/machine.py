@@ -20,6 +20,7 @@ class Event(enum.StrEnum):
     FAIL = "fail"
     RETRY = "retry"
     INTERRUPT = "interrupt"
+    WITHDRAW = "withdraw"
 
 
 class Actor(enum.StrEnum):
@@ -27,6 +28,7 @@ class Actor(enum.StrEnum):
     CLOCK = "the clock"
     EXECUTOR = "the executor"
     RECOVERY = "start-up recovery"
+    STOPPER = "the person who stopped the turn"
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition(State.PROPOSED, Event.APPROVE, State.APPROVED, Actor.APPROVER),
     Transition(State.PROPOSED, Event.DECLINE, State.DECLINED, Actor.APPROVER),
     Transition(State.PROPOSED, Event.EXPIRE, State.EXPIRED, Actor.CLOCK),
+    Transition(State.PROPOSED, Event.WITHDRAW, State.WITHDRAWN, Actor.STOPPER),
     Transition(State.APPROVED, Event.START, State.EXECUTING, Actor.EXECUTOR),
     Transition(State.EXECUTING, Event.SUCCEED, State.SUCCEEDED, Actor.EXECUTOR),
     Transition(State.EXECUTING, Event.FAIL, State.FAILED, Actor.EXECUTOR),
@@ -48,7 +51,9 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition(State.EXECUTING, Event.INTERRUPT, State.FAILED, Actor.RECOVERY),
 )
 
-TERMINAL: frozenset[State] = frozenset({State.SUCCEEDED, State.DECLINED, State.EXPIRED})
+TERMINAL: frozenset[State] = frozenset(
+    {State.SUCCEEDED, State.DECLINED, State.EXPIRED, State.WITHDRAWN}
+)
 # A paused turn resumes once every proposal of it is in one of these states.
 SETTLED: frozenset[State] = frozenset({*TERMINAL, State.FAILED})
 

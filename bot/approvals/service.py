@@ -1,7 +1,7 @@
 """The approvals service: one object with every way a proposal moves, assembled from modules
 split by concern: the compare-and-set core (`ledger`), people's decisions (`decisions`), the
-executor's leases (`execution`), the clock (`clock`) and the cards' bookkeeping
-(`card_state`)."""
+executor's leases (`execution`), the clock (`clock`), the cards' bookkeeping
+(`card_state`) and a Stop's withdrawals (`withdrawal`)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from bot.approvals.ledger import (
     UnknownProposal,
     result_for_model,
 )
+from bot.approvals.withdrawal import OpenTurn, Withdrawals
 
 __all__ = [
     "AlreadyHandled",
@@ -26,6 +27,7 @@ __all__ = [
     "CardChanged",
     "LeaseLost",
     "NotAuthorised",
+    "OpenTurn",
     "TamperedApproval",
     "UnknownProposal",
     "VoteResult",
@@ -33,5 +35,6 @@ __all__ = [
 ]
 
 
-class ApprovalsService(Decisions, Executions, Clock, CardState):
-    """Propose, decide, execute under a lease, expire and recover: see each base class."""
+class ApprovalsService(Decisions, Executions, Clock, CardState, Withdrawals):
+    """Propose, decide, execute under a lease, expire, withdraw and recover: see each base
+    class."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from bot.conversation.notes import stopped_note
 from bot.metrics import TURNS
 from bot.slack.streamer import ReplyStream
 
@@ -23,3 +24,15 @@ async def finish_unfinished(
     TURNS.labels(outcome=outcome).inc()
     with contextlib.suppress(Exception):
         await stream.finish(note)
+
+
+async def end_stopped(
+    stopped_by: str | None, stream: ReplyStream, placeholder: asyncio.Task[str]
+) -> bool:
+    """If a Stop is what cancelled the current turn: end its reply with who stopped it, absorb
+    the cancellation and return True. False for any other cancellation (a shutdown)."""
+    task = asyncio.current_task()
+    if stopped_by is None or task is None or task.uncancel() > 0:
+        return False
+    await finish_unfinished(stream, placeholder, stopped_note(stopped_by), "stopped")
+    return True

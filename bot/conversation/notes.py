@@ -18,3 +18,7 @@ def pause_note(count: int) -> str:
 
 def rounds_note(rounds: int) -> str:
     return f":warning: _I stopped after {rounds} rounds of tool calls without an answer._"
+
+
+def stopped_note(user: str) -> str:
+    return f":octagonal_sign: _Stopped by <@{user}>._"

@@ -11,10 +11,9 @@ import asyncio
 import logging
 
 from slack_sdk.web.async_client import AsyncWebClient
-from sqlalchemy import select
 
 from bot.conversation.addressing import claim_turn
-from bot.conversation.ending import finish_unfinished
+from bot.conversation.ending import end_stopped, finish_unfinished
 from bot.conversation.incoming import Incoming
 from bot.conversation.memory import Memory
 from bot.conversation.notes import (
@@ -26,6 +25,8 @@ from bot.conversation.notes import (
     rounds_note,
 )
 from bot.conversation.replies import Replies
+from bot.conversation.resuming import Resuming
+from bot.conversation.running import RunningTurns
 from bot.conversation.thread_import import earlier_thread_messages, store_user_message
 from bot.conversation.tokens import TokenCounter
 from bot.conversation.tool_round import ActionDesk, Once, OnStored, tool_round
@@ -33,20 +34,21 @@ from bot.conversation.turn_settings import TurnSettings
 from bot.coordination import ThreadLocks
 from bot.db import repositories as repo
 from bot.db.claims import DeliveryClaims
-from bot.db.models import Conversation, Proposal, Role
+from bot.db.models import Conversation, Role
 from bot.db.session import Database
 from bot.llm import LLM, Finished, LLMError, TextDelta, Usage
 from bot.logs import log_context
 from bot.metrics import TURNS
 from bot.slack.budgets import WorkspaceBudgets
 from bot.slack.edit_budget import EditBudget
+from bot.slack.feedback import feedback_block
 from bot.slack.streamer import Journal, ReplyStream
 from bot.tools.registry import ToolContext
 
 log = logging.getLogger(__name__)
 
 
-class Conversations:
+class Conversations(Resuming):
     """Runs turns. Turns of one conversation run one after another, in arrival order. Every
     turn ends with a final text or a plain note, whatever fails on the way."""
 
@@ -72,6 +74,7 @@ class Conversations:
         self.claims = DeliveryClaims(db)
         self.locks = locks or ThreadLocks()
         self.replies = Replies(slack, budget, settings, journal, budgets)
+        self.running = RunningTurns()
 
     async def _conversation(self, incoming: Incoming) -> tuple[Conversation, bool]:
         async with self.db.transaction() as session:
@@ -98,24 +101,40 @@ class Conversations:
         )
         placeholder = asyncio.create_task(stream.start())
         status = self.replies.working(stream, incoming.user_id)
-        try:
-            conversation, created = await self._conversation(incoming)
-            with log_context(conversation_id=conversation.id):
-                async with self.locks.hold(conversation.id):
-                    await self._record_user_message(
-                        conversation, created, incoming, bot_user_id, bot_id
+        running = self.running.track(
+            incoming.team_id,
+            incoming.channel_id,
+            incoming.reply_thread_ts,
+            incoming.user_id,
+            stream,
+        )
+        with running as turn:
+            try:
+                conversation, created = await self._conversation(incoming)
+                if created and incoming.is_dm:
+                    self.replies.title_dm_thread(
+                        incoming.channel_id, incoming.thread_ts, incoming.text
                     )
-                    await placeholder
-                    await self._respond(conversation, stream, incoming.user_id)
-        except asyncio.CancelledError:
-            # Shutting down: whatever the reply shows must end with a note, not "Thinking…".
-            await asyncio.shield(finish_unfinished(stream, placeholder, INTERRUPTED, "interrupted"))
-            raise
-        except Exception:  # the reply says so below; the details go to the (redacted) log
-            log.exception("turn in %s failed", incoming.channel_id)
-        finally:
-            await finish_unfinished(stream, placeholder, failure_note(BROKE), "failed")
-            await self.replies.done(stream, status, incoming.user_id)
+                with log_context(conversation_id=conversation.id):
+                    async with self.locks.hold(conversation.id):
+                        await self._record_user_message(
+                            conversation, created, incoming, bot_user_id, bot_id
+                        )
+                        await placeholder
+                        await self._respond(conversation, stream, incoming.user_id)
+            except asyncio.CancelledError:
+                if await end_stopped(turn.stopped_by, stream, placeholder):
+                    return
+                # Shutting down: the reply must end with a note, not "Thinking…".
+                await asyncio.shield(
+                    finish_unfinished(stream, placeholder, INTERRUPTED, "interrupted")
+                )
+                raise
+            except Exception:  # the reply says so below; the details go to the (redacted) log
+                log.exception("turn in %s failed", incoming.channel_id)
+            finally:
+                await finish_unfinished(stream, placeholder, failure_note(BROKE), "failed")
+                await self.replies.done(stream, status, incoming.user_id)
 
     async def _record_user_message(
         self,
@@ -179,12 +198,21 @@ class Conversations:
         rounds = 0
         while True:
             start = len(stream.source)
-            finished = await self._model_round(conversation, stream)
+            try:
+                finished = await self._model_round(conversation, stream)
+            except asyncio.CancelledError:
+                if self.running.stopping() and stream.source[start:].strip():
+                    # Stopped mid-answer: the next turn's model sees what the person saw.
+                    text = stream.source[start:]
+                    await asyncio.shield(self._store_answer(conversation, stream, text, None, hook))
+                raise
             if finished is None:
                 return hook.done
             text = stream.source[start:]
             usage = finished.usage
             if not finished.tool_calls or self.desk is None:
+                if stream.source.strip():
+                    stream.closing_blocks = [feedback_block()]  # a finished answer
                 await stream.finish("" if stream.source.strip() else EMPTY)
                 await self._store_answer(conversation, stream, text, usage, hook)
                 TURNS.labels(outcome="answered").inc()
@@ -235,54 +263,3 @@ class Conversations:
                 completion_tokens=usage.completion_tokens if usage else None,
             )
             await hook(session)
-
-    async def resume(
-        self,
-        conversation_id: int,
-        assistant_message_id: int | None,
-        note: str | None = None,
-        on_stored: OnStored | None = None,
-    ) -> bool:
-        """Continue a paused turn in its thread with a new live reply, once its proposals are
-        settled (their results are already stored as the `tool` messages). It acts for the
-        person whose request was paused. True once the resumed reply is stored, or if there
-        is nothing left to resume."""
-        async with self.db.transaction() as session:
-            conversation = await session.get(Conversation, conversation_id)
-            if conversation is None:
-                return True  # forgotten meanwhile
-            requester = None
-            if assistant_message_id is not None:
-                requester = await session.scalar(
-                    select(Proposal.requester)
-                    .where(Proposal.assistant_message_id == assistant_message_id)
-                    .limit(1)
-                )
-            requester = requester or conversation.started_by
-        stream = self.replies.new(
-            conversation.channel_id,
-            conversation.thread_ts or None,
-            requester,
-            conversation.team_id,
-        )
-        placeholder: asyncio.Task[str] | None = None
-        status: asyncio.Task[None] | None = None
-        try:
-            async with self.locks.hold(conversation.id):
-                if note:  # inside the lock: never between a tool_calls row and its results
-                    async with self.db.transaction() as session:
-                        await repo.add_message(session, conversation, Role.SYSTEM, note)
-                placeholder = asyncio.create_task(stream.start())
-                status = self.replies.working(stream, requester)
-                await placeholder
-                return await self._respond(conversation, stream, requester, on_stored)
-        except asyncio.CancelledError:
-            if placeholder is not None:
-                await asyncio.shield(
-                    finish_unfinished(stream, placeholder, INTERRUPTED, "interrupted")
-                )
-            raise
-        finally:
-            if placeholder is not None:
-                await finish_unfinished(stream, placeholder, failure_note(BROKE), "failed")
-            await self.replies.done(stream, status, requester)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from bot.config import Settings
 from bot.conversation.memory import Budget
 from bot.links import LinkSigner
 
@@ -25,3 +26,27 @@ class TurnSettings:
     proposal_expiry: timedelta = timedelta(minutes=15)
     links: LinkSigner | None = None
     budget: Budget = field(default_factory=Budget)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, links: LinkSigner | None) -> TurnSettings:
+        return cls(
+            system_prompt=settings.system_prompt,
+            history_window=settings.history_window_messages,
+            max_chars=settings.slack_message_max_chars,
+            min_edit_interval=settings.slack_edit_min_interval_seconds,
+            streaming=settings.streaming,
+            min_append_interval=settings.slack_append_min_interval_seconds,
+            max_tool_rounds=settings.max_tool_rounds,
+            max_tool_calls_per_round=settings.max_tool_calls_per_round,
+            thread_import_messages=settings.thread_import_messages,
+            reply_in_threads=settings.reply_in_threads,
+            tool_timeout=settings.tool_timeout_seconds,
+            proposal_expiry=timedelta(minutes=settings.proposal_expiry_minutes),
+            links=links,
+            budget=Budget(
+                total=settings.token_budget,
+                reply=settings.reply_tokens,
+                tool_result=settings.tool_result_tokens,
+                summary=settings.summary_tokens,
+            ),
+        )

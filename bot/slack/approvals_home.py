@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -47,6 +48,8 @@ class ApprovalsAndHome:
         # a time per person, coalescing bursts.
         self._home_users: set[str] = set()
         self._home_running: dict[str, bool] = {}
+        # (channel, user): a person opened the bot's DM (suggested prompts; set by the app).
+        self.on_messages_tab: Callable[[str, str], Awaitable[None]] | None = None
 
     async def team_url(self) -> str | None:
         if self._team_url is None:

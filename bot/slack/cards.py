@@ -152,6 +152,11 @@ def _status(view: CardView) -> list[Block]:
         text = f":no_entry_sign: *Declined* by {who}{when}{reason}"
     elif state is State.EXPIRED:
         text = ":hourglass: *Expired*: nobody approved it in time, so nothing was done."
+    elif state is State.WITHDRAWN:
+        text = (
+            f":octagonal_sign: *Withdrawn*: {who} stopped the turn{when} before anyone "
+            "decided, so nothing was done."
+        )
     elif state is State.APPROVED:
         text = f":white_check_mark: *Approved* by {who}{when}; starting…"
     elif state is State.EXECUTING:

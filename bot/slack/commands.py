@@ -15,7 +15,7 @@ from typing import Any
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 
 from bot.db.models import Conversation
-from bot.records import queries
+from bot.records import feedback, queries
 from bot.records.retention import forget_user
 from bot.slack import record_views as views
 from bot.slack.approvals_home import ApprovalsAndHome
@@ -84,6 +84,7 @@ class Records(ApprovalsAndHome):
             messages = await queries.conversation_messages(session, conversation.id, max(0, page))
             proposals = await queries.conversation_proposals(session, conversation.id)
             hidden = await queries.private_to_others(session, conversation.id, user)
+            votes = await feedback.tallies(session, [m.id for m in messages.rows])
         if not await self.access.can_read(conversation.channel_id, user):
             return None
         return views.as_dicts(
@@ -95,6 +96,7 @@ class Records(ApprovalsAndHome):
                 proposals,
                 conversation.id,
                 hidden,
+                votes,
             )
         )
 
@@ -207,6 +209,8 @@ class Records(ApprovalsAndHome):
             if event.get("tab", "home") == "home":
                 self._home_users.add(str(event["user"]))
                 self.refresh_home(str(body.get("team_id")), str(event["user"]))
+            elif event.get("tab") == "messages" and self.on_messages_tab is not None:
+                await self.on_messages_tab(str(event.get("channel") or ""), str(event["user"]))
 
 
 Handler = Callable[[AsyncAck, dict[str, Any], AsyncRespond], Awaitable[None]]

@@ -46,9 +46,12 @@ class Interactions:
     context: Callable[[Proposal], ToolContext]
     on_settled: Callable[[], None]
 
+    def policy_for(self, tool_name: str) -> Policy:
+        tool = self.registry.get(tool_name)
+        return self.policies.for_tool(tool_name, tool.pack if tool else "")
+
     def _policy(self, proposal: Proposal) -> Policy:
-        tool = self.registry.get(proposal.tool_name)
-        return self.policies.for_tool(proposal.tool_name, tool.pack if tool else "")
+        return self.policy_for(proposal.tool_name)
 
     async def _refusal(self, proposal: Proposal, user: str, action: str) -> str | None:
         """None if `user` may decide on `proposal`; else the reason (already audited)."""

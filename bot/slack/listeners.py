@@ -11,13 +11,27 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
 
 from bot.conversation.incoming import parse_event
+from bot.conversation.stopping import Stopper, StopRequest
 from bot.conversation.turn import Conversations
 from bot.tasks import TaskGroup
 
 log = logging.getLogger(__name__)
 
 
-def register(app: AsyncApp, conversations: Conversations, tasks: TaskGroup) -> None:
+def parse_stop(body: dict[str, Any]) -> StopRequest | None:
+    """The `agent_session_stopped` event as a StopRequest; None if it is not well formed."""
+    event = body.get("event") or {}
+    fields = (body.get("team_id"), event.get("channel"), event.get("thread_ts"), event.get("user"))
+    streams = event.get("streaming_message_ts") or []
+    if not all(isinstance(f, str) and f for f in fields) or not isinstance(streams, list):
+        return None
+    team, channel, thread_ts, user = (str(f) for f in fields)
+    return StopRequest(team, channel, thread_ts, user, tuple(str(ts) for ts in streams))
+
+
+def register(
+    app: AsyncApp, conversations: Conversations, tasks: TaskGroup, stopper: Stopper
+) -> None:
     async def on_message_event(body: dict[str, Any], context: AsyncBoltContext) -> None:
         bot_user_id = context.bot_user_id
         incoming = parse_event(body, bot_user_id)
@@ -30,8 +44,16 @@ def register(app: AsyncApp, conversations: Conversations, tasks: TaskGroup) -> N
             name=f"turn-{incoming.channel_id}-{incoming.ts}",
         )
 
+    async def on_stop(body: dict[str, Any]) -> None:
+        request = parse_stop(body)
+        if request is None:
+            log.info("ignored a malformed agent_session_stopped event")
+            return
+        tasks.spawn(stopper.stop(request), name=f"stop-{request.channel}-{request.thread_ts}")
+
     app.event("app_mention")(on_message_event)
     app.event("message")(on_message_event)
+    app.event("agent_session_stopped")(on_stop)
 
 
 def acknowledge_the_rest(app: AsyncApp) -> None:

@@ -11,7 +11,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -73,6 +73,7 @@ class NativePath:
     journal: Journal | None
     options: NativeOptions | None
     native: NativeMessage | None
+    closing_blocks: list[dict[str, Any]] | None
     _final: bool
     _changed: asyncio.Event
     _last_edit_at: float | None
@@ -176,7 +177,7 @@ class NativePath:
                 self.journal.shown(native.ts, native.sent + ("" if final else CURSOR))
         if (final or full) and native.sent == target and not native.stopped:
             await options.slots.stop_permit()
-            await native.stop()
+            await native.stop(self.closing_blocks if final and not full else None)
             options.appends.close(self)
             if full:
                 self.budget.open(self)

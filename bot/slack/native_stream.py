@@ -67,6 +67,7 @@ class NativeMessage:
     ts: str
     sent: str = ""  # the markdown Slack has, exactly
     stopped: bool = False
+    ended: str | None = None  # Slack ended the stream (e.g. a person pressed Stop)
     tasks: dict[str, TaskUpdateChunk] = field(default_factory=dict)  # not yet sent
 
     @classmethod

@@ -138,6 +138,7 @@ def conversation_detail(
     proposals: list[Proposal],
     conversation_id: int,
     hidden: set[int] | None = None,
+    feedback: dict[int, dict[str, int]] | None = None,
 ) -> list[Block]:
     blocks: list[Block] = [
         SectionBlock(
@@ -149,6 +150,12 @@ def conversation_detail(
     ]
     for message in messages.rows:
         line, clipped = _message_line(message, message.id in (hidden or set()))
+        votes = (feedback or {}).get(message.id)
+        if votes:
+            line += (
+                f"\n_Feedback:_ :thumbsup: {votes.get('good', 0)}"
+                f" · :thumbsdown: {votes.get('bad', 0)}"
+            )
         accessory = (
             ButtonElement(text="Full text", action_id=HISTORY_FULL, value=str(message.id))
             if clipped

@@ -17,7 +17,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -85,6 +85,8 @@ class ReplyStream(NativePath):
         self.options = native
         self.native: NativeMessage | None = None
         self.paused = False  # the turn paused: its proposals wait for people
+        # Blocks a finished native reply ends with (the feedback buttons of an answer).
+        self.closing_blocks: list[dict[str, Any]] | None = None
         # The edit path owns the messages from `_edit_base` on, showing `source[_edit_from:]`
         # (both 0 unless the reply began as a native stream).
         self._edit_base = 0
@@ -140,6 +142,13 @@ class ReplyStream(NativePath):
             self._changed.set()
         else:
             self.set_status(title if state in ("pending", "in_progress") else "")
+
+    def stream_ended(self, stopped: tuple[str, ...]) -> None:
+        """Slack stopped these streaming messages (its Stop button): if this reply's is among
+        them, the rest goes by `chat.update` without first trying an append."""
+        if self.native is not None and self.native.ts in stopped and not self.native.stopped:
+            self.native.ended = "stopped_by_user"
+            self._changed.set()
 
     async def finish(self, footer: str = "") -> list[str]:
         """Make the complete text visible (plus an optional footer) and wait until it is."""
@@ -198,6 +207,9 @@ class ReplyStream(NativePath):
             while True:
                 await self._changed.wait()
                 native = self.native is not None and not self.native.stopped
+                if native and self.native is not None and self.native.ended:
+                    self._to_edits(self.native.ended)  # no call needed to learn it
+                    continue
                 if native and not self._native_has_news(self._final):
                     self._changed.clear()  # only part of a word so far: wait for more
                     continue

@@ -69,6 +69,8 @@ class Played:
     first_token_at: float | None = None
     last_token_at: float | None = None
     token_times: list[tuple[float, int]] = field(default_factory=list)  # (sent at, chars so far)
+    tokens: int = 0  # how many tokens the script has
+    disconnected_at: float | None = None  # the client went away before the end
 
 
 class FakeOpenAI:
@@ -191,14 +193,18 @@ class FakeOpenAI:
                 "model": body.get("model", MODEL),
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
             }
-            await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            try:
+                await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            except ConnectionError:
+                played.disconnected_at = time.monotonic()
+                raise
 
-        await asyncio.sleep(script.time_to_first_token)
         tokens = tokens_of(script.text)
+        played = Played(script.text, tokens=len(tokens))
+        self.played.append(played)
+        await asyncio.sleep(script.time_to_first_token)
         interval = 1 / script.tokens_per_second if script.tokens_per_second else 0.0
         await send({"role": "assistant", "content": ""})
-        played = Played(script.text)
-        self.played.append(played)
         start = time.monotonic()
         for n, token in enumerate(tokens):
             if script.cut_after_tokens is not None and n >= script.cut_after_tokens:

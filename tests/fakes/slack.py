@@ -91,6 +91,17 @@ def check_blocks(blocks: Any) -> None:
         elif kind == "context":
             if len(block.get("elements") or []) > 10:
                 raise BlockKitError("context over 10 elements")
+        elif kind == "context_actions":
+            elements = block.get("elements") or []
+            if not elements or len(elements) > 5:
+                raise BlockKitError("context_actions needs 1 to 5 elements")
+            for element in elements:
+                if element.get("type") not in ("feedback_buttons", "icon_button"):
+                    raise BlockKitError("context_actions holds feedback or icon buttons")
+                if element.get("type") == "feedback_buttons" and not (
+                    element.get("positive_button") and element.get("negative_button")
+                ):
+                    raise BlockKitError("feedback_buttons needs both buttons")
         elif kind == "actions":
             elements = block.get("elements") or []
             if len(elements) > 25:
@@ -457,6 +468,27 @@ class FakeSlack:
         with self._lock:
             self.streams[ts].open = False
 
+    def press_stop(self, channel: str, thread_ts: str, user: str) -> dict[str, Any]:
+        """A person presses Stop on the thread's agent session: Slack ends the app's open
+        streams in the thread and sends `agent_session_stopped` naming them."""
+        with self._lock:
+            stopped = [
+                m.ts
+                for m in self.channels[channel]
+                if m.thread_ts == thread_ts and m.ts in self.streams and self._streaming(m.ts)
+            ]
+            for ts in stopped:
+                self.streams[ts].open = False
+            event_ts = self._next_ts()
+        return {
+            "type": "agent_session_stopped",
+            "channel": channel,
+            "thread_ts": thread_ts,
+            "user": user,
+            "streaming_message_ts": stopped,
+            "event_ts": event_ts,
+        }
+
     def streamed_messages(self, channel: str) -> list[StoredMessage]:
         return [m for m in self.bot_messages(channel) if m.ts in self.streams]
 
@@ -616,8 +648,21 @@ class FakeSlack:
             return [r for r in self.responses if r["id"] == key]
 
     def cards(self, channel: str) -> list[StoredMessage]:
-        """Messages of the bot that carry blocks (approval cards), oldest first."""
-        return [m for m in self.bot_messages(channel) if m.blocks]
+        """Messages of the bot that carry blocks (approval cards), oldest first; answers that
+        end with feedback buttons are not cards."""
+        return [
+            m
+            for m in self.bot_messages(channel)
+            if m.blocks and not any(b.get("type") == "context_actions" for b in m.blocks)
+        ]
+
+    def feedback_buttons(self, ts: str) -> dict[str, Any] | None:
+        """The feedback element a message ends with, if any."""
+        for message in (m for ms in self.channels.values() for m in ms if m.ts == ts):
+            for block in message.blocks or []:
+                if block.get("type") == "context_actions":
+                    return dict(block["elements"][0])
+        return None
 
     def _views_publish(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
         view = args.get("view")

@@ -11,6 +11,7 @@ from bot.db.models.conversations import (
     ProcessedEvent,
     Role,
 )
+from bot.db.models.feedback import AnswerFeedback
 from bot.db.models.proposals import (
     AuditEntry,
     Proposal,
@@ -21,6 +22,7 @@ from bot.db.models.proposals import (
 from bot.db.models.tasks import Task, TaskComment
 
 __all__ = [
+    "AnswerFeedback",
     "AuditEntry",
     "Base",
     "Conversation",

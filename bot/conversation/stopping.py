@@ -1,0 +1,169 @@
+"""Slack's Stop button (`agent_session_stopped`): stop what the agent does in a thread.
+
+For each turn of the thread the person may stop: the running model request is cancelled at
+once (the reply ends with "Stopped by @person" and keeps what was shown), the proposals nobody
+decided are withdrawn (their cards say so), and the turn never resumes. A write already
+executing finishes and is recorded. With Redis the Stop reaches every replica, so the one
+running the turn cancels it, wherever Slack delivered the event.
+
+Who may stop a turn: the person it works for, or someone who may approve its actions (for a
+running model request: an approver of the `*` policy). Anyone else is told so privately and
+nothing stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from bot.approvals.policy import GroupMembers, Policies, Policy, may_approve
+from bot.approvals.service import ApprovalsService, OpenTurn
+from bot.conversation.running import RunningTurn, RunningTurns
+from bot.db.models import Proposal
+from bot.metrics import TURNS
+
+log = logging.getLogger(__name__)
+
+CANCEL_WAIT_SECONDS = 15.0  # a cancelled turn writes its last words, then the proposals go
+
+
+@dataclass(frozen=True)
+class StopRequest:
+    team: str
+    channel: str
+    thread_ts: str
+    user: str
+    streams: tuple[str, ...] = ()  # the streaming messages Slack already stopped
+
+
+@dataclass
+class StopOutcome:
+    cancelled: int = 0
+    withdrawn: list[Proposal] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # whose turns the person may not stop
+
+
+class Cards(Protocol):
+    def refresh(self, proposal_id: int) -> None: ...
+
+    async def tell(self, channel: str, user: str, text: str, thread_ts: str | None) -> None: ...
+
+
+class Publish(Protocol):
+    async def publish(self, request: StopRequest) -> None: ...
+
+
+class Authority:
+    """Who may stop what (see the module docstring)."""
+
+    def __init__(
+        self, policies: Policies, groups: GroupMembers, policy_for: Callable[[str], Policy]
+    ) -> None:
+        self.policies = policies
+        self.groups = groups
+        self.policy_for = policy_for  # tool name -> its policy
+
+    async def _approver(self, policy: Policy, user: str) -> bool:
+        if user in policy.approvers:
+            return True
+        for entry in policy.approvers:
+            if entry.startswith("S") and user in await self.groups.members(entry):
+                return True
+        return False
+
+    async def may_cancel(self, user: str, requester: str) -> bool:
+        return user == requester or await self._approver(self.policies.for_tool("", ""), user)
+
+    async def may_withdraw(self, user: str, turn: OpenTurn) -> bool:
+        if user == turn.requester:
+            return True
+        for proposal in turn.undecided:
+            verdict = await may_approve(
+                self.policy_for(proposal.tool_name),
+                proposal.requester,
+                user,
+                self.groups,
+                proposal.revised_by,
+            )
+            if not verdict.allowed:
+                return False
+        return bool(turn.undecided)
+
+
+class Stopper:
+    def __init__(
+        self,
+        running: RunningTurns,
+        approvals: ApprovalsService,
+        authority: Authority,
+        cards: Cards,
+        set_active: Callable[[str, str, str], Awaitable[None]],
+    ) -> None:
+        self.running = running
+        self.approvals = approvals
+        self.authority = authority
+        self.cards = cards
+        self.set_active = set_active  # (channel, thread_ts, user): the session leaves processing
+        self.signals: Publish | None = None
+
+    async def stop(self, request: StopRequest, origin: bool = True) -> StopOutcome:
+        """Handle a Stop; `origin` is the replica Slack delivered it to (it tells the person
+        and resets the thread's status), the others only cancel what they run."""
+        outcome = StopOutcome()
+        if origin and self.signals is not None:
+            await self.signals.publish(request)
+        await self._cancel_running(request, outcome)
+        await self._stop_paused(request, outcome)
+        if not origin:
+            return outcome
+        if outcome.cancelled == 0:
+            await self.set_active(request.channel, request.thread_ts, request.user)
+        if outcome.refused and not outcome.cancelled and not outcome.withdrawn:
+            whose = ", ".join(f"<@{u}>" for u in sorted(set(outcome.refused)))
+            await self.cards.tell(
+                request.channel,
+                request.user,
+                f"Nothing was stopped: only the person it works for ({whose}) or an approver "
+                "can stop it.",
+                request.thread_ts,
+            )
+        log.info(
+            "stop in %s: %d turn(s) cancelled, %d proposal(s) withdrawn",
+            request.channel,
+            outcome.cancelled,
+            len(outcome.withdrawn),
+        )
+        return outcome
+
+    async def _cancel_running(self, request: StopRequest, outcome: StopOutcome) -> None:
+        stopping: list[RunningTurn] = []
+        for turn in self.running.in_thread(request.team, request.channel, request.thread_ts):
+            if turn.stopped_by is not None or turn.task.done():
+                continue
+            if not await self.authority.may_cancel(request.user, turn.requester):
+                outcome.refused.append(turn.requester)
+                continue
+            turn.stopped_by = request.user
+            if turn.stream is not None:
+                turn.stream.stream_ended(request.streams)
+            turn.task.cancel()
+            stopping.append(turn)
+            TURNS.labels(outcome="stopped").inc()
+        outcome.cancelled = len(stopping)
+        if stopping:
+            await asyncio.wait({t.task for t in stopping}, timeout=CANCEL_WAIT_SECONDS)
+
+    async def _stop_paused(self, request: StopRequest, outcome: StopOutcome) -> None:
+        turns = await self.approvals.open_turns(request.team, request.channel, request.thread_ts)
+        for turn in turns:
+            if not await self.authority.may_withdraw(request.user, turn):
+                if turn.undecided:
+                    outcome.refused.append(turn.requester)
+                continue
+            withdrawn = await self.approvals.stop_turn(turn, request.user)
+            for proposal in withdrawn:
+                self.cards.refresh(proposal.id)
+            outcome.withdrawn += withdrawn

@@ -1,0 +1,118 @@
+"""Feedback on answers: stored per person and answer, read back for `/history` and the audit
+export. A click names a Slack message; only an answer Countersign stored for that channel can
+receive feedback, so a crafted payload cannot plant rows."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.db.models import AnswerFeedback, Conversation, Message, Role, utcnow
+from bot.db.session import Database
+
+Value = Literal["good", "bad"]
+
+
+async def record(
+    db: Database, team: str, channel: str, message_ts: str, user: str, value: Value
+) -> bool:
+    """Store `user`'s feedback on the answer shown as `message_ts`; False if no answer of
+    Countersign's is that message."""
+    async with db.transaction() as session:
+        message_id = await session.scalar(
+            select(Message.id)
+            .join(Conversation, Conversation.id == Message.conversation_id)
+            .where(
+                Conversation.team_id == team,
+                Conversation.channel_id == channel,
+                Message.slack_ts == message_ts,
+                Message.role == Role.ASSISTANT,
+            )
+            .limit(1)
+        )
+        if message_id is None:
+            return False
+        changed = await session.execute(
+            update(AnswerFeedback)
+            .where(AnswerFeedback.message_id == message_id, AnswerFeedback.user_id == user)
+            .values(value=value, updated_at=utcnow())
+        )
+        if getattr(changed, "rowcount", 0):
+            return True
+        try:
+            async with session.begin_nested():
+                session.add(
+                    AnswerFeedback(
+                        message_id=message_id,
+                        team_id=team,
+                        channel_id=channel,
+                        message_ts=message_ts,
+                        user_id=user,
+                        value=value,
+                    )
+                )
+        except IntegrityError:  # the same person's other click won the race: take this one
+            await session.execute(
+                update(AnswerFeedback)
+                .where(AnswerFeedback.message_id == message_id, AnswerFeedback.user_id == user)
+                .values(value=value, updated_at=utcnow())
+            )
+        return True
+
+
+async def tallies(session: AsyncSession, message_ids: list[int]) -> dict[int, dict[str, int]]:
+    """Per message: how many people found it good and how many bad."""
+    if not message_ids:
+        return {}
+    rows = await session.execute(
+        select(AnswerFeedback.message_id, AnswerFeedback.value, func.count())
+        .where(AnswerFeedback.message_id.in_(message_ids))
+        .group_by(AnswerFeedback.message_id, AnswerFeedback.value)
+    )
+    out: dict[int, dict[str, int]] = {}
+    for message_id, value, count in rows.all():
+        out.setdefault(message_id, {})[value] = count
+    return out
+
+
+FEEDBACK_COLUMNS = [
+    "feedback_id",
+    "at",
+    "user",
+    "value",
+    "channel",
+    "message_ts",
+    "conversation_id",
+]
+
+
+async def feedback_rows(db: Database, batch: int = 500) -> AsyncIterator[dict[str, Any]]:
+    last_id = 0
+    while True:
+        async with db.transaction() as session:
+            rows = (
+                await session.execute(
+                    select(AnswerFeedback, Message.conversation_id)
+                    .join(Message, Message.id == AnswerFeedback.message_id)
+                    .where(AnswerFeedback.id > last_id)
+                    .order_by(AnswerFeedback.id)
+                    .limit(batch)
+                )
+            ).all()
+        if not rows:
+            return
+        for feedback, conversation_id in rows:
+            yield {
+                "feedback_id": feedback.id,
+                "at": feedback.updated_at.isoformat(),
+                "user": feedback.user_id,
+                "value": feedback.value,
+                "channel": feedback.channel_id,
+                "message_ts": feedback.message_ts,
+                "conversation_id": conversation_id,
+            }
+        last_id = rows[-1][0].id
