@@ -240,7 +240,7 @@ class Countersign:
         listeners.register(bolt, conversations, tasks, stopper)
         records.register(bolt)
         interactions.register(bolt)
-        feedback.register(bolt, db, cards.tell, tasks)
+        feedback.register(bolt, db, cards.tell, tasks, records.access)
         listeners.acknowledge_the_rest(bolt)
         return cls(
             settings,

@@ -10,13 +10,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import select
 
 from bot.db.models import AnswerFeedback
 from bot.slack.feedback import FEEDBACK
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import TEAM_ID, FakeSlack, wait_until
-from tests.harness import RunningBot, clean_env, run_cli
+from tests.harness import RunningBot, clean_env, make_settings, run_cli, start_bot, stop_bot
 from tests.test_approvals_flow import CREATE, call
 from tests.test_records import answer, text_of
 
@@ -113,3 +114,58 @@ async def test_feedback_on_a_message_that_is_not_an_answer_stores_nothing(
     assert await stored(native_bot) == []
     await wait_until(lambda: bool(fake_slack.ephemerals_for("UMALLORY")))
     assert fake_slack.ephemerals_for("UMALLORY") == ["That button was not made by Countersign."]
+
+
+@pytest.mark.parametrize("streaming", ["auto", "edit"])
+async def test_an_answer_sent_as_edits_carries_the_buttons_too(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str, streaming: str
+) -> None:
+    """`auto` falling back to edits (no stream start allowed) and the classic edit mode: the
+    buttons ride the final edit of the answer's first message, its text unchanged."""
+    fake_slack.fail_methods["chat.startStream"] = "not_allowed_token_type"
+    long_text = "\n".join(f"line {i} " + "x" * 60 for i in range(70))  # two messages
+    fake_model.script(Script(text="Short answer."), Script(text=long_text, tokens_per_second=0))
+    bot = await start_bot(make_settings(fake_slack, fake_model, sqlite_url, streaming=streaming))
+    try:
+        await bot.mention("C1", "short please", fake_slack)
+        await bot.idle()
+        await bot.mention("C2", "long please", fake_slack)
+        await bot.idle()
+        (short,) = fake_slack.bot_messages("C1")
+        assert short.text == "Short answer."
+        assert fake_slack.feedback_buttons(short.ts) is not None
+        assert text_of(short.blocks or []).count("Short answer.") == 1
+        first, *rest = fake_slack.bot_messages("C2")
+        assert rest, "the long answer continued in a second message"
+        assert fake_slack.feedback_buttons(first.ts) is not None
+        assert all(fake_slack.feedback_buttons(m.ts) is None for m in rest)
+        assert "\n".join(m.text for m in [first, *rest]).count("line 69 ") == 1
+        assert await give(bot, "C2", first.ts, "UBOB", "good") == 200
+        await bot.idle()
+        await wait_until(lambda: bool(fake_slack.ephemerals_for("UBOB")))
+        assert await stored(bot) == [(first.ts, "UBOB", "good")]
+    finally:
+        await stop_bot(bot)
+
+
+async def test_nobody_gives_feedback_on_answers_they_cannot_see(
+    native_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    fake_slack.channel_info["GSECRET"] = {"id": "GSECRET", "name": "secret", "is_private": True}
+    fake_slack.members["GSECRET"] = ["UALICE", "UBOT"]
+    fake_model.script(Script(text="Secret answer."), Script(text="Private answer."))
+    await native_bot.mention("GSECRET", "a secret question", fake_slack)
+    await native_bot.idle()
+    await native_bot.say(fake_slack, "DALICE", "a private question")
+    await native_bot.idle()
+    (secret,) = fake_slack.bot_messages("GSECRET")
+    (private,) = fake_slack.bot_messages("DALICE")
+    assert await give(native_bot, "GSECRET", secret.ts, "UMALLORY", "bad") == 200
+    assert await give(native_bot, "DALICE", private.ts, "UMALLORY", "bad") == 200
+    await native_bot.idle()
+    await wait_until(lambda: len(fake_slack.ephemerals_for("UMALLORY")) == 2)
+    assert await stored(native_bot) == []
+    assert await give(native_bot, "DALICE", private.ts, "UALICE", "good") == 200
+    await native_bot.idle()
+    await wait_until(lambda: bool(fake_slack.ephemerals_for("UALICE")))
+    assert await stored(native_bot) == [(private.ts, "UALICE", "good")]

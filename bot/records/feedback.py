@@ -11,7 +11,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.db.models import AnswerFeedback, Conversation, Message, Role, utcnow
+from bot.db.models import AnswerFeedback, Conversation, Message, Participant, Role, utcnow
 from bot.db.session import Database
 
 Value = Literal["good", "bad"]
@@ -21,21 +21,29 @@ async def record(
     db: Database, team: str, channel: str, message_ts: str, user: str, value: Value
 ) -> bool:
     """Store `user`'s feedback on the answer shown as `message_ts`; False if no answer of
-    Countersign's is that message."""
+    Countersign's is that message, or it is in someone else's DM. (Whether `user` can read a
+    channel is checked by the caller, which can ask Slack.)"""
     async with db.transaction() as session:
-        message_id = await session.scalar(
-            select(Message.id)
-            .join(Conversation, Conversation.id == Message.conversation_id)
-            .where(
-                Conversation.team_id == team,
-                Conversation.channel_id == channel,
-                Message.slack_ts == message_ts,
-                Message.role == Role.ASSISTANT,
+        found = (
+            await session.execute(
+                select(Message.id, Message.conversation_id)
+                .join(Conversation, Conversation.id == Message.conversation_id)
+                .where(
+                    Conversation.team_id == team,
+                    Conversation.channel_id == channel,
+                    Message.slack_ts == message_ts,
+                    Message.role == Role.ASSISTANT,
+                )
+                .limit(1)
             )
-            .limit(1)
-        )
-        if message_id is None:
+        ).first()
+        if found is None:
             return False
+        message_id, conversation_id = found
+        if channel.startswith("D"):  # a DM: only the person in it
+            took_part = await session.get(Participant, (conversation_id, user))
+            if took_part is None:
+                return False
         changed = await session.execute(
             update(AnswerFeedback)
             .where(AnswerFeedback.message_id == message_id, AnswerFeedback.user_id == user)

@@ -18,6 +18,7 @@ from slack_sdk.models.blocks import (
 
 from bot.db.session import Database
 from bot.records import feedback
+from bot.slack.access import ChannelAccess
 from bot.slack.payloads import BadPayload, _dict, _str, _user
 from bot.tasks import TaskGroup
 
@@ -70,14 +71,18 @@ def parse_feedback(
     return team, channel, ts, user, verdict, _str(message.get("thread_ts"), 32)
 
 
-def register(app: AsyncApp, db: Database, tell: Tell, tasks: TaskGroup) -> None:
+def register(
+    app: AsyncApp, db: Database, tell: Tell, tasks: TaskGroup, access: ChannelAccess
+) -> None:
     async def store(body: dict[str, Any]) -> None:
         try:
             team, channel, ts, user, value, thread_ts = parse_feedback(body)
         except BadPayload as exc:
             log.info("refused a feedback payload: %s", exc)
             return
-        stored = await feedback.record(db, team, channel, ts, user, value)
+        stored = await access.can_read(channel, user) and await feedback.record(
+            db, team, channel, ts, user, value
+        )
         text = THANKS[value] if stored else "That button was not made by Countersign."
         await tell(channel, user, text, thread_ts)
 

@@ -23,8 +23,9 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import retryable, slack_error
-from bot.metrics import LIVE_REPLIES, SLACK_EDITS
+from bot.metrics import LIVE_REPLIES
 from bot.slack.edit_budget import EditBudget
+from bot.slack.edit_reply import EditPath
 from bot.slack.native_reply import CURSOR, NativeOptions, NativePath
 from bot.slack.native_stream import NativeMessage, StreamGone
 from bot.slack.render import escape, to_mrkdwn
@@ -50,7 +51,7 @@ class Journal(Protocol):
         """This process gives up on showing `text` in message `ts`; someone else should."""
 
 
-class ReplyStream(NativePath):
+class ReplyStream(NativePath, EditPath):
     def __init__(
         self,
         client: AsyncWebClient,
@@ -87,6 +88,7 @@ class ReplyStream(NativePath):
         self.paused = False  # the turn paused: its proposals wait for people
         # Blocks a finished native reply ends with (the feedback buttons of an answer).
         self.closing_blocks: list[dict[str, Any]] | None = None
+        self._closed_with_blocks = False
         # The edit path owns the messages from `_edit_base` on, showing `source[_edit_from:]`
         # (both 0 unless the reply began as a native stream).
         self._edit_base = 0
@@ -169,7 +171,8 @@ class ReplyStream(NativePath):
         native_done = self.native is None or (
             self.native.stopped and self.native.sent == self.native_text()
         )
-        return native_done and self.shown[self._edit_base :] == self.desired()
+        blocks_done = self._closed_with_blocks or not self._wants_closing()
+        return native_done and blocks_done and self.shown[self._edit_base :] == self.desired()
 
     @property
     def _pump_died_early(self) -> bool:
@@ -276,42 +279,3 @@ class ReplyStream(NativePath):
                     await self.journal.closed(ts)
                 else:
                     await self.journal.abandoned(ts, text)
-
-    async def _reconcile(self, desired: list[str], *, permit_held: bool) -> None:
-        """Make the messages the edit path owns show `desired`: edit what changed, post what
-        is new (a continuation), blank what is no longer needed."""
-        base = self._edit_base
-        for offset, text in enumerate(desired):
-            index = base + offset
-            if index < len(self.message_ts):
-                if self.shown[index] == text:
-                    continue
-                if not permit_held:
-                    await self.budget.acquire(self)
-                permit_held = False
-                await self.client.chat_update(
-                    channel=self.channel, ts=self.message_ts[index], text=text
-                )
-                SLACK_EDITS.labels(kind="reply").inc()
-                self._last_edit_at = self._clock()
-                if self.journal is not None:
-                    self.journal.shown(self.message_ts[index], text)
-            else:
-                response = await self.client.chat_postMessage(
-                    channel=self.channel, thread_ts=self.thread_ts, text=text
-                )
-                self.message_ts.append(str(response["ts"]))
-                self.shown.append(text)
-                if self.journal is not None and not self._final:
-                    with contextlib.suppress(Exception):
-                        await self.journal.opened(self.channel, self.message_ts[-1])
-                        self.journal.shown(self.message_ts[-1], text)
-            self.shown[index] = text
-        for index in range(base + len(desired), len(self.message_ts)):
-            # The text got shorter than before (rare: a re-render moved a cut); blank the rest.
-            if self.shown[index] != "…":
-                await self.budget.acquire(self)
-                await self.client.chat_update(
-                    channel=self.channel, ts=self.message_ts[index], text="…"
-                )
-                self.shown[index] = "…"

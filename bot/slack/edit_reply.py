@@ -1,0 +1,111 @@
+"""The edit half of a live reply: making Slack's messages show the desired texts with
+`chat.update` (and new messages for a continuation), and closing a finished reply with its
+blocks (the feedback buttons) on its first message.
+
+`EditPath` is a mixin of `ReplyStream` (bot/slack/streamer.py), which owns the state named
+below and the pump that calls `_reconcile`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.errors import slack_error
+from bot.metrics import SLACK_EDITS
+from bot.slack.closing_blocks import with_closing
+from bot.slack.edit_budget import EditBudget, Editor
+
+if TYPE_CHECKING:
+    from bot.slack.streamer import Journal
+
+log = logging.getLogger(__name__)
+
+
+class EditPath:
+    client: AsyncWebClient
+    budget: EditBudget
+    channel: str
+    thread_ts: str | None
+    shown: list[str]
+    message_ts: list[str]
+    journal: Journal | None
+    closing_blocks: list[dict[str, Any]] | None
+    _closed_with_blocks: bool
+    _final: bool
+    _last_edit_at: float | None
+    _clock: Callable[[], float]
+    _edit_base: int
+
+    @property
+    def _editor(self) -> Editor:
+        """This reply as the budget sees it (`ReplyStream` has `wants_final`/`last_edit_at`)."""
+        return cast("Editor", self)
+
+    def _wants_closing(self) -> bool:
+        """A finished reply the edit path owns from its first message ends with the closing
+        blocks (on that first message)."""
+        return self._edit_base == 0 and self._final and bool(self.closing_blocks)
+
+    def _closing_for(self, index: int, text: str) -> list[dict[str, Any]] | None:
+        if index != 0 or not self._wants_closing():
+            return None
+        assert self.closing_blocks is not None
+        return with_closing(text, self.closing_blocks)
+
+    async def _update(self, index: int, text: str, blocks: list[dict[str, Any]] | None) -> None:
+        ts = self.message_ts[index]
+        if blocks is not None:
+            try:
+                await self.client.chat_update(channel=self.channel, ts=ts, text=text, blocks=blocks)
+                self._closed_with_blocks = True
+                return
+            except SlackApiError as exc:
+                if slack_error(exc) != "invalid_blocks":
+                    raise
+                log.warning("closing blocks refused in %s: text only", self.channel)
+                self.closing_blocks = None
+        await self.client.chat_update(channel=self.channel, ts=ts, text=text)
+
+    async def _reconcile(self, desired: list[str], *, permit_held: bool) -> None:
+        """Make the messages the edit path owns show `desired`: edit what changed, post what
+        is new (a continuation), blank what is no longer needed."""
+        base = self._edit_base
+        for offset, text in enumerate(desired):
+            index = base + offset
+            if index < len(self.message_ts):
+                blocks = self._closing_for(index, text)
+                if self.shown[index] == text and (blocks is None or self._closed_with_blocks):
+                    continue
+                if not permit_held:
+                    await self.budget.acquire(self._editor)
+                permit_held = False
+                await self._update(index, text, blocks)
+                SLACK_EDITS.labels(kind="reply").inc()
+                self._last_edit_at = self._clock()
+                if self.journal is not None:
+                    self.journal.shown(self.message_ts[index], text)
+            else:
+                response = await self.client.chat_postMessage(
+                    channel=self.channel, thread_ts=self.thread_ts, text=text
+                )
+                self.message_ts.append(str(response["ts"]))
+                self.shown.append(text)
+                if self.journal is not None and not self._final:
+                    with contextlib.suppress(Exception):
+                        await self.journal.opened(self.channel, self.message_ts[-1])
+                        self.journal.shown(self.message_ts[-1], text)
+            self.shown[index] = text
+        for index in range(base + len(desired), len(self.message_ts)):
+            # The text got shorter than before (rare: a re-render moved a cut); blank the rest.
+            if self.shown[index] != "…":
+                await self.budget.acquire(self._editor)
+                await self.client.chat_update(
+                    channel=self.channel, ts=self.message_ts[index], text="…"
+                )
+                self.shown[index] = "…"
