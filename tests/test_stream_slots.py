@@ -4,6 +4,8 @@ every open stream; with Redis, replicas share the start, stop and append windows
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 
 from redis.asyncio import Redis
@@ -33,6 +35,23 @@ async def test_starts_run_out_and_come_back_after_the_minute() -> None:
     clock.now += 32  # the first starts left the window
     assert await slots.try_open(), "back to native streaming"
     assert slots.open_streams == 1
+
+
+async def test_native_mode_does_not_wait_for_a_start_that_cannot_come_in_time() -> None:
+    clock = Clock()
+    slots = WorkspaceBudgets(Limits(starts_per_minute=4), clock=clock).streams
+    for _ in range(4):
+        assert await slots.try_open()
+        await slots.stop_permit()  # the reply ended
+    started = time.monotonic()
+    assert not await slots.open(patience=30), "the next start frees in 60 s, not within 30"
+    assert time.monotonic() - started < 0.2, "it gave up at once instead of waiting 30 s"
+    clock.now += 59.9
+    opening = asyncio.create_task(slots.open(patience=30))
+    await asyncio.sleep(0.05)
+    assert not opening.done(), "a start frees within the patience: it waits for it"
+    clock.now += 10  # past the window and its safety margin
+    assert await asyncio.wait_for(opening, 2)
 
 
 async def test_a_start_needs_a_stop_in_reserve_for_every_open_stream() -> None:

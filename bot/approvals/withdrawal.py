@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from bot.approvals.ledger import STOPPED, Ledger
+from bot.approvals.ledger import STOPPED, AlreadyHandled, Ledger
 from bot.approvals.machine import SETTLED, Event, State
 from bot.db.models import Proposal, ResumeRequest, utcnow
 
@@ -84,15 +84,18 @@ class Withdrawals(Ledger):
                 .with_for_update()
             )
             for proposal in rows.all():
-                withdrawn.append(
-                    await self._apply(
-                        session,
-                        proposal,
-                        Event.WITHDRAW,
-                        user,
-                        {"reason": "the turn was stopped", "revision": proposal.revision},
-                        decided_by=user,
-                        decided_at=utcnow(),
+                try:
+                    withdrawn.append(
+                        await self._apply(
+                            session,
+                            proposal,
+                            Event.WITHDRAW,
+                            user,
+                            {"reason": "the turn was stopped", "revision": proposal.revision},
+                            decided_by=user,
+                            decided_at=utcnow(),
+                        )
                     )
-                )
+                except AlreadyHandled:
+                    continue  # decided (or withdrawn by another replica) since it was read
         return withdrawn

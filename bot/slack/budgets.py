@@ -32,6 +32,9 @@ APPEND = "chat.appendStream"
 UPDATE = "chat.update"
 
 
+NEVER = 1 << 30  # keep_free for a take that only asks when the window frees a call
+
+
 class StreamSlots:
     """Tier 2 starts and stops. A start is granted only with a stop in reserve for every native
     reply still open (so a reply never waits long for its stop); stops wait their turn."""
@@ -68,13 +71,30 @@ class StreamSlots:
             return granted
 
     async def open(self, patience: float) -> bool:
-        """Wait up to `patience` seconds for a start (`STREAMING=native`)."""
+        """Wait up to `patience` seconds for a start (`STREAMING=native`); give up at once when
+        the starts or stops window cannot free what the reply needs before then."""
         deadline = self._clock() + patience
         while not await self.try_open():
-            if self.closed or self._clock() >= deadline:
+            if self.closed or self._clock() >= deadline or await self._hopeless(deadline):
                 return False
             await asyncio.sleep(0.25)
         return True
+
+    async def _hopeless(self, deadline: float) -> bool:
+        """Whether the start (or the stop it needs in reserve) frees only after `deadline`.
+        A take that keeps more free than any window holds never grants: it only says when
+        the oldest call leaves the window."""
+        remaining = deadline - self._clock()
+        windows = [self.starts]
+        if await self.stops.free() <= self.open_streams:
+            windows.append(self.stops)
+        for window in windows:
+            if await window.free() > 0:
+                continue
+            _, wait = await window.take(keep_free=NEVER)
+            if wait is not None and wait > remaining:
+                return True
+        return False
 
     def release(self) -> None:
         """A native reply ended without a stop of ours (its stream died or never started)."""
