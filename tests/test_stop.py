@@ -247,3 +247,28 @@ async def test_proposals_of_a_stopped_turn_are_kept_from_strangers(
     async with native_bot.countersign.db.transaction() as session:
         assert (await session.get(Proposal, proposal.id)) is not None
     assert fake_slack.ephemerals_for("UMALLORY")
+
+
+async def test_an_approver_may_stop_someone_elses_turn(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
+) -> None:
+    bot = await start_bot(
+        make_settings(
+            fake_slack,
+            fake_model,
+            sqlite_url,
+            streaming="auto",
+            approval_policies=json.dumps({"*": {"approvers": ["UBOB"]}}),
+        )
+    )
+    try:
+        fake_model.script(Script(text=LONG, tokens_per_second=40))
+        root = await bot.mention("C1", "write a long essay", fake_slack)
+        await shown_words(fake_slack, "C1", 5)
+        await press_stop(bot, fake_slack, root, "UBOB")
+        await bot.idle()
+    finally:
+        await stop_bot(bot)
+    assert fake_model.played[0].disconnected_at is not None
+    (reply,) = fake_slack.bot_messages("C1")
+    assert reply.text.endswith("_Stopped by <@UBOB>._")
