@@ -62,6 +62,10 @@ async def prepare_calls(
     """One `Prepared` per call, in call order (each call is answered, run or not); calls past
     `max_calls` in one round are refused without running."""
     prepared: list[Prepared] = []
+    for call in calls[:max_calls]:  # every read the round will run shows as a step at once
+        queued = registry.get(call.name)
+        if queued is not None and not queued.requires_approval:
+            on_task(call.id, queued.running_label or f"Running {queued.name}", "pending", None)
     for position, call in enumerate(calls):
         tool = registry.get(call.name)
         if position >= max_calls:
@@ -87,6 +91,9 @@ async def prepare_calls(
         try:
             arguments = tool.parse(call.arguments)
         except ToolArgumentsError as exc:
+            if not tool.requires_approval:  # its pending step ends here
+                label = tool.running_label or f"Running {tool.name}"
+                on_task(call.id, label, "error", "the model's arguments did not fit")
             prepared.append(
                 Prepared(
                     call,
