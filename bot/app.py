@@ -234,9 +234,8 @@ class Countersign:
             Authority(policies, groups, interactions.policy_for),
             cards,
             conversations.replies.set_active,
+            StopSignals(settings.redis_url, worker) if settings.redis_url else None,
         )
-        if settings.redis_url:
-            stopper.signals = StopSignals(Redis.from_url(settings.redis_url), worker)
         listeners.register(bolt, conversations, tasks, stopper)
         records.register(bolt)
         interactions.register(bolt)
@@ -268,11 +267,8 @@ class Countersign:
         await self.sweeper.recover()
         self.sweeper.start()
         TokenCounter(self.settings.llm_model).warm_up()
-        signals = self.stopper.signals if self.stopper else None
-        if isinstance(signals, StopSignals):
-            stopper = self.stopper
-            assert stopper is not None
-            signals.listen(lambda request: stopper.stop(request, origin=False))
+        if self.stopper is not None:
+            self.stopper.start()
         freeze_start_up_objects()
         self.heartbeat.start()
 
@@ -291,8 +287,7 @@ class Countersign:
         await self.db.dispose()
         if self.slack.session is not None:
             await self.slack.session.close()
-        if self.stopper is not None and isinstance(self.stopper.signals, StopSignals):
-            await self.stopper.signals.close()
-            await self.stopper.signals.redis.aclose()
+        if self.stopper is not None:
+            await self.stopper.close()
         if self.redis is not None:
             await self.redis.aclose()

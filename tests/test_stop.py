@@ -11,6 +11,7 @@ import time
 
 from sqlalchemy import select
 
+from bot.conversation.stop_signals import StopSignals
 from bot.db.models import AuditEntry, Proposal
 from bot.slack import cards
 from bot.states import State
@@ -216,8 +217,8 @@ async def test_a_stop_reaches_the_replica_running_the_turn(
         for bot in (running, other):
             assert bot.countersign.stopper is not None
             signals = bot.countersign.stopper.signals
-            assert signals is not None
-            await asyncio.wait_for(signals.ready.wait(), 5)  # type: ignore[attr-defined]
+            assert isinstance(signals, StopSignals)
+            await asyncio.wait_for(signals.ready.wait(), 5)
         fake_model.script(Script(text=LONG, tokens_per_second=40))
         root = await running.mention("C1", "a long essay", fake_slack)
         await shown_words(fake_slack, "C1", 5)

@@ -106,9 +106,16 @@ async def may_approve(
         if user == requester:
             return Verdict(True)
         return Verdict(False, f"only <@{requester}>, who asked for it, may decide")
-    if user in policy.approvers:
+    if await is_approver(policy, user, groups):
         return Verdict(True)
+    return Verdict(False, "you are not one of the approvers of this action")
+
+
+async def is_approver(policy: Policy, user: str, groups: GroupMembers) -> bool:
+    """Whether `user` is one of the policy's approvers, by id or through a user group."""
+    if user in policy.approvers:
+        return True
     for entry in policy.approvers:
         if entry.startswith("S") and user in await groups.members(entry):
-            return Verdict(True)
-    return Verdict(False, "you are not one of the approvers of this action")
+            return True
+    return False

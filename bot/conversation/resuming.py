@@ -5,6 +5,8 @@ the state named below and `_respond`."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from sqlalchemy import select
 
@@ -26,14 +28,8 @@ class Resuming:
     running: RunningTurns
     locks: ThreadLocks
 
-    async def _respond(
-        self,
-        conversation: Conversation,
-        stream: ReplyStream,
-        requester: str,
-        on_stored: OnStored | None = None,
-    ) -> bool:
-        raise NotImplementedError
+    # Conversations' model rounds: (conversation, stream, requester, on_stored) -> stored?
+    _respond: Callable[[Conversation, ReplyStream, str, OnStored | None], Coroutine[Any, Any, bool]]
 
     async def resume(
         self,

@@ -21,8 +21,10 @@ Handler = Callable[[StopRequest], Awaitable[object]]
 
 
 class StopSignals:
-    def __init__(self, redis: Redis, origin: str, prefix: str = "countersign") -> None:
-        self.redis = redis
+    def __init__(self, redis_url: str, origin: str, prefix: str = "countersign") -> None:
+        # Its own client: a subscription waits on its socket indefinitely, which the shared
+        # client's 1 s read timeout would break every second.
+        self.redis = Redis.from_url(redis_url)
         self.origin = origin  # this replica: its own messages are not handled twice
         self.channel = f"{prefix}:stops"
         self._listener: asyncio.Task[None] | None = None
@@ -89,3 +91,4 @@ class StopSignals:
             self._listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._listener
+        await self.redis.aclose()

@@ -19,11 +19,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from bot.approvals.policy import GroupMembers, Policies, Policy, may_approve
+from bot.approvals.policy import GroupMembers, Policies, Policy, is_approver, may_approve
 from bot.approvals.service import ApprovalsService, OpenTurn
 from bot.conversation.running import RunningTurn, RunningTurns
 from bot.db.models import Proposal
-from bot.metrics import TURNS
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +51,14 @@ class Cards(Protocol):
     async def tell(self, channel: str, user: str, text: str, thread_ts: str | None) -> None: ...
 
 
-class Publish(Protocol):
+class Signals(Protocol):
+    """How a Stop reaches the other replicas (`bot/conversation/stop_signals.py`)."""
+
     async def publish(self, request: StopRequest) -> None: ...
+
+    def listen(self, handler: Callable[[StopRequest], Awaitable[object]]) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 class Authority:
@@ -66,16 +71,9 @@ class Authority:
         self.groups = groups
         self.policy_for = policy_for  # tool name -> its policy
 
-    async def _approver(self, policy: Policy, user: str) -> bool:
-        if user in policy.approvers:
-            return True
-        for entry in policy.approvers:
-            if entry.startswith("S") and user in await self.groups.members(entry):
-                return True
-        return False
-
     async def may_cancel(self, user: str, requester: str) -> bool:
-        return user == requester or await self._approver(self.policies.for_tool("", ""), user)
+        default = self.policies.for_tool("", "")  # the `*` policy
+        return user == requester or await is_approver(default, user, self.groups)
 
     async def may_withdraw(self, user: str, turn: OpenTurn) -> bool:
         if user == turn.requester:
@@ -101,13 +99,23 @@ class Stopper:
         authority: Authority,
         cards: Cards,
         set_active: Callable[[str, str, str], Awaitable[None]],
+        signals: Signals | None = None,
     ) -> None:
         self.running = running
         self.approvals = approvals
         self.authority = authority
         self.cards = cards
         self.set_active = set_active  # (channel, thread_ts, user): the session leaves processing
-        self.signals: Publish | None = None
+        self.signals = signals
+
+    def start(self) -> None:
+        """Handle the Stops other replicas receive."""
+        if self.signals is not None:
+            self.signals.listen(lambda request: self.stop(request, origin=False))
+
+    async def close(self) -> None:
+        if self.signals is not None:
+            await self.signals.close()
 
     async def stop(self, request: StopRequest, origin: bool = True) -> StopOutcome:
         """Handle a Stop; `origin` is the replica Slack delivered it to (it tells the person
@@ -150,8 +158,7 @@ class Stopper:
             if turn.stream is not None:
                 turn.stream.stream_ended(request.streams)
             turn.task.cancel()
-            stopping.append(turn)
-            TURNS.labels(outcome="stopped").inc()
+            stopping.append(turn)  # its reply counts the turn as stopped
         outcome.cancelled = len(stopping)
         if stopping:
             await asyncio.wait({t.task for t in stopping}, timeout=CANCEL_WAIT_SECONDS)

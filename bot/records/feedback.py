@@ -44,12 +44,7 @@ async def record(
             took_part = await session.get(Participant, (conversation_id, user))
             if took_part is None:
                 return False
-        changed = await session.execute(
-            update(AnswerFeedback)
-            .where(AnswerFeedback.message_id == message_id, AnswerFeedback.user_id == user)
-            .values(value=value, updated_at=utcnow())
-        )
-        if getattr(changed, "rowcount", 0):
+        if await _replace(session, message_id, user, value):
             return True
         try:
             async with session.begin_nested():
@@ -64,12 +59,18 @@ async def record(
                     )
                 )
         except IntegrityError:  # the same person's other click won the race: take this one
-            await session.execute(
-                update(AnswerFeedback)
-                .where(AnswerFeedback.message_id == message_id, AnswerFeedback.user_id == user)
-                .values(value=value, updated_at=utcnow())
-            )
+            await _replace(session, message_id, user, value)
         return True
+
+
+async def _replace(session: AsyncSession, message_id: int, user: str, value: Value) -> bool:
+    """Change `user`'s feedback on the message; False if they had given none."""
+    changed = await session.execute(
+        update(AnswerFeedback)
+        .where(AnswerFeedback.message_id == message_id, AnswerFeedback.user_id == user)
+        .values(value=value, updated_at=utcnow())
+    )
+    return bool(getattr(changed, "rowcount", 0))
 
 
 async def tallies(session: AsyncSession, message_ids: list[int]) -> dict[int, dict[str, int]]:

@@ -86,7 +86,8 @@ class ReplyStream(NativePath, EditPath):
         self.options = native
         self.native: NativeMessage | None = None
         self.paused = False  # the turn paused: its proposals wait for people
-        # Blocks a finished native reply ends with (the feedback buttons of an answer).
+        # Blocks a finished answer ends with (its feedback buttons): in the native stream's
+        # stop, or on its first message's final edit.
         self.closing_blocks: list[dict[str, Any]] | None = None
         self._closed_with_blocks = False
         # The edit path owns the messages from `_edit_base` on, showing `source[_edit_from:]`
