@@ -48,6 +48,7 @@ from bot.slack.edit_budget import EditBudget
 from bot.slack.interactions import Interactions
 from bot.slack.ratelimit import retry_handlers
 from bot.tasks import TaskGroup, new_worker_id
+from bot.tools.integrations import Integrations
 from bot.tools.registry import ToolContext, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,7 @@ class Countersign:
     heartbeat: Heartbeat = field(default_factory=Heartbeat)
     budgets: WorkspaceBudgets | None = None
     stopper: Stopper | None = None
+    integrations: Integrations = field(default_factory=Integrations)
 
     @classmethod
     def build(cls, settings: Settings) -> Countersign:
@@ -131,6 +133,7 @@ class Countersign:
                 settings.link_ttl_hours * 3600,
             )
         registry = ToolRegistry.from_packs(settings.tool_packs)
+        integrations = Integrations.attach(registry, settings)
         policies = Policies.parse(settings.approval_policies)
         approvals = ApprovalsService(
             db, lease_for(settings.tool_timeout_seconds, settings.lease_seconds)
@@ -259,11 +262,13 @@ class Countersign:
             records,
             budgets=budgets,
             stopper=stopper,
+            integrations=integrations,
         )
 
     async def start(self) -> None:
         """Run pending migrations before any event is handled."""
         await upgrade_to_head(self.db)
+        await self.integrations.start()
         await self.sweeper.recover()
         self.sweeper.start()
         TokenCounter(self.settings.llm_model).warm_up()
@@ -283,6 +288,7 @@ class Countersign:
         with contextlib.suppress(Exception):  # the texts shown last, for the next process
             await self.live_replies.flush()
         await self.live_replies.stop()
+        await self.integrations.close()
         await self.llm.client.close()
         await self.db.dispose()
         if self.slack.session is not None:

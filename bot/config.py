@@ -25,6 +25,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings import SettingsError as PydanticSettingsError
 from sqlalchemy.engine import make_url
 
+from bot.integration_settings import IntegrationSettings
 from bot.settings_help import HINTS, SettingsError, describe
 
 __all__ = [
@@ -73,7 +74,7 @@ def _default_database_url() -> str:
     return "sqlite:///countersign.db"
 
 
-class Settings(BaseSettings):
+class Settings(IntegrationSettings, BaseSettings):
     """All configuration of one Countersign process."""
 
     model_config = SettingsConfigDict(
@@ -248,7 +249,7 @@ class Settings(BaseSettings):
             password = make_url(url).password if "://" in url else None
             if password:
                 values.append(str(password))
-        return values
+        return values + self.integration_secrets()
 
     @property
     def socket_mode(self) -> bool:

@@ -127,7 +127,9 @@ async def run_checks(settings: Settings) -> list[Check]:
             False,
             "neither SLACK_APP_TOKEN (Socket Mode) nor SLACK_SIGNING_SECRET (HTTP mode) is set.",
         )
+    from bot.doctor_integrations import integration_checks  # it builds on `Check`
+
     rest = await asyncio.gather(
         check_database(settings), check_slack(settings), check_llm(settings), check_redis(settings)
     )
-    return [config, *rest]
+    return [config, *rest, *await integration_checks(settings)]

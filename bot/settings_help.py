@@ -44,6 +44,13 @@ HINTS: dict[str, str] = {
     "SUGGESTED_PROMPTS": 'JSON such as [{"title": "Plan my day", "message": "What is due '
     'today?"}] (at most 4; [] for none)',
     "RETENTION_DAYS": "days a conversation is kept after its last activity; 0 keeps it forever",
+    "GITHUB_API_URL": "https://api.github.com, or https://HOST/api/v3 for GitHub Enterprise",
+    "GITHUB_REPOS": "comma-separated owner/repo or owner/* the assistant may touch, e.g. "
+    "acme/api,acme-docs/*",
+    "LINEAR_API_URL": "https://api.linear.app/graphql",
+    "MCP_SERVERS": 'JSON such as {"mcpServers": {"docs": {"command": "npx", "args": '
+    '["-y", "@modelcontextprotocol/server-everything"]}}}, or a path to such a file',
+    "MCP_CHECK_SECONDS": "seconds between checks that each MCP server is still up, 1 to 600",
 }
 
 

@@ -27,6 +27,12 @@ def _no_real_network(monkeypatch: pytest.MonkeyPatch) -> None:
         "SLACK_BOT_TOKEN",
         "SLACK_APP_TOKEN",
         "DATABASE_URL",
+        "GITHUB_TOKEN",
+        "GITHUB_API_URL",
+        "GITHUB_REPOS",
+        "LINEAR_API_KEY",
+        "LINEAR_API_URL",
+        "MCP_SERVERS",
     ):
         monkeypatch.delenv(name, raising=False)
     real_connect = socket.socket.connect

@@ -23,7 +23,14 @@ from bot.db.models import Proposal
 from bot.errors import plain_error
 from bot.logs import log_context
 from bot.metrics import EXECUTIONS, LEASE_LOST
-from bot.tools.registry import Outcome, Tool, ToolContext, ToolError, ToolRegistry
+from bot.tools.registry import (
+    Outcome,
+    Tool,
+    ToolArgumentsError,
+    ToolContext,
+    ToolError,
+    ToolRegistry,
+)
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +135,14 @@ class Executor:
         tool = self.registry.get(proposal.tool_name)
         if tool is None:
             raise LookupError(f"the tool {proposal.tool_name!r} is no longer available")
-        arguments = tool.parse(claim.approved_arguments())
+        try:
+            arguments = tool.parse(claim.approved_arguments())
+        except ToolArgumentsError as exc:  # the tool's schema changed under the card
+            raise StaleTarget(
+                f"stale: the tool {proposal.tool_name} changed since the card was shown and "
+                f"no longer accepts the approved arguments ({exc}); nothing was done. Ask the "
+                "assistant again to propose it afresh."
+            ) from None
         ctx = self.context(proposal)
         await asyncio.wait_for(self._check_fresh(tool, arguments, ctx, proposal), self.timeout)
         return await asyncio.wait_for(tool.run(arguments, ctx), self.timeout)
@@ -142,11 +156,21 @@ class Executor:
         if tool.preview is None:
             return
         now = await tool.preview(arguments, ctx)
-        shown = {c["field"]: c.get("old") for c in proposal.preview}
+        if proposal.pin is not None and now.pin != proposal.pin:
+            raise StaleTarget(
+                f"stale: {now.pin_changed or 'what this action was prepared against changed'} "
+                "since the card was shown; nothing was done. Ask the assistant again to "
+                "propose it afresh."
+            )
+        shown = {c["field"]: c for c in proposal.preview}
         for change in now.changes:
-            if change.field in shown and shown[change.field] != change.old:
+            before = shown.get(change.field)
+            if before is None:
+                continue
+            compared = before.get("old_value", before.get("old"))
+            if compared != change.compared:
                 raise StaleTarget(
                     f"stale: {change.field} is now {change.old or '(empty)'!r}, not "
-                    f"{shown[change.field] or '(empty)'!r} as shown on the card; nothing was "
+                    f"{before.get('old') or '(empty)'!r} as shown on the card; nothing was "
                     "overwritten. Ask the assistant again to propose it afresh."
                 )

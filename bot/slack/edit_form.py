@@ -6,28 +6,28 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel
+from bot.tools.schema_arguments import FieldSpec
 
 MULTILINE = {"description", "body", "text"}
 
 
 def edit_fields(
-    model: type[BaseModel], current: dict[str, Any]
+    specs: list[FieldSpec], current: dict[str, Any]
 ) -> list[tuple[str, str, str, bool, bool]]:
     fields = []
-    for name, info in model.model_fields.items():
-        value = current.get(name)
+    for spec in specs:
+        value = current.get(spec.name)
         text = "" if value is None else value if isinstance(value, str) else json.dumps(value)
-        label = name.replace("_", " ")
-        if info.description:
-            label = f"{label} ({info.description})"
-        fields.append((name, label, text, not info.is_required(), name in MULTILINE))
+        label = spec.name.replace("_", " ")
+        if spec.description:
+            label = f"{label} ({spec.description})"[:2000]
+        fields.append((spec.name, label, text, not spec.required, spec.name in MULTILINE))
     return fields
 
 
-def submitted_arguments(values: dict[str, str], model: type[BaseModel]) -> dict[str, str]:
+def submitted_arguments(values: dict[str, str], specs: list[FieldSpec]) -> dict[str, str]:
     """The modal's text inputs by field; an empty optional input is left out (its default)."""
-    return {name: values[name] for name in model.model_fields if values.get(name)}
+    return {spec.name: values[spec.name] for spec in specs if values.get(spec.name)}
 
 
 def field_errors(message: str, fields: list[str]) -> dict[str, str]:

@@ -170,7 +170,7 @@ class Interactions:
         await client.views_open(
             trigger_id=click.trigger_id,
             view=cards.edit_modal(
-                proposal.id, proposal.revision, edit_fields(tool.arguments, proposal.arguments)
+                proposal.id, proposal.revision, edit_fields(tool.fields(), proposal.arguments)
             ),
         )
 
@@ -227,9 +227,10 @@ class Interactions:
         if tool is None or tool.preview is None:
             await ack()  # nothing to edit any more; the card says what happened
             return
-        fields = list(tool.arguments.model_fields)
+        specs = tool.fields()
+        fields = [spec.name for spec in specs] or ["arguments"]
         try:
-            arguments = tool.parse_strings(submitted_arguments(form.values, tool.arguments))
+            arguments = tool.parse_strings(submitted_arguments(form.values, specs))
             preview = await tool.preview(arguments, self.context(proposal))
         except ToolArgumentsError as exc:
             await ack(response_action="errors", errors=field_errors(str(exc), fields))
@@ -288,4 +289,4 @@ async def body_first_field(
     except (BadPayload, ApprovalError):
         return "title"
     tool = registry.get(proposal.tool_name)
-    return next(iter(tool.arguments.model_fields), "title") if tool else "title"
+    return next((spec.name for spec in tool.fields()), "title") if tool else "title"

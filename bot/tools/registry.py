@@ -4,7 +4,9 @@ the target's current state. A tool with a preview requires approval; one without
 and runs at once.
 
 Packs are modules with a `TOOLS` list; `TOOL_PACKS` names the modules to load, so a team adds
-its own pack without touching this code.
+its own pack without touching this code. Tools whose schema is only known at run time (an MCP
+server's) come from a `ToolSource`: the registry asks it on every model round which tools it
+offers, so a server that goes down withholds its tools and gets them back when it returns.
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ import json
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import openai
 from pydantic import BaseModel, ValidationError
+
+from bot.tools import schema_arguments
+from bot.tools.schema_arguments import FieldSpec
 
 if TYPE_CHECKING:
     from slack_sdk.web.async_client import AsyncWebClient
@@ -36,15 +41,27 @@ class Change:
     field: str
     old: str | None
     new: str | None
+    # What is compared before running when `old` is only a label (an id, a login, a sorted
+    # list of ids): a renamed state is not a changed state. None: `old` itself is compared.
+    old_value: str | None = None
+
+    @property
+    def compared(self) -> str | None:
+        return self.old if self.old_value is None else self.old_value
 
     def as_json(self) -> dict[str, str | None]:
-        return {"field": self.field, "old": self.old, "new": self.new}
+        shown = {"field": self.field, "old": self.old, "new": self.new}
+        return shown if self.old_value is None else shown | {"old_value": self.old_value}
 
 
 @dataclass(frozen=True)
 class Preview:
     description: str  # "Create task 'Fix login bug' assigned to @dana, due Friday"
     changes: tuple[Change, ...] = ()
+    # What the preview was made against that is not a field of it (an MCP tool's schema hash,
+    # a pull request's head commit): if it moved before the run, the action is stale.
+    pin: str | None = None
+    pin_changed: str | None = None  # how to say it moved: "the head commit is now 1a2b3c4"
 
 
 @dataclass(frozen=True)
@@ -102,17 +119,47 @@ class Tool(Generic[A]):
     expires_after: timedelta | None = None
     pack: str = ""
     running_label: str = ""  # shown in the live reply while a read tool runs
+    # Set for tools described by a JSON schema (MCP); `arguments` is then `SchemaArguments`.
+    input_schema: dict[str, Any] | None = None
 
     @property
     def requires_approval(self) -> bool:
         return self.preview is not None
 
     def schema(self) -> dict[str, Any]:
+        if self.input_schema is not None:
+            return {
+                "type": "function",
+                "function": {
+                    "name": self.name,
+                    "description": self.description[:1024],
+                    "parameters": self.input_schema,
+                },
+            }
         return dict(
             openai.pydantic_function_tool(
                 self.arguments, name=self.name, description=self.description
             )
         )
+
+    def fields(self) -> list[FieldSpec]:
+        """The arguments a person may edit on the card."""
+        if self.input_schema is not None:
+            return schema_arguments.fields(self.input_schema)
+        return [
+            FieldSpec(name, info.description, info.is_required())
+            for name, info in self.arguments.model_fields.items()
+        ]
+
+    def _validate(self, data: dict[str, Any]) -> A:
+        if self.input_schema is not None:
+            found = schema_arguments.problems(self.input_schema, data)
+            if found:
+                raise ToolArgumentsError("; ".join(found))
+        try:
+            return self.arguments.model_validate(data)
+        except ValidationError as exc:
+            raise ToolArgumentsError(_problems(exc)) from None
 
     def parse(self, raw: str | dict[str, Any]) -> A:
         try:
@@ -121,13 +168,12 @@ class Tool(Generic[A]):
             raise ToolArgumentsError(f"arguments are not valid JSON ({exc.msg})") from None
         if not isinstance(data, dict):
             raise ToolArgumentsError("arguments must be a JSON object")
-        try:
-            return self.arguments.model_validate(data)
-        except ValidationError as exc:
-            raise ToolArgumentsError(_problems(exc)) from None
+        return self._validate(data)
 
     def parse_strings(self, raw: dict[str, str]) -> A:
         """Arguments typed by a person as text (the Edit modal), converted per field type."""
+        if self.input_schema is not None:
+            return self._validate(schema_arguments.from_strings(self.input_schema, raw))
         try:
             return self.arguments.model_validate_strings(raw)
         except ValidationError as exc:
@@ -181,12 +227,27 @@ class UnknownPack(Exception):
     pass
 
 
+class ToolSource(Protocol):
+    """Tools known only at run time (an MCP server's)."""
+
+    def offered(self) -> list[Tool[Any]]:
+        """The tools the model may call now (a server that is down offers none)."""
+
+    def find(self, name: str) -> Tool[Any] | None:
+        """A tool by name even while its server is down, so cards keep their policy and
+        confirmation and a call says plainly why it cannot run."""
+
+
 class ToolRegistry:
     def __init__(self, tools: Iterable[Tool[Any]] = ()) -> None:
         self._tools: dict[str, Tool[Any]] = {}
         self._schemas: list[dict[str, Any]] | None = None
+        self._sources: list[ToolSource] = []
         for tool in tools:
             self.add(tool)
+
+    def add_source(self, source: ToolSource) -> None:
+        self._sources.append(source)
 
     def add(self, tool: Tool[Any]) -> None:
         if tool.name in self._tools:
@@ -195,19 +256,30 @@ class ToolRegistry:
         self._schemas = None
 
     def get(self, name: str) -> Tool[Any] | None:
-        return self._tools.get(name)
+        tool = self._tools.get(name)
+        for source in self._sources:
+            if tool is not None:
+                break
+            tool = source.find(name)
+        return tool
+
+    def offered(self) -> list[Tool[Any]]:
+        return [*self._tools.values(), *(t for s in self._sources for t in s.offered())]
 
     def __iter__(self) -> Any:
-        return iter(self._tools.values())
+        return iter(self.offered())
 
     def __len__(self) -> int:
-        return len(self._tools)
+        return len(self.offered())
 
     def schemas(self) -> list[dict[str, Any]]:
-        """The tools' JSON schemas (built once; they go with every model request)."""
+        """The JSON schemas of the tools offered now (the fixed ones built once; they go with
+        every model request)."""
         if self._schemas is None:
             self._schemas = [tool.schema() for tool in self._tools.values()]
-        return self._schemas
+        if not self._sources:
+            return self._schemas
+        return [*self._schemas, *(t.schema() for s in self._sources for t in s.offered())]
 
     @classmethod
     def from_packs(cls, modules: Iterable[str]) -> ToolRegistry:

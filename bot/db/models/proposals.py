@@ -53,6 +53,9 @@ class Proposal(Base):
     arguments_hash: Mapped[str] = mapped_column(String(64))
     description: Mapped[str] = mapped_column(Text)
     preview: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    # What the preview was made against beyond its fields (an MCP tool's schema hash, a pull
+    # request's head commit); execution refuses if it moved.
+    pin: Mapped[str | None] = mapped_column(String(128))
     requester: Mapped[str] = mapped_column(String(32), index=True)
     idempotency_key: Mapped[str] = mapped_column(String(64), unique=True)
     state: Mapped[ProposalState] = mapped_column(

@@ -1,0 +1,43 @@
+"""`countersign doctor` for the outside tools: `GET /user` for GitHub, `viewer` for Linear and
+`tools/list` for each MCP server, each problem said in plain words (never a credential)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from bot.doctor import TIMEOUT_SECONDS, Check
+from bot.integration_settings import IntegrationSettings
+from bot.tools.mcp.hub import McpHub
+
+
+async def check_mcp(settings: IntegrationSettings) -> list[Check]:
+    if not settings.mcp_servers:
+        return [Check("mcp", True, "no MCP_SERVERS configured")]
+    hub = McpHub(settings.mcp_servers)
+    try:
+        await hub.start(wait=TIMEOUT_SECONDS)
+        rows = hub.status()
+    finally:
+        await hub.close()
+    checks = []
+    for row in rows:
+        name = f"mcp {row.name} ({row.transport})"
+        if row.up:
+            detail = (
+                f"answered in {row.connect_seconds or 0:.1f} s; {row.tools} tool(s): "
+                f"{row.reads} run at once (read-only), {row.writes} need approval"
+            )
+            checks.append(Check(name, True, detail))
+        else:
+            hint = (
+                "check its command and args (run it by hand to see its error)"
+                if row.transport == "stdio"
+                else "check its url, headers and that it is running"
+            )
+            checks.append(Check(name, False, f"did not answer: {row.error}; {hint}."))
+    return checks
+
+
+async def integration_checks(settings: IntegrationSettings) -> list[Check]:
+    found = await asyncio.gather(check_mcp(settings))
+    return [check for checks in found for check in checks]

@@ -1,0 +1,206 @@
+"""One MCP server, kept connected with the official `mcp` SDK's `Client`.
+
+A supervisor task owns the connection (the SDK's transports are anyio context managers that
+must be entered and left by one task): it connects, lists the tools, then re-lists them every
+`check_every` seconds, which both notices a server that died and picks up tools it changed.
+When the connection fails it waits (0.5 s doubling to 30 s) and tries again, forever: a server
+that is down only withholds its own tools. A stdio server is a child process of the bot,
+started here and stopped when the bot stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2
+import mcp_types as types
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+
+from bot.tools.mcp.config import McpServerConfig
+from bot.tools.registry import ToolError
+
+log = logging.getLogger(__name__)
+
+MAX_PAGES = 20
+
+
+class Unreachable(ToolError):
+    """The server is down or the connection broke; nothing was sent, or it is unknown."""
+
+
+def describe(exc: BaseException) -> str:
+    """A failure in words, without the URL's or headers' secrets (only types and codes)."""
+    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        return describe(exc.exceptions[0])
+    if isinstance(exc, MCPError):
+        return f"it answered with error {exc.code}: {exc.message[:200]}"
+    if isinstance(exc, FileNotFoundError):
+        return "its command was not found"
+    if isinstance(exc, httpx2.HTTPStatusError):
+        return f"it answered HTTP {exc.response.status_code}"
+    if isinstance(exc, httpx2.TransportError | OSError | ConnectionError):
+        return f"it could not be reached ({type(exc).__name__})"
+    if isinstance(exc, TimeoutError):
+        return "it did not answer in time"
+    return f"the connection failed ({type(exc).__name__})"
+
+
+class McpConnection:
+    def __init__(
+        self,
+        name: str,
+        config: McpServerConfig,
+        *,
+        check_every: float = 15.0,
+    ) -> None:
+        self.name = name
+        self.config = config
+        self.check_every = check_every
+        self.definitions: list[types.Tool] = []  # the last listing, kept while down
+        self.error: str | None = "not connected yet"
+        self.connect_seconds: float | None = None  # start to first listing, last connection
+        self._client: Client | None = None
+        self._settled = asyncio.Event()  # the first attempt is over, either way
+        self._broken = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def up(self) -> bool:
+        return self._client is not None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(
+                self._supervise(), name=f"mcp-{self.name}"
+            )
+
+    async def settled(self, within: float) -> None:
+        """Wait until the first attempt to connect ended (up or not), at most `within` s."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._settled.wait(), within)
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    @contextlib.asynccontextmanager
+    async def _open(self) -> AsyncIterator[Client]:
+        timeout = self.config.timeout_seconds
+        if self.config.command is not None:
+            params = StdioServerParameters(
+                command=self.config.command,
+                args=self.config.args,
+                env=self.config.env or None,
+                cwd=self.config.cwd,
+            )
+            async with Client(stdio_client(params), read_timeout_seconds=timeout) as client:
+                yield client
+            return
+        assert self.config.url is not None
+        http = create_mcp_http_client(
+            headers=self.config.headers or None,
+            timeout=httpx2.Timeout(timeout, read=max(timeout, 300.0)),
+        )
+        async with (
+            http,
+            Client(
+                streamable_http_client(self.config.url, http_client=http),
+                read_timeout_seconds=timeout,
+            ) as client,
+        ):
+            yield client
+
+    async def _supervise(self) -> None:
+        delay = 0.5
+        while True:
+            started = time.perf_counter()
+            try:
+                async with self._open() as client:
+                    await asyncio.wait_for(self._list(client), self.config.timeout_seconds)
+                    self.connect_seconds = time.perf_counter() - started
+                    self._client, self.error, delay = client, None, 0.5
+                    log.info("MCP server %s is up with %d tools", self.name, len(self.definitions))
+                    self._settled.set()
+                    await self._watch(client)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # any failure of a server only withholds its tools
+                self.error = describe(exc)
+                log.warning("MCP server %s is unavailable: %s", self.name, self.error)
+            finally:
+                self._client = None
+            self._settled.set()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 30.0)
+
+    async def _watch(self, client: Client) -> None:
+        while True:
+            self._broken.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._broken.wait(), self.check_every)
+            if self._broken.is_set():
+                raise ConnectionError("a call found the connection closed")
+            await asyncio.wait_for(self._list(client), self.config.timeout_seconds)
+
+    async def _list(self, client: Client) -> list[types.Tool]:
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        for _ in range(MAX_PAGES):
+            page = await client.list_tools(cursor=cursor, cache_mode="refresh")
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        self.definitions = tools
+        return tools
+
+    def _lost(self, exc: BaseException) -> Unreachable:
+        self._broken.set()
+        return Unreachable(
+            f"the MCP server {self.name} is not reachable right now ({describe(exc)}); "
+            "its tools are withheld until it is back"
+        )
+
+    def _client_or_raise(self) -> Client:
+        if self._client is None:
+            raise Unreachable(
+                f"the MCP server {self.name} is not reachable right now"
+                f"{f' ({self.error})' if self.error else ''}; its tools are withheld until "
+                "it is back"
+            )
+        return self._client
+
+    async def fresh_definitions(self) -> list[types.Tool]:
+        """The server's tools as it describes them now (not the last listing)."""
+        client = self._client_or_raise()
+        try:
+            return await asyncio.wait_for(self._list(client), self.config.timeout_seconds)
+        except (MCPError, OSError, httpx2.TransportError, TimeoutError, ConnectionError) as exc:
+            raise self._lost(exc) from None
+
+    async def call(
+        self, tool: str, arguments: dict[str, Any], meta: types.RequestParamsMeta | None
+    ) -> types.CallToolResult:
+        client = self._client_or_raise()
+        try:
+            return await client.call_tool(tool, arguments, meta=meta)
+        except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED:
+                raise self._lost(exc) from None
+            raise ToolError(
+                f"the MCP server {self.name} refused the call: {exc.message[:500]}"
+            ) from None
+        except (OSError, httpx2.TransportError, ConnectionError) as exc:
+            raise self._lost(exc) from None

@@ -1,0 +1,166 @@
+"""An MCP server's tool as a Countersign `Tool`: its name for the model, whether it needs a card,
+what the card shows and how a call's result comes back.
+
+Gating trusts the operator, not the server: a tool runs without a card only if the operator
+listed it in `read_only_tools`, or trusts the server's annotations and the tool says
+`readOnlyHint: true`. Everything else is a write. A write is destructive (a confirmation on
+Approve) if the operator says so or the tool does not say `destructiveHint: false` (the MCP
+default for a tool that is not read-only is destructive).
+
+The card cannot show old values (an MCP tool does not say what it will change), so it says the
+current state is unknown and lists every argument. Its preview pins the hash of the tool's
+definition as the server describes it at that moment; the executor previews again just before
+running, and a tool the server changed in between is stale.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any, cast
+
+import mcp_types as types
+
+from bot.tools.mcp.config import McpServerConfig
+from bot.tools.mcp.connection import McpConnection
+from bot.tools.registry import Change, Outcome, Preview, Tool, ToolContext, ToolError
+from bot.tools.schema_arguments import SchemaArguments, object_schema
+
+MAX_NAME = 64
+IDEMPOTENCY_META_KEY = "countersign/idempotency_key"
+_INVALID = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def exposed_name(server: str, tool: str) -> str:
+    """`SERVER__TOOL` in the characters the model's API allows, at most 64 long; a shortened
+    or rewritten name keeps a hash of the original so two tools never meet."""
+    clean = _INVALID.sub("_", tool)
+    name = f"{server}__{clean}"
+    if len(name) <= MAX_NAME and clean == tool:
+        return name
+    digest = hashlib.sha256(tool.encode()).hexdigest()[:8]
+    room = MAX_NAME - len(server) - 2 - 9
+    return f"{server}__{clean[:room]}_{digest}"
+
+
+def definition_hash(tool: types.Tool) -> str:
+    """What the approver relied on: the name, words, argument schema and annotations."""
+    shown = {
+        "name": tool.name,
+        "title": tool.title,
+        "description": tool.description,
+        "inputSchema": tool.input_schema,
+        "annotations": tool.annotations.model_dump(mode="json", exclude_none=True)
+        if tool.annotations
+        else None,
+    }
+    canonical = json.dumps(shown, sort_keys=True, separators=(",", ":"), default=str)
+    return "mcp-sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def is_read_only(tool: types.Tool, config: McpServerConfig) -> bool:
+    if tool.name in config.read_only_tools:
+        return True
+    hints = tool.annotations
+    return config.trust_annotations and hints is not None and hints.read_only_hint is True
+
+
+def is_destructive(tool: types.Tool, config: McpServerConfig) -> bool:
+    if tool.name in config.destructive_tools:
+        return True
+    hints = tool.annotations
+    return hints is None or hints.destructive_hint is not False
+
+
+def _title(tool: types.Tool) -> str:
+    hints = tool.annotations
+    return tool.title or (hints.title if hints and hints.title else None) or tool.name
+
+
+def _value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _result(server: str, result: types.CallToolResult) -> Outcome:
+    texts = [c.text for c in result.content if isinstance(c, types.TextContent)]
+    others = [c.type for c in result.content if not isinstance(c, types.TextContent)]
+    if result.is_error:
+        message = " ".join(texts).strip() or "no message"
+        raise ToolError(f"the MCP server {server} reported an error: {clip(message, 800)}")
+    body: dict[str, Any] = {"status": "ok", "content": texts}
+    if result.structured_content is not None:
+        body["structured"] = result.structured_content
+    if others:
+        body["omitted"] = f"{len(others)} non-text item(s) ({', '.join(sorted(set(others)))})"
+    summary = clip(" ".join(texts).strip().splitlines()[0] if texts else "done", 300)
+    return Outcome(body, summary or "done")
+
+
+def make_tool(connection: McpConnection, tool: types.Tool) -> Tool[SchemaArguments]:
+    server, config, original = connection.name, connection.config, tool.name
+    title = _title(tool)
+    about = tool.description or title
+
+    async def run(arguments: SchemaArguments, ctx: ToolContext) -> Outcome:
+        meta = {IDEMPOTENCY_META_KEY: ctx.idempotency_key} if ctx.idempotency_key else None
+        result = await connection.call(
+            original,
+            arguments.model_dump(mode="json"),
+            cast(types.RequestParamsMeta | None, meta),
+        )
+        return _result(server, result)
+
+    async def preview(arguments: SchemaArguments, ctx: ToolContext) -> Preview:
+        now = next((t for t in await connection.fresh_definitions() if t.name == original), None)
+        if now is None:
+            raise ToolError(f"the MCP server {server} no longer offers the tool {original}")
+        values = arguments.model_dump(mode="json")
+        changes = tuple(Change(name, None, _value(v)) for name, v in values.items())
+        return Preview(
+            clip(
+                f"{title} on the MCP server {server}: {about}. Current state unknown: the "
+                "server does not say what this changes, so the card shows every argument.",
+                600,
+            ),
+            changes,
+            pin=definition_hash(now),
+            pin_changed=f"the MCP server {server} changed the tool {original}",
+        )
+
+    read_only = is_read_only(tool, config)
+    return Tool(
+        name=exposed_name(server, original),
+        description=clip(f"{title}: {about}" if about != title else title, 1024),
+        arguments=SchemaArguments,
+        run=run,
+        preview=None if read_only else preview,
+        destructive=not read_only and is_destructive(tool, config),
+        pack=server,
+        running_label=f"Asking {server}: {title}"[:100],
+        input_schema=object_schema(tool.input_schema),
+    )
+
+
+def unreachable_tool(connection: McpConnection, name: str) -> Tool[SchemaArguments]:
+    """A tool of a server never seen up (since the bot started): it keeps its server's policy
+    and is treated as the most careful kind (a destructive write) until the server says more."""
+
+    async def refuse(arguments: SchemaArguments, ctx: ToolContext) -> Any:
+        await connection.fresh_definitions()  # raises Unreachable while it is down
+        raise ToolError(f"the MCP server {connection.name} no longer offers {name}")
+
+    return Tool(
+        name=name,
+        description=f"A tool of the MCP server {connection.name} (not reachable)",
+        arguments=SchemaArguments,
+        run=refuse,
+        preview=refuse,
+        destructive=True,
+        pack=connection.name,
+        input_schema=object_schema(None),
+    )

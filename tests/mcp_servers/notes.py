@@ -1,0 +1,95 @@
+"""A real MCP server (the `mcp` SDK's server side) for the tests: a notebook.
+
+Run as `python -m tests.mcp_servers.notes stdio` or `... http PORT`. Every call it receives is
+appended to the JSON-lines file `NOTES_LOG` (tool, arguments, the idempotency key from `_meta`),
+so a test sees exactly what reached the server. `NOTES_SCHEMA=v2` gives `add_note` one more
+optional argument: the same server, changed in a way the old arguments still fit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+
+KEY = "countersign/idempotency_key"
+LOG = Path(os.environ.get("NOTES_LOG", "notes.jsonl"))
+V2 = os.environ.get("NOTES_SCHEMA") == "v2"
+
+app = MCPServer("notes")
+
+
+def record(tool: str, arguments: dict[str, Any], ctx: Context | None) -> bool:
+    """Log the call; False if a call with the same idempotency key was already done."""
+    meta = (ctx.request_context.meta or {}) if ctx is not None else {}
+    key = meta.get(KEY) if isinstance(meta, dict) else None
+    seen = [json.loads(line) for line in LOG.read_text().splitlines()] if LOG.exists() else []
+    repeat = key is not None and any(c.get("key") == key for c in seen)
+    with LOG.open("a") as log:
+        log.write(json.dumps({"tool": tool, "arguments": arguments, "key": key}) + "\n")
+    return not repeat
+
+
+def notes() -> list[dict[str, Any]]:
+    if not LOG.exists():
+        return []
+    calls = [json.loads(line) for line in LOG.read_text().splitlines()]
+    return [c["arguments"] for c in calls if c["tool"] == "add_note"]
+
+
+@app.tool(title="List notes", annotations=ToolAnnotations(readOnlyHint=True))
+def list_notes(ctx: Context) -> str:
+    """Every note in the notebook."""
+    record("list_notes", {}, ctx)
+    return json.dumps([n["title"] for n in notes()])
+
+
+@app.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def count_notes(ctx: Context) -> str:
+    """How many notes there are (says it is read-only, but nobody vouched for this server)."""
+    record("count_notes", {}, ctx)
+    return str(len(notes()))
+
+
+if V2:
+
+    @app.tool(title="Add a note", annotations=ToolAnnotations(destructiveHint=False))
+    def add_note(title: str, body: str, ctx: Context, tags: list[str] | None = None) -> str:
+        """Add a note, now with tags (the same arguments still fit; the tool is not the same)."""
+        record("add_note", {"title": title, "body": body, "tags": tags}, ctx)
+        return f"added {title!r}"
+
+else:
+
+    @app.tool(title="Add a note", annotations=ToolAnnotations(destructiveHint=False))
+    def add_note(title: str, body: str, ctx: Context) -> str:  # type: ignore[misc]
+        """Add a note to the notebook."""
+        fresh = record("add_note", {"title": title, "body": body}, ctx)
+        return f"added {title!r}" if fresh else f"{title!r} was already added"
+
+
+@app.tool(title="Delete a note")
+def delete_note(title: str, ctx: Context) -> str:
+    """Delete a note (no annotations: the MCP default is destructive)."""
+    record("delete_note", {"title": title}, ctx)
+    return f"deleted {title!r}"
+
+
+@app.tool(title="Archive the notebook", annotations=ToolAnnotations(destructiveHint=False))
+def archive(ctx: Context) -> str:
+    """Always fails, the way a server reports a failure: an isError result."""
+    record("archive", {}, ctx)
+    raise ToolError("the archive is read-only today")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["http"]:
+        app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        app.run()

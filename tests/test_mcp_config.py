@@ -1,0 +1,108 @@
+"""`MCP_SERVERS` read as teams write it, with clear errors; tool names the model's API accepts;
+`doctor` naming each server and what it offers."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bot.config import SettingsError, load_settings
+from bot.doctor_integrations import check_mcp
+from bot.integration_settings import IntegrationSettings
+from bot.tools.mcp.tools import exposed_name
+from tests.mcp_helpers import free_port, stdio_server
+
+BASE = {"slack_bot_token": "xoxb-1", "openai_api_key": "sk-1", "_env_file": None}
+
+
+def problems(mcp_servers: object) -> str:
+    with pytest.raises(SettingsError) as caught:
+        load_settings(**BASE, mcp_servers=mcp_servers)
+    return caught.value.render()
+
+
+def test_the_common_file_shape_inline_or_as_a_path(tmp_path: Path) -> None:
+    text = (
+        '{"mcpServers": {"docs": {"command": "npx", "args": ["-y", "srv"]}, "web": {"url": '
+        '"https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer s3cr3t-token"}}}}'
+    )
+    inline = load_settings(**BASE, mcp_servers=text).mcp_servers
+    path = tmp_path / "mcp.json"
+    path.write_text(text)
+    assert load_settings(**BASE, mcp_servers=str(path)).mcp_servers == inline
+    assert inline["docs"].transport == "stdio"
+    assert inline["web"].transport == "http"
+
+
+def test_secrets_come_from_the_environment_and_are_redacted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DOCS_TOKEN", "tok-1234567890")
+    settings = load_settings(
+        **BASE,
+        mcp_servers='{"mcpServers": {"web": {"url": "https://x.example/mcp", '
+        '"headers": {"Authorization": "Bearer ${DOCS_TOKEN}"}}}}',
+    )
+    assert settings.mcp_servers["web"].headers["Authorization"] == "Bearer tok-1234567890"
+    assert "tok-1234567890" in settings.secret_values()
+    monkeypatch.delenv("DOCS_TOKEN")
+    message = problems(
+        '{"mcpServers": {"web": {"url": "https://x.example/mcp", '
+        '"headers": {"Authorization": "Bearer ${DOCS_TOKEN}"}}}}'
+    )
+    assert "web.headers.Authorization uses ${DOCS_TOKEN}, which is not set" in message
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("{not json", "MCP_SERVERS is invalid (not valid JSON"),
+        ("/nowhere/mcp.json", "cannot read the file /nowhere/mcp.json"),
+        ('{"servers": {}}', "mcpServers: Field required"),
+        ('{"mcpServers": {"a": {}}}', 'give either "command" (stdio) or "url"'),
+        ('{"mcpServers": {"a": {"command": "x", "url": "http://y"}}}', 'give either "command"'),
+        ('{"mcpServers": {"a b": {"command": "x"}}}', "String should match pattern"),
+        ('{"mcpServers": {"a": {"url": "ftp://y"}}}', '"url" must start with http'),
+        ('{"mcpServers": {"a": {"command": "x", "read_only": ["t"]}}}', "read_only: Extra"),
+        ('{"mcpServers": {"a": {"type": "stdio", "url": "http://y"}}}', '"type" is stdio'),
+    ],
+)
+def test_a_bad_mcp_servers_value_says_what_is_wrong(value: str, expected: str) -> None:
+    message = problems(value)
+    assert expected in message, message
+    assert "MCP_SERVERS" in message
+
+
+@given(st.text(min_size=1, max_size=200), st.text(min_size=1, max_size=200))
+def test_exposed_names_fit_the_api_and_never_collide(first: str, second: str) -> None:
+    names = {exposed_name("a_long-server_name_of_32_chars__", t) for t in (first, second)}
+    for name in names:
+        assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name)
+        assert name.startswith("a_long-server_name_of_32_chars____")
+    assert len(names) == (1 if first == second else 2)
+    assert exposed_name("gh", "create_issue") == "gh__create_issue"
+
+
+async def test_doctor_names_each_server_whether_it_answered_and_its_tools(
+    tmp_path: Path,
+) -> None:
+    settings = IntegrationSettings(
+        _env_file=None,
+        mcp_servers={
+            "mcpServers": {
+                "notes": stdio_server(tmp_path / "n.jsonl", read_only_tools=["list_notes"]),
+                "away": {"url": f"http://127.0.0.1:{free_port()}/mcp"},
+            }
+        },
+    )
+    lines = {c.name: c for c in await check_mcp(settings)}
+    notes, away = lines["mcp notes (stdio)"], lines["mcp away (http)"]
+    assert notes.ok
+    assert "5 tool(s): 1 run at once (read-only), 4 need approval" in notes.detail
+    assert not away.ok
+    assert "did not answer: it could not be reached (ConnectError)" in away.detail
+    assert "check its url, headers and that it is running" in away.detail
