@@ -162,6 +162,7 @@ class Countersign:
                 channel_id=proposal.channel_id,
                 requester=proposal.requester,
                 idempotency_key=proposal.idempotency_key,
+                pin=proposal.pin,
                 links=links,
             )
 

@@ -38,6 +38,34 @@ async def check_mcp(settings: IntegrationSettings) -> list[Check]:
     return checks
 
 
+async def check_linear(settings: IntegrationSettings) -> list[Check]:
+    return [Check("linear", True, "off (LINEAR_API_KEY is not set)")]
+
+
+async def check_github(settings: IntegrationSettings) -> list[Check]:
+    if settings.github_token is None:
+        return [Check("github", True, "off (GITHUB_TOKEN is not set)")]
+    from bot.tools.packs.github.client import GitHubClient
+    from bot.tools.registry import ToolError
+
+    client = GitHubClient(
+        settings.github_token.get_secret_value(),
+        str(settings.github_api_url),
+        settings.github_repos,
+        timeout=TIMEOUT_SECONDS,
+    )
+    try:
+        login = await client.login()
+    except ToolError as exc:
+        return [Check("github", False, f"GET /user failed: {exc}")]
+    finally:
+        await client.close()
+    scope = ", ".join(settings.github_repos) or "every repository the token can reach"
+    return [Check("github", True, f"authenticated as {login}; repositories: {scope}")]
+
+
 async def integration_checks(settings: IntegrationSettings) -> list[Check]:
-    found = await asyncio.gather(check_mcp(settings))
+    found = await asyncio.gather(
+        check_github(settings), check_linear(settings), check_mcp(settings)
+    )
     return [check for checks in found for check in checks]

@@ -1,8 +1,9 @@
 """What happens to the tool calls of one model round, before anything is stored.
 
 Unknown tools and arguments that are not JSON or do not fit the schema become an error result
-for the model (never executed, never shown as a card); read tools run at once; write tools get
-their preview and wait for a person.
+for the model (never executed, never shown as a card), and so do arguments a tool's preview or
+read finds wrong (`ToolArgumentsError`: a repository outside the allow-list, an unknown state).
+Read tools run at once; write tools get their preview and wait for a person.
 """
 
 from __future__ import annotations
@@ -44,9 +45,17 @@ class Prepared:
 OnTask = Callable[[str, str, str, str | None], None]
 
 
+def _invalid(exc: ToolArgumentsError) -> dict[str, Any]:
+    return {
+        "status": "invalid_arguments",
+        "error": str(exc),
+        "instruction": "Nothing was done. Fix the arguments and call again.",
+    }
+
+
 def _detail(result: dict[str, Any]) -> tuple[str, str]:
     """The task's final state and a short detail for the reader."""
-    if result.get("status") == "error":
+    if result.get("status") in ("error", "invalid_arguments"):
         return "error", str(result.get("error", "failed"))[:200]
     return "complete", "done"
 
@@ -94,17 +103,7 @@ async def prepare_calls(
             if not tool.requires_approval:  # its pending step ends here
                 label = tool.running_label or f"Running {tool.name}"
                 on_task(call.id, label, "error", "the model's arguments did not fit")
-            prepared.append(
-                Prepared(
-                    call,
-                    tool,
-                    {
-                        "status": "invalid_arguments",
-                        "error": str(exc),
-                        "instruction": "Nothing was done. Fix the arguments and call again.",
-                    },
-                )
-            )
+            prepared.append(Prepared(call, tool, _invalid(exc)))
             continue
         if not tool.requires_approval:
             label = tool.running_label or f"Running {tool.name}"
@@ -112,6 +111,8 @@ async def prepare_calls(
             try:
                 outcome = await asyncio.wait_for(tool.run(arguments, context()), timeout)
                 result: dict[str, Any] = outcome.result
+            except ToolArgumentsError as exc:  # well-formed, but not a name the service knows
+                result = _invalid(exc)
             except Exception as exc:  # the model is told, the turn goes on
                 result = {"status": "error", "error": plain_error(exc)}
             on_task(call.id, label, *_detail(result))
@@ -120,6 +121,9 @@ async def prepare_calls(
         assert tool.preview is not None
         try:
             preview = await asyncio.wait_for(tool.preview(arguments, context()), timeout)
+        except ToolArgumentsError as exc:  # e.g. a repository outside GITHUB_REPOS: no card
+            prepared.append(Prepared(call, tool, _invalid(exc)))
+            continue
         except Exception as exc:  # e.g. the task to update does not exist
             prepared.append(
                 Prepared(

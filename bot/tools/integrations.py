@@ -22,6 +22,13 @@ class Integrations:
     def attach(cls, registry: ToolRegistry, settings: IntegrationSettings) -> Integrations:
         """Add every configured integration's tools to `registry`."""
         integrations = cls()
+        if settings.github_token is not None:
+            from bot.tools.packs.github import GitHubPack
+
+            github = GitHubPack.from_settings(settings)
+            for tool in github.tools():
+                registry.add(tool)
+            integrations.closers.append(github.close)
         if settings.mcp_servers:
             integrations.mcp = McpHub(settings.mcp_servers, check_every=settings.mcp_check_seconds)
             registry.add_source(integrations.mcp)

@@ -81,6 +81,7 @@ class ToolContext:
     channel_id: str
     requester: str
     idempotency_key: str | None = None
+    pin: str | None = None  # what the approved card was made against (e.g. a head commit)
     links: LinkSigner | None = None  # signed, expiring links to pages this bot serves
     _names: dict[str, str] = field(default_factory=dict)
 
