@@ -39,7 +39,23 @@ async def check_mcp(settings: IntegrationSettings) -> list[Check]:
 
 
 async def check_linear(settings: IntegrationSettings) -> list[Check]:
-    return [Check("linear", True, "off (LINEAR_API_KEY is not set)")]
+    if settings.linear_api_key is None:
+        return [Check("linear", True, "off (LINEAR_API_KEY is not set)")]
+    from bot.tools.packs.linear.client import LinearClient
+    from bot.tools.registry import ToolError
+
+    client = LinearClient(
+        settings.linear_api_key.get_secret_value(),
+        str(settings.linear_api_url),
+        timeout=TIMEOUT_SECONDS,
+    )
+    try:
+        viewer = (await client.run("Viewer", "asking for the viewer"))["viewer"]
+    except ToolError as exc:
+        return [Check("linear", False, f"the viewer query failed: {exc}")]
+    finally:
+        await client.close()
+    return [Check("linear", True, f"authenticated as {viewer.get('name')}")]
 
 
 async def check_github(settings: IntegrationSettings) -> list[Check]:

@@ -29,6 +29,13 @@ class Integrations:
             for tool in github.tools():
                 registry.add(tool)
             integrations.closers.append(github.close)
+        if settings.linear_api_key is not None:
+            from bot.tools.packs.linear import LinearPack
+
+            linear = LinearPack.from_settings(settings)
+            for tool in linear.tools():
+                registry.add(tool)
+            integrations.closers.append(linear.close)
         if settings.mcp_servers:
             integrations.mcp = McpHub(settings.mcp_servers, check_every=settings.mcp_check_seconds)
             registry.add_source(integrations.mcp)

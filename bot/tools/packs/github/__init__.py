@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from bot.integration_settings import IntegrationSettings
@@ -30,8 +31,6 @@ class GitHubPack:
         )
 
     def tools(self) -> list[Tool[Any]]:
-        from dataclasses import replace
-
         return [
             replace(t, pack=PACK) for t in [*read_tools(self.client), *write_tools(self.client)]
         ]

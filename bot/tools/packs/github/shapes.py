@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from bot.tools.diffs import digest, key_of, listed, set_change
 
 Repo = Field(description="owner/name, e.g. acme/api")
 Number = Field(ge=1, description="the issue or pull request number")
@@ -19,10 +20,6 @@ def marker(key: str) -> str:
     """What a create leaves in its body so a retry finds it (GitHub has no idempotency keys);
     an HTML comment, so it does not show on GitHub."""
     return f"<!-- countersign:{key} -->"
-
-
-def digest(text: str | None) -> str:
-    return "sha256:" + hashlib.sha256((text or "").encode()).hexdigest()[:32]
 
 
 def names(items: list[Any] | None, key: str) -> list[str]:
@@ -52,24 +49,7 @@ def issue_json(issue: dict[str, Any], body_chars: int = 2000) -> dict[str, Any]:
     }
 
 
-def listed(values: list[str], prefix: str = "") -> str | None:
-    return ", ".join(f"{prefix}{v}" for v in values) if values else None
-
-
-def set_change(old: list[str], new: list[str], prefix: str = "") -> tuple[str | None, str]:
-    """`new` as shown on a card, with what is added and removed spelled out."""
-    added = [v for v in new if v.lower() not in {o.lower() for o in old}]
-    removed = [v for v in old if v.lower() not in {n.lower() for n in new}]
-    notes = [f"adds {listed(added, prefix)}" if added else "", ""]
-    notes[1] = f"removes {listed(removed, prefix)}" if removed else ""
-    shown = listed(new, prefix) or "none"
-    said = "; ".join(n for n in notes if n)
-    return listed(old, prefix), f"{shown} ({said})" if said else shown
-
-
-def key_of(values: list[str]) -> str:
-    return ",".join(sorted(v.lower() for v in values))
-
-
 State = Literal["open", "closed"]
 MergeMethod = Literal["merge", "squash", "rebase"]
+
+__all__ = ["digest", "key_of", "listed", "set_change"]
