@@ -220,6 +220,8 @@ async def test_a_killed_http_server_withholds_its_tools_and_they_return_after_re
         await bot.mention("C1", "list the notes again", fake_slack)
         await bot.idle()
         assert "web__list_notes" not in offered(fake_model)
+        system = fake_model.requests[-1].body["messages"][0]["content"]
+        assert "The tool server web (MCP) is not reachable right now" in system
         (result,) = tool_results(fake_model)[-1:]
         assert result["status"] == "error"
         assert "the MCP server web is not reachable right now" in result["error"]
@@ -231,6 +233,7 @@ async def test_a_killed_http_server_withholds_its_tools_and_they_return_after_re
         await bot.idle()
         assert "web__list_notes" in offered(fake_model)
         assert tool_results(fake_model)[-1]["content"] == ["[]"]
+        assert "not reachable" not in fake_model.requests[-1].body["messages"][0]["content"]
     finally:
         notes.kill()
         await stop_bot(bot)

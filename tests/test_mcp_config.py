@@ -69,6 +69,7 @@ def test_secrets_come_from_the_environment_and_are_redacted(
         ('{"mcpServers": {"a": {"url": "ftp://y"}}}', '"url" must start with http'),
         ('{"mcpServers": {"a": {"command": "x", "read_only": ["t"]}}}', "read_only: Extra"),
         ('{"mcpServers": {"a": {"type": "stdio", "url": "http://y"}}}', '"type" is stdio'),
+        ('{"mcpServers": {"GitHub": {"command": "x"}}}', "'github' is a built-in pack's name"),
     ],
 )
 def test_a_bad_mcp_servers_value_says_what_is_wrong(value: str, expected: str) -> None:
@@ -106,3 +107,12 @@ async def test_doctor_names_each_server_whether_it_answered_and_its_tools(
     assert not away.ok
     assert "did not answer: it could not be reached (ConnectError)" in away.detail
     assert "check its url, headers and that it is running" in away.detail
+
+
+def test_the_example_file_in_examples_is_valid(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITHUB_MCP_TOKEN", "ghp_example_000000")
+    example = Path(__file__).resolve().parent.parent / "examples" / "mcp_servers.json"
+    servers = load_settings(**BASE, mcp_servers=str(example)).mcp_servers
+    assert sorted(servers) == ["deepwiki", "files", "github_mcp"]
+    assert servers["files"].transport == "stdio"
+    assert servers["github_mcp"].headers["Authorization"] == "Bearer ghp_example_000000"

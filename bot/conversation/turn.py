@@ -168,10 +168,12 @@ class Conversations(Resuming):
     ) -> Finished | None:
         """One streamed model call; None if the model failed (the reply already says so)."""
         tools = self.desk.registry.schemas() if self.desk and len(self.desk.registry) else None
+        notices = self.desk.registry.notices() if self.desk else []
+        system = "\n\n".join([self.settings.system_prompt, *notices])
         finished: Finished | None = None
         try:
             prompt = await self.memory.prompt(
-                conversation.id, self.settings.system_prompt, tools, self.settings.history_window
+                conversation.id, system, tools, self.settings.history_window
             )
             async for event in self.llm.stream(prompt, tools):
                 if isinstance(event, TextDelta):

@@ -238,6 +238,9 @@ class ToolSource(Protocol):
         """A tool by name even while its server is down, so cards keep their policy and
         confirmation and a call says plainly why it cannot run."""
 
+    def notices(self) -> list[str]:
+        """What the model should know about tools it is not offered now (a server down)."""
+
 
 class ToolRegistry:
     def __init__(self, tools: Iterable[Tool[Any]] = ()) -> None:
@@ -266,6 +269,9 @@ class ToolRegistry:
 
     def offered(self) -> list[Tool[Any]]:
         return [*self._tools.values(), *(t for s in self._sources for t in s.offered())]
+
+    def notices(self) -> list[str]:
+        return [notice for source in self._sources for notice in source.notices()]
 
     def __iter__(self) -> Any:
         return iter(self.offered())

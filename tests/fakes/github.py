@@ -27,6 +27,7 @@ class Seen:
     path: str
     query: dict[str, str]
     body: Any
+    at: float = field(default_factory=time.monotonic)  # when it arrived
 
 
 @dataclass

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -22,6 +22,7 @@ API_KEY = "lin_api_fake_0000000000000000000000000000"
 class Seen:
     operation: str
     variables: dict[str, Any]
+    at: float = field(default_factory=time.monotonic)  # when it arrived
 
 
 def _id() -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,8 @@ def record(tool: str, arguments: dict[str, Any], ctx: Context | None) -> bool:
     seen = [json.loads(line) for line in LOG.read_text().splitlines()] if LOG.exists() else []
     repeat = key is not None and any(c.get("key") == key for c in seen)
     with LOG.open("a") as log:
-        log.write(json.dumps({"tool": tool, "arguments": arguments, "key": key}) + "\n")
+        entry = {"tool": tool, "arguments": arguments, "key": key, "at": time.time()}
+        log.write(json.dumps(entry) + "\n")
     return not repeat
 
 

@@ -18,6 +18,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 ServerName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,32}$")]
+# A server's name is its pack's name in APPROVAL_POLICIES: it may not borrow a built-in pack's.
+RESERVED = frozenset({"tasks", "slack", "github", "linear"})
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -121,4 +123,11 @@ def read_mcp_servers(value: str | dict[str, Any] | None) -> dict[str, McpServerC
             raise ValueError(f"not valid JSON ({exc.msg} at character {exc.pos})") from None
     if not isinstance(raw, dict):
         raise ValueError('must be a JSON object {"mcpServers": {...}}')
-    return McpServersFile.model_validate(_expanded(raw)).mcp_servers
+    servers = McpServersFile.model_validate(_expanded(raw)).mcp_servers
+    taken = sorted(RESERVED & {name.lower() for name in servers})
+    if taken:
+        raise ValueError(
+            f"{taken[0]!r} is a built-in pack's name (approval policies would be shared); "
+            "give the server another name"
+        )
+    return servers

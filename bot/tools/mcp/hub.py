@@ -85,6 +85,15 @@ class McpHub:
             return known
         return None if connection.up else unreachable_tool(connection, name)
 
+    def notices(self) -> list[str]:
+        return [
+            f"The tool server {name} (MCP) is not reachable right now, so its tools are "
+            "withheld. If the person asks for something it would do, tell them it is "
+            "unavailable for the moment."
+            for name, connection in self.connections.items()
+            if not connection.up
+        ]
+
     def status(self) -> list[ServerStatus]:
         rows = []
         for name, connection in self.connections.items():
