@@ -24,6 +24,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +79,8 @@ async def through_countersign(registry: ToolRegistry, name: str, arguments: dict
         lambda *_: None,
         timeout=30,
     )
-    assert done.result is not None and done.result.get("status") not in ("error",), done.result
+    assert done.result is not None
+    assert done.result.get("status") != "error", done.result
 
 
 async def reads(n: int, tmp: Path) -> None:
@@ -134,7 +136,7 @@ async def reads(n: int, tmp: Path) -> None:
                 ("MCP HTTP tool", "web__list_notes", {}, http_bare),
             ]
             for label, name, arguments, bare in cases:
-                ours = await timed(n, lambda: through_countersign(registry, name, arguments))
+                ours = await timed(n, partial(through_countersign, registry, name, arguments))
                 theirs = await timed(n, bare)
                 print(line(f"{label}: through Countersign ({name})", ours))
                 print(line(f"{label}: bare client call", theirs))
