@@ -5,8 +5,10 @@ the fake servers answering at once.
     uv run python -m bench.tools --reads 200 --clicks 20
 
 1. Read round trip: one read call through `prepare_calls` (what a model round does: parse and
-   validate the arguments, run the tool, report the step, shape the result), against the bare
-   client call the pack makes (githubkit / httpx2 / the `mcp` Client), in the same run.
+   validate the arguments, run the tool, report the step, shape the result), against the same
+   request made with a plain client (httpx2 for GitHub and Linear; for MCP the connection's
+   `mcp` SDK session without the tool layer over stdio, a separate `mcp` Client over HTTP),
+   interleaved in one run.
 2. Click -> write started: a mention makes the fake model propose a write, the card is
    clicked, and we time the click to the moment the fake service receives the write (which
    includes the authorisation, the compare-and-set claim and the stale re-read).
@@ -57,14 +59,21 @@ def line(label: str, values: list[float]) -> str:
     return f"  {label:<44} p50 {pct(values, 0.5):7.2f} ms   p95 {pct(values, 0.95):7.2f} ms"
 
 
-async def timed(n: int, step: Callable[[], Awaitable[Any]]) -> list[float]:
-    await step()  # warm: connections, imports
-    found = []
-    for _ in range(n):
-        started = time.perf_counter()
-        await step()
-        found.append((time.perf_counter() - started) * 1000)
-    return found
+async def paired(
+    n: int, ours: Callable[[], Awaitable[Any]], bare: Callable[[], Awaitable[Any]]
+) -> tuple[list[float], list[float]]:
+    """Both steps n times, interleaved (alternating which goes first), so drift on the fake's
+    side (a growing log, a warming cache) weighs on both alike."""
+    await ours()  # warm: connections, imports
+    await bare()
+    times: tuple[list[float], list[float]] = ([], [])
+    for i in range(n):
+        order = [(0, ours), (1, bare)] if i % 2 == 0 else [(1, bare), (0, ours)]
+        for slot, step in order:
+            started = time.perf_counter()
+            await step()
+            times[slot].append((time.perf_counter() - started) * 1000)
+    return times
 
 
 def no_context() -> ToolContext:
@@ -136,10 +145,11 @@ async def reads(n: int, tmp: Path) -> None:
                 ("MCP HTTP tool", "web__list_notes", {}, http_bare),
             ]
             for label, name, arguments, bare in cases:
-                ours = await timed(n, partial(through_countersign, registry, name, arguments))
-                theirs = await timed(n, bare)
+                ours, theirs = await paired(
+                    n, partial(through_countersign, registry, name, arguments), bare
+                )
                 print(line(f"{label}: through Countersign ({name})", ours))
-                print(line(f"{label}: bare client call", theirs))
+                print(line(f"{label}: the client call alone", theirs))
                 extra = statistics.median(ours) - statistics.median(theirs)
                 print(f"  {'':<44} overhead at p50 {extra:+.2f} ms")
         await raw_github.aclose()
