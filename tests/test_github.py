@@ -4,8 +4,10 @@ after a lost answer, strangers, the allow-list and rate limits."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +18,8 @@ from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack
 from tests.harness import RunningBot, make_settings, start_bot, stop_bot
 from tests.test_approvals_flow import call, card_text, proposals, tool_results
+from tests.test_crash_matrix import Bot as CrashBot
+from tests.test_crash_matrix import eventually
 
 
 @pytest.fixture
@@ -285,3 +289,62 @@ async def test_doctor_checks_the_token_with_get_user(fake_github: FakeGitHub) ->
     assert "GitHub rejected GITHUB_TOKEN (401)" in check.detail
     assert "ghp_wrong" not in check.detail
     assert [r.path for r in fake_github.requests] == ["/user", "/user"]
+
+
+async def test_a_bot_killed_mid_create_then_retried_makes_one_issue(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    """A real process, `kill -9` after GitHub made the issue and before the bot heard back; after
+    the restart the card offers Retry, and the retry finds the issue by its marker."""
+    bot = CrashBot(fake_slack, fake_model, tmp_path)
+    bot.env.update(GITHUB_TOKEN=TOKEN, GITHUB_API_URL=fake_github.api_url, GITHUB_REPOS="acme/*")
+    create = {"repo": "acme/api", "title": "Disk full on db-2", "body": "Alerts since 3am."}
+    fake_model.script(
+        Script(tool_calls=[call("github_create_issue", create)]),
+        Script(text="Filed it."),
+    )
+    try:
+        await bot.start()
+        await bot.front.mention("C1", "file the disk alert", fake_slack)
+        await eventually(lambda: fake_slack.cards("C1"))
+        fake_github.hold_create_answer = 30
+        await bot.front.click(fake_slack.cards("C1")[0], cards.APPROVE, "UALICE", "C1")
+        await eventually(
+            lambda: any(w.path == "/repos/acme/api/issues" for w in fake_github.writes())
+        )
+        bot.kill()
+        fake_github.hold_create_answer = 0
+        await bot.start()
+        await eventually(lambda: cards.RETRY in json.dumps(fake_slack.cards("C1")[0].blocks))
+        await bot.front.click(fake_slack.cards("C1")[0], cards.RETRY, "UALICE", "C1")
+        await eventually(
+            lambda: "Created acme/api#" in json.dumps(fake_slack.cards("C1")[0].blocks)
+        )
+    finally:
+        await bot.close()
+    made = [
+        i for i in fake_github.repo("acme/api").issues.values() if i["title"] == create["title"]
+    ]
+    assert len(made) == 1
+    assert len([w for w in fake_github.writes() if w.path == "/repos/acme/api/issues"]) == 1
+
+
+async def test_a_conversation_waiting_out_a_rate_limit_does_not_hold_up_another(
+    gh_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI, fake_github: FakeGitHub
+) -> None:
+    fake_github.rate_limited, fake_github.limited_times = ("secondary", 3), 1
+    fake_model.script(
+        Script(tool_calls=[call("github_list_labels", {"repo": "acme/api"})]),
+        Script(text="bug, ui, p1, docs."),
+    )
+    fake_model.script_for("hello", Script(text="Hello there."))
+    started = time.monotonic()
+    await gh_bot.mention("C1", "which labels does acme/api have?", fake_slack)
+    await gh_bot.mention("C2", "hello", fake_slack)
+    await eventually(lambda: any(m.text == "Hello there." for m in fake_slack.bot_messages("C2")))
+    answered = time.monotonic() - started
+    assert answered < 2.5  # while the other conversation still waits out GitHub's 3 s
+    assert len([r for r in fake_github.requests if r.path.endswith("/labels")]) == 1
+    await gh_bot.idle()
+    assert len([r for r in fake_github.requests if r.path.endswith("/labels")]) == 2
+    assert time.monotonic() - started >= 3.0

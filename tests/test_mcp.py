@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -97,7 +98,7 @@ async def test_an_mcp_write_card_shows_every_argument_and_runs_once_with_the_key
     assert made["arguments"] == {"title": "Standup", "body": "at 10"}
     assert made["key"] == proposal.idempotency_key
     # A second click on the settled card changes nothing and writes nothing.
-    await stdio_bot.click_value(proposal.id, cards.APPROVE, "UBOB", "C1", fake_slack)
+    await stdio_bot.click_value(proposal.id, cards.APPROVE, "UALICE", "C1", fake_slack)
     await stdio_bot.idle()
     assert len(calls(log, "add_note")) == 1
     (result,) = tool_results(fake_model)
@@ -302,3 +303,47 @@ def server_processes() -> list[int]:
         if parent == os.getpid() and state != "Z" and "tests.mcp_servers.notes stdio" in cmdline:
             found.append(int(entry.name))
     return found
+
+
+async def test_a_killed_stdio_server_is_started_again_by_the_bot(
+    stdio_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    hub = stdio_bot.countersign.integrations.mcp
+    assert hub is not None
+    (pid,) = server_processes()
+    os.kill(pid, signal.SIGKILL)
+    await until(lambda: not hub.connections["notes"].up)
+    await until(lambda: hub.connections["notes"].up)
+    (again,) = server_processes()
+    assert again != pid
+    fake_model.script(Script(tool_calls=[call("notes__list_notes", {})]), Script(text="None."))
+    await stdio_bot.mention("C1", "any notes?", fake_slack)
+    await stdio_bot.idle()
+    assert tool_results(fake_model)[-1]["content"] == ["[]"]
+
+
+async def test_an_mcp_card_can_be_edited_field_by_field_from_the_tools_schema(
+    stdio_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_model.script(
+        Script(tool_calls=[call("notes__add_note", {"title": "Standup", "body": "at 10"})]),
+        Script(text="Added."),
+    )
+    await stdio_bot.mention("C1", "note the standup", fake_slack)
+    await stdio_bot.idle()
+    (card,) = fake_slack.cards("C1")
+    await stdio_bot.click(card, cards.EDIT, "UALICE", "C1")
+    await stdio_bot.idle()
+    modal = fake_slack.views[-1]["view"]
+    assert [b["block_id"] for b in modal["blocks"]] == ["title", "body"]
+    status, _ = await stdio_bot.submit_view(
+        modal, "UALICE", {"title": "Standup", "body": "at 9:30"}
+    )
+    assert status == 200
+    await stdio_bot.idle()
+    card = fake_slack.cards("C1")[0]
+    assert "*body*\\nat 9:30" in card_text(card)
+    await stdio_bot.click(card, cards.APPROVE, "UALICE", "C1")
+    await stdio_bot.idle()
+    (made,) = calls(tmp_path / "notes.jsonl", "add_note")
+    assert made["arguments"] == {"title": "Standup", "body": "at 9:30"}

@@ -50,6 +50,7 @@ class FakeGitHub:
         self.rate_limited: tuple[str, int] | None = None  # ("primary"|"secondary", seconds)
         self.limited_times = 0  # answer this many requests with the rate limit, then recover
         self.lose_create_answer = False  # make the issue, then drop the connection
+        self.hold_create_answer = 0.0  # make the issue, then wait this long before answering
         self.delay = 0.0
         self._server = ThreadedServer(self._build())
 
@@ -235,6 +236,8 @@ class FakeGitHub:
             assignees=data.get("assignees") or [],
             user={"login": LOGIN},
         )
+        if self.hold_create_answer:
+            await asyncio.sleep(self.hold_create_answer)
         if self.lose_create_answer:
             self.lose_create_answer = False
             assert request.transport is not None
