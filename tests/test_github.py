@@ -254,6 +254,8 @@ async def test_reads_return_comments_and_search_stays_inside_the_allow_list(
     ]
     fake_github.repo("acme/api").issues[7]["comments"] = 12
     fake_github.add_issue("other/secret", 1, "Login secret plans")
+    issue_7 = fake_github.repo("acme/api").issues[7]
+    issue_7["body"] = "Loops after SSO.\n\n<!-- countersign:0123456789abcdef0123456789abcdef -->"
     fake_model.script(
         Script(
             tool_calls=[
@@ -268,6 +270,7 @@ async def test_reads_return_comments_and_search_stays_inside_the_allow_list(
     issue, search = tool_results(fake_model)
     assert [c["body"] for c in issue["recent_comments"]] == [f"comment {n}" for n in range(3, 13)]
     assert issue["labels"] == ["bug", "ui"]
+    assert issue["body"] == "Loops after SSO."  # another proposal's marker is never shown
     assert [i["title"] for i in search["items"]] == ["Login loops"]
     query = next(r for r in fake_github.requests if r.path == "/search/issues").query["q"]
     assert "user:acme" in query

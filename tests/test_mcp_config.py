@@ -116,3 +116,30 @@ def test_the_example_file_in_examples_is_valid(monkeypatch: pytest.MonkeyPatch) 
     assert sorted(servers) == ["deepwiki", "files", "github_mcp"]
     assert servers["files"].transport == "stdio"
     assert servers["github_mcp"].headers["Authorization"] == "Bearer ghp_example_000000"
+
+
+def test_a_tool_with_an_invalid_schema_is_not_offered_and_requests_stay_within_128_tools(
+    tmp_path: Path,
+) -> None:
+    import mcp_types as types
+
+    from bot.tools.mcp.hub import McpHub
+    from bot.tools.registry import ToolRegistry
+
+    servers = IntegrationSettings(
+        _env_file=None, mcp_servers={"mcpServers": {"s": stdio_server(tmp_path / "x.jsonl")}}
+    ).mcp_servers
+    hub = McpHub(servers)
+    connection = hub.connections["s"]
+    connection.definitions = [
+        types.Tool(name="bad", input_schema={"type": "object", "properties": {"x": {"type": 5}}}),
+        *(types.Tool(name=f"t{i}", input_schema={"type": "object"}) for i in range(150)),
+    ]
+    (status,) = hub.status()
+    assert status.tools == 150  # "bad" left out: its schema would make the API refuse
+    connection._client = object()  # type: ignore[assignment]  # up, as far as offering goes
+    registry = ToolRegistry.from_packs(["bot.tools.packs.tasks"])
+    registry.add_source(hub)
+    schemas = registry.schemas()
+    assert len(schemas) == 128
+    assert schemas[0]["function"]["name"] == "list_tasks"  # built-in tools come first

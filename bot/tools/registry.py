@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
     from bot.links import LinkSigner
 
 A = TypeVar("A", bound=BaseModel)
+MAX_TOOLS = 128  # the most tools one chat completions request may carry
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -247,6 +250,7 @@ class ToolRegistry:
         self._tools: dict[str, Tool[Any]] = {}
         self._schemas: list[dict[str, Any]] | None = None
         self._sources: list[ToolSource] = []
+        self._warned = False
         for tool in tools:
             self.add(tool)
 
@@ -281,12 +285,22 @@ class ToolRegistry:
 
     def schemas(self) -> list[dict[str, Any]]:
         """The JSON schemas of the tools offered now (the fixed ones built once; they go with
-        every model request)."""
+        every model request), at most `MAX_TOOLS`: the model's API refuses a request with
+        more, so the first ones (built-in packs, then servers in their configured order) win."""
         if self._schemas is None:
             self._schemas = [tool.schema() for tool in self._tools.values()]
         if not self._sources:
-            return self._schemas
-        return [*self._schemas, *(t.schema() for s in self._sources for t in s.offered())]
+            return self._schemas[:MAX_TOOLS]
+        every = [*self._schemas, *(t.schema() for s in self._sources for t in s.offered())]
+        if len(every) > MAX_TOOLS and not self._warned:
+            self._warned = True
+            log.warning(
+                "%d tools are offered but a request may carry %d; the rest are left out "
+                "(narrow them with allowed_tools in MCP_SERVERS)",
+                len(every),
+                MAX_TOOLS,
+            )
+        return every[:MAX_TOOLS]
 
     @classmethod
     def from_packs(cls, modules: Iterable[str]) -> ToolRegistry:

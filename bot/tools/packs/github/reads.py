@@ -7,7 +7,14 @@ from typing import Any, Literal
 from pydantic import Field
 
 from bot.tools.packs.github.client import GitHubClient, errors
-from bot.tools.packs.github.shapes import Args, Number, Repo, clip, issue_json
+from bot.tools.packs.github.shapes import (
+    Args,
+    Number,
+    Repo,
+    clip,
+    issue_json,
+    without_markers,
+)
 from bot.tools.registry import Outcome, Tool, ToolContext, read_tool
 
 
@@ -106,7 +113,10 @@ def read_tools(gh: GitHubClient) -> list[Tool[Any]]:
         data = issue_json(await issue(gh, owner, name, args.number))
         comments = await last_comments(gh, owner, name, args.number, data["comments"] or 0)
         data["recent_comments"] = [
-            {"author": (c.get("user") or {}).get("login"), "body": clip(c.get("body"), 800)}
+            {
+                "author": (c.get("user") or {}).get("login"),
+                "body": clip(without_markers(c.get("body")), 800),
+            }
             for c in comments[-10:]
         ]
         if data["kind"] == "pull_request":

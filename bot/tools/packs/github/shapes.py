@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -14,6 +15,15 @@ Number = Field(ge=1, description="the issue or pull request number")
 
 class Args(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+
+MARKER = re.compile(r"<!-- countersign:[^>]{0,80}-->")
+
+
+def without_markers(text: str | None) -> str:
+    """Text as shown to the model or sent by it: no proposal markers in either direction, so
+    the model can neither see another proposal's marker nor forge one."""
+    return MARKER.sub("", text or "").rstrip()
 
 
 def marker(key: str) -> str:
@@ -45,7 +55,7 @@ def issue_json(issue: dict[str, Any], body_chars: int = 2000) -> dict[str, Any]:
         "comments": issue.get("comments"),
         "updated_at": issue.get("updated_at"),
         "url": issue.get("html_url"),
-        "body": clip(issue.get("body"), body_chars),
+        "body": clip(without_markers(issue.get("body")), body_chars),
     }
 
 

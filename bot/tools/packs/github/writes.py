@@ -30,6 +30,7 @@ from bot.tools.packs.github.shapes import (
     marker,
     names,
     set_change,
+    without_markers,
 )
 from bot.tools.registry import Change, Outcome, Preview, Tool, ToolContext, ToolError, write_tool
 
@@ -126,7 +127,7 @@ def write_tools(gh: GitHubClient) -> list[Tool[Any]]:
                 owner,
                 name,
                 title=args.title,
-                body=f"{args.body}\n\n{tag}".strip(),
+                body=f"{without_markers(args.body)}\n\n{tag}".strip(),
                 labels=args.labels or [],
                 assignees=[a.lstrip("@") for a in args.assignees or []],
                 milestone=stone.get("number"),
@@ -146,7 +147,12 @@ def write_tools(gh: GitHubClient) -> list[Tool[Any]]:
         if args.body is not None:
             old_body = now.get("body") or ""
             changes.append(
-                Change("body", clip(old_body, 700) or None, clip(args.body, 700), digest(old_body))
+                Change(
+                    "body",
+                    clip(without_markers(old_body), 700) or None,
+                    clip(args.body, 700),
+                    digest(old_body),
+                )
             )
         if args.state is not None:
             changes.append(Change("state", now.get("state"), args.state))
@@ -234,7 +240,7 @@ def write_tools(gh: GitHubClient) -> list[Tool[Any]]:
                     )
         async with errors(f"commenting on {_ref(args.repo, args.number)}"):
             response = await gh.rest.issues.async_create_comment(
-                owner, name, args.number, body=f"{args.body}\n\n{tag}".strip()
+                owner, name, args.number, body=f"{without_markers(args.body)}\n\n{tag}".strip()
             )
         url = response.json().get("html_url")
         return Outcome({"commented": True}, f"Commented on {_ref(args.repo, args.number)}", url)
