@@ -37,8 +37,9 @@ from bot.db.migrate import upgrade_to_head
 from bot.db.models import AuditEntry, Proposal, Role, Task
 from bot.db.session import Database
 from bot.slack import cards
+from bot.tools.catalog import ToolRegistry
 from bot.tools.packs.tasks import CreateTask
-from bot.tools.registry import Preview, ToolContext, ToolRegistry
+from bot.tools.registry import Preview, ToolContext
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack
 from tests.harness import make_settings, start_bot, stop_bot

@@ -38,9 +38,10 @@ from bot.conversation.tool_calls import prepare_calls
 from bot.integration_settings import IntegrationSettings
 from bot.llm import ToolCall
 from bot.slack import cards
+from bot.tools.catalog import ToolRegistry
 from bot.tools.integrations import Integrations
 from bot.tools.mcp.hub import McpHub
-from bot.tools.registry import ToolContext, ToolRegistry
+from bot.tools.registry import ToolContext
 from tests.fakes.github import TOKEN, FakeGitHub
 from tests.fakes.linear import API_KEY, FakeLinear
 from tests.fakes.openai import FakeOpenAI, Script

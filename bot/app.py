@@ -48,8 +48,9 @@ from bot.slack.edit_budget import EditBudget
 from bot.slack.interactions import Interactions
 from bot.slack.ratelimit import retry_handlers
 from bot.tasks import TaskGroup, new_worker_id
+from bot.tools.catalog import ToolRegistry
 from bot.tools.integrations import Integrations
-from bot.tools.registry import ToolContext, ToolRegistry
+from bot.tools.registry import ToolContext
 
 log = logging.getLogger(__name__)
 

@@ -182,7 +182,7 @@ class Settings(IntegrationSettings, BaseSettings):
     @field_validator("tool_packs")
     @classmethod
     def _packs_load(cls, v: list[str]) -> list[str]:
-        from bot.tools.registry import ToolRegistry, UnknownPack
+        from bot.tools.catalog import ToolRegistry, UnknownPack
 
         try:
             ToolRegistry.from_packs(v)

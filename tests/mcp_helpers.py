@@ -57,8 +57,10 @@ class HttpNotes:
     def config(self, **extra: Any) -> dict[str, Any]:
         return {"url": self.url, **extra}
 
-    async def start(self, schema: str = "v1") -> HttpNotes:
+    async def start(self, schema: str = "v1", token: str | None = None) -> HttpNotes:
         env = os.environ | {"NOTES_LOG": str(self.log), "NOTES_SCHEMA": schema}
+        if token:
+            env["NOTES_TOKEN"] = token
         env["PYTHONPATH"] = str(ROOT)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.mcp_servers.notes", "http", str(self.port)],

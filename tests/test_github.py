@@ -254,6 +254,9 @@ async def test_reads_return_comments_and_search_stays_inside_the_allow_list(
     ]
     fake_github.repo("acme/api").issues[7]["comments"] = 12
     fake_github.add_issue("other/secret", 1, "Login secret plans")
+    fake_github.repo("acme/api").checks["a1b2c3d4e5f6a7b8"] = [
+        {"name": "ci", "status": "completed", "conclusion": "success"}
+    ]
     issue_7 = fake_github.repo("acme/api").issues[7]
     issue_7["body"] = "Loops after SSO.\n\n<!-- countersign:0123456789abcdef0123456789abcdef -->"
     fake_model.script(
@@ -261,13 +264,20 @@ async def test_reads_return_comments_and_search_stays_inside_the_allow_list(
             tool_calls=[
                 call("github_get_issue", {"repo": "acme/api", "number": 7}),
                 call("github_search_issues", {"query": "login"}, "c2"),
+                call("github_get_checks", {"repo": "acme/api", "number": 9}, "c3"),
+                call("github_list_assignees", {"repo": "acme/api"}, "c4"),
             ]
         ),
         Script(text="Here it is."),
     )
     await gh_bot.mention("C1", "tell me about login issues", fake_slack)
     await gh_bot.idle()
-    issue, search = tool_results(fake_model)
+    issue, search, checks, assignees = tool_results(fake_model)
+    assert checks == {
+        "head_sha": "a1b2c3d4e5f6a7b8",
+        "checks": [{"name": "ci", "status": "completed", "conclusion": "success"}],
+    }
+    assert assignees["assignees"] == ["dana", "lee", "countersign-bot"]
     assert [c["body"] for c in issue["recent_comments"]] == [f"comment {n}" for n in range(3, 13)]
     assert issue["labels"] == ["bug", "ui"]
     assert issue["body"] == "Loops after SSO."  # another proposal's marker is never shown

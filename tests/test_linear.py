@@ -182,6 +182,9 @@ async def test_reads_and_a_rate_limit_waited_out_or_reported(
             tool_calls=[
                 call("linear_get_issue", {"issue": "ENG-1"}),
                 call("linear_list_states", {"team": "ENG"}, "c2"),
+                call("linear_list_labels", {}, "c3"),
+                call("linear_list_members", {}, "c4"),
+                call("linear_search_issues", {"query": "checkout"}, "c5"),
             ]
         ),
         Script(text="Here."),
@@ -189,7 +192,10 @@ async def test_reads_and_a_rate_limit_waited_out_or_reported(
     started = time.monotonic()
     await lin_bot.mention("C1", "what's ENG-1?", fake_slack)
     await lin_bot.idle()
-    got, states = tool_results(fake_model)
+    got, states, labels, members, search = tool_results(fake_model)
+    assert labels["labels"] == [{"name": "Bug", "team": "ENG"}, {"name": "Customer", "team": None}]
+    assert [m["name"] for m in members["members"]] == ["Dana Smith", "Alex Kim", "Alex Lee"]
+    assert [i["identifier"] for i in search["issues"]] == ["ENG-1"]
     assert time.monotonic() - started >= 0.9  # waited for the reset
     assert (got["identifier"], got["state"], got["cycle"]) == ("ENG-1", "Todo", "Cycle 12")
     assert [s["name"] for s in states["states"]] == ["Todo", "In Progress", "Done"]

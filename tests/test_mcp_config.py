@@ -123,8 +123,8 @@ def test_a_tool_with_an_invalid_schema_is_not_offered_and_requests_stay_within_1
 ) -> None:
     import mcp_types as types
 
+    from bot.tools.catalog import ToolRegistry
     from bot.tools.mcp.hub import McpHub
-    from bot.tools.registry import ToolRegistry
 
     servers = IntegrationSettings(
         _env_file=None, mcp_servers={"mcpServers": {"s": stdio_server(tmp_path / "x.jsonl")}}
@@ -143,3 +143,25 @@ def test_a_tool_with_an_invalid_schema_is_not_offered_and_requests_stay_within_1
     schemas = registry.schemas()
     assert len(schemas) == 128
     assert schemas[0]["function"]["name"] == "list_tasks"  # built-in tools come first
+
+
+async def test_an_http_server_behind_a_token_gets_it_from_headers_and_a_wrong_one_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.mcp_helpers import HttpNotes
+
+    notes = await HttpNotes(tmp_path / "h.jsonl").start(token="s3cret-notes-token")
+    try:
+        monkeypatch.setenv("NOTES_MCP_TOKEN", "s3cret-notes-token")
+        good = {"url": notes.url, "headers": {"Authorization": "Bearer ${NOTES_MCP_TOKEN}"}}
+        bad = {"url": notes.url, "headers": {"Authorization": "Bearer wrong-token-123"}}
+        settings = IntegrationSettings(
+            _env_file=None, mcp_servers={"mcpServers": {"good": good, "bad": bad}}
+        )
+        checks = {c.name: c for c in await check_mcp(settings)}
+    finally:
+        notes.kill()
+    assert checks["mcp good (http)"].ok
+    assert not checks["mcp bad (http)"].ok
+    assert "401" in checks["mcp bad (http)"].detail
+    assert "wrong-token" not in checks["mcp bad (http)"].detail

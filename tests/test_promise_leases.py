@@ -19,14 +19,8 @@ from bot.approvals.service import ApprovalsService, LeaseLost
 from bot.db.migrate import upgrade_to_head
 from bot.db.models import Proposal, ProposalState, utcnow
 from bot.db.session import Database
-from bot.tools.registry import (
-    Change,
-    Outcome,
-    Preview,
-    ToolContext,
-    ToolRegistry,
-    write_tool,
-)
+from bot.tools.catalog import ToolRegistry
+from bot.tools.registry import Change, Outcome, Preview, ToolContext, write_tool
 from tests.test_state_machine import make_proposal
 
 

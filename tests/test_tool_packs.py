@@ -9,7 +9,7 @@ import pytest
 
 from bot.config import SettingsError, load_settings
 from bot.slack import cards
-from bot.tools.registry import ToolRegistry
+from bot.tools.catalog import ToolRegistry
 from examples import oncall_pack
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack

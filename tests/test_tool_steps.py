@@ -8,7 +8,8 @@ from typing import Any
 
 from bot.conversation.tool_calls import prepare_calls
 from bot.llm import ToolCall
-from bot.tools.registry import ToolContext, ToolRegistry
+from bot.tools.catalog import ToolRegistry
+from bot.tools.registry import ToolContext
 
 
 async def test_read_calls_go_pending_then_run_in_turn(tmp_path: Any) -> None:

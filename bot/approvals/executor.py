@@ -23,14 +23,8 @@ from bot.db.models import Proposal
 from bot.errors import plain_error
 from bot.logs import log_context
 from bot.metrics import EXECUTIONS, LEASE_LOST
-from bot.tools.registry import (
-    Outcome,
-    Tool,
-    ToolArgumentsError,
-    ToolContext,
-    ToolError,
-    ToolRegistry,
-)
+from bot.tools.catalog import ToolRegistry
+from bot.tools.registry import Outcome, Tool, ToolArgumentsError, ToolContext, ToolError
 
 log = logging.getLogger(__name__)
 

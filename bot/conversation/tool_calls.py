@@ -16,13 +16,8 @@ from typing import Any
 
 from bot.errors import plain_error
 from bot.llm import ToolCall
-from bot.tools.registry import (
-    Preview,
-    Tool,
-    ToolArgumentsError,
-    ToolContext,
-    ToolRegistry,
-)
+from bot.tools.catalog import ToolRegistry
+from bot.tools.registry import Preview, Tool, ToolArgumentsError, ToolContext
 
 
 @dataclass(frozen=True)

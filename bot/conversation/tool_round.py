@@ -20,7 +20,8 @@ from bot.db.models import Conversation, Role
 from bot.db.session import Database
 from bot.llm import Finished
 from bot.slack.streamer import ReplyStream
-from bot.tools.registry import ToolContext, ToolRegistry
+from bot.tools.catalog import ToolRegistry
+from bot.tools.registry import ToolContext
 
 if TYPE_CHECKING:
     from bot.approvals.policy import Policies

@@ -18,7 +18,7 @@ from bot.records import queries
 from bot.slack import record_views as views
 from bot.slack.access import ChannelAccess
 from bot.tasks import TaskGroup
-from bot.tools.registry import ToolRegistry
+from bot.tools.catalog import ToolRegistry
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from bot.slack.cards import CardView, approval_card, slack_date
 from bot.slack.edit_budget import EditBudget
 from bot.tasks import TaskGroup
 from bot.text import escape
-from bot.tools.registry import ToolRegistry
+from bot.tools.catalog import ToolRegistry
 
 log = logging.getLogger(__name__)
 

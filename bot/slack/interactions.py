@@ -27,7 +27,8 @@ from bot.slack.card_publisher import CardPublisher
 from bot.slack.edit_form import edit_fields, field_errors, submitted_arguments
 from bot.slack.payloads import BadPayload, Click, Submission, parse_click, parse_submission
 from bot.tasks import TaskGroup
-from bot.tools.registry import ToolArgumentsError, ToolContext, ToolRegistry
+from bot.tools.catalog import ToolRegistry
+from bot.tools.registry import ToolArgumentsError, ToolContext
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from bot.integration_settings import IntegrationSettings
+from bot.tools.catalog import ToolRegistry
 from bot.tools.mcp.hub import McpHub
-from bot.tools.registry import ToolRegistry
 
 
 @dataclass

@@ -90,8 +90,29 @@ def archive(ctx: Context) -> str:
     raise ToolError("the archive is read-only today")
 
 
+def require_token(inner: Any, token: str) -> Any:
+    """Streamable HTTP behind `Authorization: Bearer TOKEN` (`NOTES_TOKEN`), as a hosted
+    server would be: anything else is answered 401."""
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope.get("headers") or [])
+            if headers.get(b"authorization") != f"Bearer {token}".encode():
+                await send({"type": "http.response.start", "status": 401, "headers": []})
+                await send({"type": "http.response.body", "body": b"unauthorized"})
+                return
+        await inner(scope, receive, send)
+
+    return guarded
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["http"]:
-        app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+        import uvicorn
+
+        served = app.streamable_http_app()
+        token = os.environ.get("NOTES_TOKEN")
+        asgi = require_token(served, token) if token else served
+        uvicorn.run(asgi, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
     else:
         app.run()

@@ -37,8 +37,14 @@ class Unreachable(ToolError):
     """The server is down or the connection broke; nothing was sent, or it is unknown."""
 
 
-def describe(exc: BaseException) -> str:
-    """A failure in words, without the URL's or headers' secrets (only types and codes)."""
+def describe(exc: BaseException, http_status: int | None = None) -> str:
+    """A failure in words, without the URL's or headers' secrets (only types and codes).
+    `http_status`: the last HTTP error status seen (the SDK reports a refused request only as
+    a generic JSON-RPC error)."""
+    if http_status in (401, 403):
+        return f"it answered HTTP {http_status}: the credentials in its headers were refused"
+    if http_status is not None:
+        return f"it answered HTTP {http_status}"
     if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         return describe(exc.exceptions[0])
     if isinstance(exc, MCPError):
@@ -72,6 +78,7 @@ class McpConnection:
         self._settled = asyncio.Event()  # the first attempt is over, either way
         self._broken = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._http_status: int | None = None  # the last HTTP error of this attempt
 
     @property
     def up(self) -> bool:
@@ -113,6 +120,12 @@ class McpConnection:
             headers=self.config.headers or None,
             timeout=httpx2.Timeout(timeout, read=max(timeout, 300.0)),
         )
+
+        async def remember(response: httpx2.Response) -> None:
+            if response.status_code >= 400:
+                self._http_status = response.status_code
+
+        http.event_hooks = {"request": [], "response": [remember]}
         async with (
             http,
             Client(
@@ -126,18 +139,20 @@ class McpConnection:
         delay = 0.5
         while True:
             started = time.perf_counter()
+            self._http_status = None
             try:
                 async with self._open() as client:
                     await asyncio.wait_for(self._list(client), self.config.timeout_seconds)
                     self.connect_seconds = time.perf_counter() - started
                     self._client, self.error, delay = client, None, 0.5
+                    self._http_status = None  # a later failure is described afresh
                     log.info("MCP server %s is up with %d tools", self.name, len(self.definitions))
                     self._settled.set()
                     await self._watch(client)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # any failure of a server only withholds its tools
-                self.error = describe(exc)
+                self.error = describe(exc, self._http_status)
                 log.warning("MCP server %s is unavailable: %s", self.name, self.error)
             finally:
                 self._client = None

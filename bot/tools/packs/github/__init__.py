@@ -8,6 +8,7 @@ from typing import Any
 
 from bot.integration_settings import IntegrationSettings
 from bot.tools.packs.github.client import GitHubClient
+from bot.tools.packs.github.pulls import pull_tools
 from bot.tools.packs.github.reads import read_tools
 from bot.tools.packs.github.writes import write_tools
 from bot.tools.registry import Tool
@@ -32,7 +33,12 @@ class GitHubPack:
 
     def tools(self) -> list[Tool[Any]]:
         return [
-            replace(t, pack=PACK) for t in [*read_tools(self.client), *write_tools(self.client)]
+            replace(t, pack=PACK)
+            for t in [
+                *read_tools(self.client),
+                *write_tools(self.client),
+                *pull_tools(self.client),
+            ]
         ]
 
     async def close(self) -> None:

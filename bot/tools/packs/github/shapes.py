@@ -36,6 +36,10 @@ def names(items: list[Any] | None, key: str) -> list[str]:
     return [str(i.get(key)) if isinstance(i, dict) else str(i) for i in items or []]
 
 
+def issue_ref(repo: str, number: int) -> str:
+    return f"{repo}#{number}"
+
+
 def clip(text: str | None, limit: int) -> str:
     text = text or ""
     return text if len(text) <= limit else text[: limit - 1] + "…"

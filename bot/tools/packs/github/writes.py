@@ -4,8 +4,8 @@ An update shows every field it touches with its current value; labels and assign
 added and removed. The executor previews again just before running and refuses if any shown
 value moved (compared by value: label names, logins, a body's hash, a milestone's number). A
 merge pins the head commit the approver saw and passes it to GitHub, which refuses the merge if
-the branch moved. Creates and comments carry the proposal's key in a hidden marker, and a retry
-looks for it before writing again.
+the branch moved (see `pulls`). Creates and comments carry the proposal's key in a hidden
+marker, and a retry looks for it before writing again.
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from pydantic import Field
 
 from bot.tools.packs.github import checks
 from bot.tools.packs.github.client import GitHubClient, errors
-from bot.tools.packs.github.reads import issue, last_comments, pull_request
+from bot.tools.packs.github.reads import issue, last_comments
 from bot.tools.packs.github.shapes import (
     Args,
-    MergeMethod,
     Number,
     Repo,
     State,
     clip,
     digest,
+    issue_ref,
     key_of,
     listed,
     marker,
@@ -32,7 +32,7 @@ from bot.tools.packs.github.shapes import (
     set_change,
     without_markers,
 )
-from bot.tools.registry import Change, Outcome, Preview, Tool, ToolContext, ToolError, write_tool
+from bot.tools.registry import Change, Outcome, Preview, Tool, ToolContext, write_tool
 
 
 class CreateIssue(Args):
@@ -61,22 +61,6 @@ class Comment(Args):
     repo: str = Repo
     number: int = Number
     body: str = Field(min_length=1, max_length=60_000)
-
-
-class RequestReviewers(Args):
-    repo: str = Repo
-    number: int = Field(ge=1, description="the pull request number")
-    reviewers: list[str] = Field(min_length=1, description="GitHub logins")
-
-
-class Merge(Args):
-    repo: str = Repo
-    number: int = Field(ge=1, description="the pull request number")
-    method: MergeMethod = "merge"
-
-
-def _ref(repo: str, number: int) -> str:
-    return f"{repo}#{number}"
 
 
 def write_tools(gh: GitHubClient) -> list[Tool[Any]]:
@@ -119,7 +103,7 @@ def write_tools(gh: GitHubClient) -> list[Tool[Any]]:
                 )
             for found in response.json():
                 if tag in str(found.get("body") or ""):
-                    ref = _ref(args.repo, found["number"])
+                    ref = issue_ref(args.repo, found["number"])
                     return Outcome({"number": found["number"]}, f"Created {ref}", found["html_url"])
         stone = await checks.milestone(gh, owner, name, args.milestone) if args.milestone else {}
         async with errors(f"creating an issue in {args.repo}"):
@@ -133,7 +117,7 @@ def write_tools(gh: GitHubClient) -> list[Tool[Any]]:
                 milestone=stone.get("number"),
             )
         made = response.json()
-        ref = _ref(args.repo, made["number"])
+        ref = issue_ref(args.repo, made["number"])
         return Outcome(
             {"number": made["number"], "url": made["html_url"]}, f"Created {ref}", made["html_url"]
         )
@@ -182,7 +166,8 @@ def write_tools(gh: GitHubClient) -> list[Tool[Any]]:
         kind = "pull request" if now.get("pull_request") else "issue"
         what = ", ".join(c.field for c in changes) or "nothing"
         return Preview(
-            f"Update {kind} {_ref(args.repo, args.number)} '{clip(now.get('title'), 100)}': {what}",
+            f"Update {kind} {issue_ref(args.repo, args.number)} "
+            f"'{clip(now.get('title'), 100)}': {what}",
             tuple(changes),
         )
 
@@ -208,16 +193,18 @@ def write_tools(gh: GitHubClient) -> list[Tool[Any]]:
                 if args.milestone
                 else None
             )
-        async with errors(f"updating {_ref(args.repo, args.number)}"):
+        async with errors(f"updating {issue_ref(args.repo, args.number)}"):
             response = await gh.rest.issues.async_update(owner, name, args.number, data=fields)
         url = response.json().get("html_url")
-        return Outcome({"updated": sorted(fields)}, f"Updated {_ref(args.repo, args.number)}", url)
+        return Outcome(
+            {"updated": sorted(fields)}, f"Updated {issue_ref(args.repo, args.number)}", url
+        )
 
     async def preview_comment(args: Comment, ctx: ToolContext) -> Preview:
         owner, name = gh.split(args.repo)
         now = await issue(gh, owner, name, args.number)
         return Preview(
-            f"Comment on {_ref(args.repo, args.number)} '{clip(now.get('title'), 100)}'",
+            f"Comment on {issue_ref(args.repo, args.number)} '{clip(now.get('title'), 100)}'",
             (Change("comment", None, clip(args.body, 1500)),),
         )
 
@@ -234,79 +221,17 @@ def write_tools(gh: GitHubClient) -> list[Tool[Any]]:
             total = int((await issue(gh, owner, name, args.number)).get("comments") or 0)
             for found in await last_comments(gh, owner, name, args.number, total):
                 if tag in str(found.get("body") or ""):
-                    ref = _ref(args.repo, args.number)
+                    ref = issue_ref(args.repo, args.number)
                     return Outcome(
                         {"commented": True}, f"Commented on {ref}", found.get("html_url")
                     )
-        async with errors(f"commenting on {_ref(args.repo, args.number)}"):
+        async with errors(f"commenting on {issue_ref(args.repo, args.number)}"):
             response = await gh.rest.issues.async_create_comment(
                 owner, name, args.number, body=f"{without_markers(args.body)}\n\n{tag}".strip()
             )
         url = response.json().get("html_url")
-        return Outcome({"commented": True}, f"Commented on {_ref(args.repo, args.number)}", url)
-
-    async def preview_reviewers(args: RequestReviewers, ctx: ToolContext) -> Preview:
-        owner, name = gh.split(args.repo)
-        pr = await pull_request(gh, owner, name, args.number)
-        old = names(pr.get("requested_reviewers"), "login")
-        new = sorted({*old, *(r.lstrip("@") for r in args.reviewers)}, key=str.lower)
-        shown_old, shown_new = set_change(old, new, "@")
-        return Preview(
-            f"Request reviews on {_ref(args.repo, args.number)} '{clip(pr.get('title'), 100)}'",
-            (Change("reviewers", shown_old, shown_new, key_of(old)),),
-        )
-
-    @write_tool(
-        "github_request_reviewers",
-        "Ask people to review a GitHub pull request (a person must approve it first).",
-        RequestReviewers,
-        preview=preview_reviewers,
-    )
-    async def reviewers(args: RequestReviewers, ctx: ToolContext) -> Outcome:
-        owner, name = gh.split(args.repo)
-        logins = [r.lstrip("@") for r in args.reviewers]
-        async with errors(f"requesting reviews on {_ref(args.repo, args.number)}"):
-            await gh.rest.pulls.async_request_reviewers(owner, name, args.number, reviewers=logins)
         return Outcome(
-            {"requested": logins}, f"Requested reviews on {_ref(args.repo, args.number)}"
+            {"commented": True}, f"Commented on {issue_ref(args.repo, args.number)}", url
         )
 
-    async def preview_merge(args: Merge, ctx: ToolContext) -> Preview:
-        owner, name = gh.split(args.repo)
-        pr = await pull_request(gh, owner, name, args.number)
-        if pr.get("merged"):
-            raise ToolError(f"{_ref(args.repo, args.number)} is already merged")
-        if pr.get("state") != "open":
-            raise ToolError(f"{_ref(args.repo, args.number)} is closed; it cannot be merged")
-        head = str((pr.get("head") or {}).get("sha") or "")
-        return Preview(
-            f"Merge pull request {_ref(args.repo, args.number)} '{clip(pr.get('title'), 100)}' "
-            f"into {(pr.get('base') or {}).get('ref')}",
-            (
-                Change("merge method", None, args.method),
-                Change("head commit", None, head[:12]),
-                Change("state", pr.get("state"), "merged"),
-            ),
-            pin=head,
-            pin_changed=f"the pull request's head moved to {head[:12]}",
-        )
-
-    @write_tool(
-        "github_merge_pull_request",
-        "Merge a GitHub pull request (a person must approve it first; it cannot be undone).",
-        Merge,
-        preview=preview_merge,
-        destructive=True,
-    )
-    async def merge(args: Merge, ctx: ToolContext) -> Outcome:
-        owner, name = gh.split(args.repo)
-        # The head the approver saw: GitHub refuses (409) if the branch moved since.
-        head = ctx.pin or str((await pull_request(gh, owner, name, args.number))["head"]["sha"])
-        async with errors(f"merging {_ref(args.repo, args.number)}"):
-            response = await gh.rest.pulls.async_merge(
-                owner, name, args.number, sha=head, merge_method=args.method
-            )
-        sha = response.json().get("sha")
-        return Outcome({"merged": True, "sha": sha}, f"Merged {_ref(args.repo, args.number)}")
-
-    return [create, update, comment, reviewers, merge]
+    return [create, update, comment]
