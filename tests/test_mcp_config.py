@@ -165,3 +165,17 @@ async def test_an_http_server_behind_a_token_gets_it_from_headers_and_a_wrong_on
     assert not checks["mcp bad (http)"].ok
     assert "401" in checks["mcp bad (http)"].detail
     assert "wrong-token" not in checks["mcp bad (http)"].detail
+
+
+def test_integration_credentials_are_redacted_by_value_in_logs() -> None:
+    settings = load_settings(
+        **BASE,
+        github_token="ghp_secret_value_123456",
+        linear_api_key="lin_api_secret_value_123456",
+        mcp_servers='{"mcpServers": {"s": {"command": "x", "env": {"API_KEY": "mcp-env-secret"}}}}',
+    )
+    assert {"ghp_secret_value_123456", "lin_api_secret_value_123456", "mcp-env-secret"} <= set(
+        settings.secret_values()
+    )
+    assert "ghp_secret_value_123456" not in repr(settings)
+    assert "mcp-env-secret" not in repr(settings)

@@ -30,10 +30,10 @@ class McpServerConfig(BaseModel):
     type: Literal["stdio", "http", "streamable-http", "streamable_http"] | None = None
     command: str | None = None
     args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict, repr=False)  # may hold tokens
     cwd: str | None = None
     url: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)  # may hold tokens
     # Countersign's gating: every tool is a write (a card) unless named here, or the server is
     # trusted and the tool says readOnlyHint: true.
     read_only_tools: list[str] = Field(default_factory=list)
