@@ -4,6 +4,7 @@ after a lost answer, strangers, the allow-list and rate limits."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -132,7 +133,7 @@ async def test_a_retry_after_the_create_answer_was_lost_finds_the_issue_instead_
     shown = card_text(card)
     assert "*assignees*\\n@lee" in shown
     assert "*repository*\\nacme/api" in shown
-    fake_github.lose_create_answer = True
+    fake_github.lose_answer_to = "/repos/acme/api/issues"
     await gh_bot.click(card, cards.APPROVE, "UALICE", "C1")
     await gh_bot.idle()
     (proposal,) = await proposals(gh_bot)
@@ -361,3 +362,50 @@ async def test_a_conversation_waiting_out_a_rate_limit_does_not_hold_up_another(
     await gh_bot.idle()
     assert len([r for r in fake_github.requests if r.path.endswith("/labels")]) == 2
     assert time.monotonic() - started >= 3.0
+
+
+async def test_two_approvers_clicking_at_once_make_one_write(
+    gh_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI, fake_github: FakeGitHub
+) -> None:
+    fake_model.script(
+        Script(
+            tool_calls=[
+                call(
+                    "github_comment",
+                    {"repo": "acme/api", "number": 7, "body": "Deploy is rolled back."},
+                )
+            ]
+        ),
+        Script(text="Commented."),
+    )
+    await gh_bot.mention("C1", "tell them on #7", fake_slack)
+    await gh_bot.idle()
+    (card,) = fake_slack.cards("C1")
+    await asyncio.gather(
+        gh_bot.click(card, cards.APPROVE, "UALICE", "C1"),
+        gh_bot.click(card, cards.APPROVE, "UBOSS", "C1"),
+        gh_bot.click(card, cards.APPROVE, "UALICE", "C1"),
+    )
+    await gh_bot.idle()
+    comments = [w for w in fake_github.writes() if w.path.endswith("/issues/7/comments")]
+    assert len(comments) == 1
+    assert comments[0].body["body"].startswith("Deploy is rolled back.\n\n<!-- countersign:")
+
+
+async def test_a_comment_whose_answer_was_lost_is_not_posted_twice_on_retry(
+    gh_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI, fake_github: FakeGitHub
+) -> None:
+    comment = {"repo": "acme/api", "number": 7, "body": "Fixed in 1.4.2."}
+    fake_model.script(Script(tool_calls=[call("github_comment", comment)]), Script(text="Done."))
+    await gh_bot.mention("C1", "say it's fixed", fake_slack)
+    await gh_bot.idle()
+    fake_github.lose_answer_to = "/issues/7/comments"
+    await gh_bot.click(fake_slack.cards("C1")[0], cards.APPROVE, "UALICE", "C1")
+    await gh_bot.idle()
+    (proposal,) = await proposals(gh_bot)
+    assert proposal.state.value == "failed"
+    await gh_bot.click_value(proposal.id, cards.RETRY, "UALICE", "C1", fake_slack)
+    await gh_bot.idle()
+    (proposal,) = await proposals(gh_bot)
+    assert proposal.state.value == "succeeded"
+    assert len(fake_github.repo("acme/api").comments[7]) == 1

@@ -73,7 +73,7 @@ async def test_a_create_card_shows_names_and_runs_once_with_ids_and_a_client_cho
     assert "*labels*\\nBug, Customer" in shown
     assert "*state*\\nIn Progress" in shown
     assert mutations(fake_linear) == []
-    fake_linear.lose_create_answer = True  # made, but the answer is lost
+    fake_linear.lose_answer_of = "CreateIssue"  # made, but the answer is lost
     await lin_bot.click(card, cards.APPROVE, "UALICE", "C1")
     await lin_bot.idle()
     (proposal,) = await proposals(lin_bot)
@@ -229,3 +229,29 @@ async def test_doctor_asks_linear_for_the_viewer(fake_linear: FakeLinear) -> Non
     assert not check.ok
     assert "Linear rejected LINEAR_API_KEY" in check.detail
     assert "lin_api_wrong" not in check.detail
+
+
+async def test_a_comment_whose_answer_was_lost_is_not_posted_twice_on_retry(
+    lin_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI, fake_linear: FakeLinear
+) -> None:
+    fake_model.script(
+        Script(tool_calls=[call("linear_comment", {"issue": "ENG-1", "body": "Repro attached."})]),
+        Script(text="Done."),
+    )
+    await lin_bot.mention("C1", "comment on ENG-1", fake_slack)
+    await lin_bot.idle()
+    fake_linear.lose_answer_of = "CreateComment"
+    await lin_bot.click(fake_slack.cards("C1")[0], cards.APPROVE, "UALICE", "C1")
+    await lin_bot.idle()
+    (proposal,) = await proposals(lin_bot)
+    assert proposal.state.value == "failed"
+    await lin_bot.click_value(proposal.id, cards.RETRY, "UALICE", "C1", fake_slack)
+    await lin_bot.idle()
+    (proposal,) = await proposals(lin_bot)
+    assert proposal.state.value == "succeeded"
+    issue = fake_linear.find("ENG-1")
+    assert issue is not None
+    assert [c["body"] for c in issue["comments"]["nodes"]] == ["Repro attached."]
+    assert [c["input"]["id"] for c in mutations(fake_linear)] == [
+        client_id(proposal.idempotency_key, "comment")
+    ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -282,7 +283,7 @@ async def test_a_stdio_server_stops_with_the_bot(
     assert hub is not None
     assert hub.connections["notes"].up
     status = {row.name: row for row in hub.status()}["notes"]
-    assert (status.up, status.reads, status.writes) == (True, 0, 5)
+    assert (status.up, status.reads, status.writes) == (True, 0, 6)
     assert server_processes(), "the bot started its stdio server"
     await stop_bot(bot)
     await until(lambda: not server_processes(), timeout=10)
@@ -347,3 +348,27 @@ async def test_an_mcp_card_can_be_edited_field_by_field_from_the_tools_schema(
     await stdio_bot.idle()
     (made,) = calls(tmp_path / "notes.jsonl", "add_note")
     assert made["arguments"] == {"title": "Standup", "body": "at 9:30"}
+
+
+async def test_a_hanging_mcp_tool_times_out_in_words_and_the_server_stays_usable(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "notes.jsonl"
+    server = stdio_server(log, read_only_tools=["stall", "list_notes"], timeout_seconds=1)
+    bot = await mcp_bot(fake_slack, fake_model, sqlite_url, {"notes": server})
+    try:
+        fake_model.script(
+            Script(tool_calls=[call("notes__stall", {"seconds": 30})]),
+            Script(tool_calls=[call("notes__list_notes", {}, "c2")]),
+            Script(text="It hung; the rest works."),
+        )
+        started = time.monotonic()
+        await bot.mention("C1", "think hard", fake_slack)
+        await bot.idle()
+        assert time.monotonic() - started < 10
+        hung, listed = tool_results(fake_model)
+        assert hung["status"] == "error"
+        assert "the MCP server notes" in hung["error"]
+        assert listed["content"] == ["[]"]
+    finally:
+        await stop_bot(bot)

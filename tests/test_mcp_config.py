@@ -103,7 +103,7 @@ async def test_doctor_names_each_server_whether_it_answered_and_its_tools(
     lines = {c.name: c for c in await check_mcp(settings)}
     notes, away = lines["mcp notes (stdio)"], lines["mcp away (http)"]
     assert notes.ok
-    assert "5 tool(s): 1 run at once (read-only), 4 need approval" in notes.detail
+    assert "6 tool(s): 1 run at once (read-only), 5 need approval" in notes.detail
     assert not away.ok
     assert "did not answer: it could not be reached (ConnectError)" in away.detail
     assert "check its url, headers and that it is running" in away.detail

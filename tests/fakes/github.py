@@ -49,7 +49,7 @@ class FakeGitHub:
         self.requests: list[Seen] = []
         self.rate_limited: tuple[str, int] | None = None  # ("primary"|"secondary", seconds)
         self.limited_times = 0  # answer this many requests with the rate limit, then recover
-        self.lose_create_answer = False  # make the issue, then drop the connection
+        self.lose_answer_to: str | None = None  # a POST to a path ending so: done, answer lost
         self.hold_create_answer = 0.0  # make the issue, then wait this long before answering
         self.delay = 0.0
         self._server = ThreadedServer(self._build())
@@ -184,6 +184,12 @@ class FakeGitHub:
             response: web.StreamResponse = await handler(request)
         except KeyError:
             return self._error(404, "Not Found")
+        lost = self.lose_answer_to
+        if lost and request.method == "POST" and request.path.endswith(lost):
+            self.lose_answer_to = None
+            assert request.transport is not None
+            request.transport.close()  # done, but the answer never arrives
+            return web.Response()
         response.headers.update(_limits(4999))
         return response
 
@@ -238,11 +244,6 @@ class FakeGitHub:
         )
         if self.hold_create_answer:
             await asyncio.sleep(self.hold_create_answer)
-        if self.lose_create_answer:
-            self.lose_create_answer = False
-            assert request.transport is not None
-            request.transport.close()  # made, but the answer never arrives
-            return web.Response()
         return web.json_response(issue, status=201)
 
     async def _get_issue(self, request: web.Request) -> web.Response:

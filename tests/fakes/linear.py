@@ -34,7 +34,7 @@ class FakeLinear:
         self.requests: list[Seen] = []
         self.rate_limited_for: float | None = None  # seconds until the limit resets
         self.limited_times = 0
-        self.lose_create_answer = False
+        self.lose_answer_of: str | None = None  # do this operation, then drop the answer
         eng = {"id": _id(), "key": "ENG", "name": "Engineering"}
         ops = {"id": _id(), "key": "OPS", "name": "Operations"}
         self.teams = [eng, ops]
@@ -168,8 +168,8 @@ class FakeLinear:
         result = handler(variables)
         if isinstance(result, web.StreamResponse):
             return result
-        if result is None and operation == "CreateIssue" and self.lose_create_answer:
-            self.lose_create_answer = False
+        if operation == self.lose_answer_of:
+            self.lose_answer_of = None
             assert request.transport is not None
             request.transport.close()  # made, but the answer never arrives
             return web.Response()
@@ -240,8 +240,6 @@ class FakeLinear:
             return self._not_found("Team")
         issue = self.add_issue(team["key"], data["title"], id=data.get("id"))
         self._apply(issue, data)
-        if self.lose_create_answer:
-            return None
         return {"issueCreate": {"success": True, "issue": issue}}
 
     def _op_UpdateIssue(self, v: dict[str, Any]) -> Any:

@@ -90,6 +90,15 @@ def archive(ctx: Context) -> str:
     raise ToolError("the archive is read-only today")
 
 
+@app.tool(title="Think very slowly", annotations=ToolAnnotations(readOnlyHint=True))
+async def stall(seconds: float = 30.0) -> str:
+    """Answers only after `seconds`: a server that hangs."""
+    import anyio
+
+    await anyio.sleep(seconds)
+    return "finally"
+
+
 def require_token(inner: Any, token: str) -> Any:
     """Streamable HTTP behind `Authorization: Bearer TOKEN` (`NOTES_TOKEN`), as a hosted
     server would be: anything else is answered 401."""
