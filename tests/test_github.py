@@ -66,7 +66,7 @@ def patches(github: FakeGitHub) -> list[Any]:
 async def test_an_update_card_shows_old_and_new_values_and_runs_exactly_once(
     gh_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI, fake_github: FakeGitHub
 ) -> None:
-    update = {"repo": "acme/api", "number": 7, "labels": ["bug", "p1"], "state": "closed"}
+    update = {"repo": "acme/api", "number": 7, "labels": ["Bug", "P1"], "state": "closed"}
     fake_model.script(
         Script(tool_calls=[call("github_update_issue", update)]), Script(text="Updated.")
     )

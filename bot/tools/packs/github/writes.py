@@ -106,13 +106,15 @@ def write_tools(gh: GitHubClient) -> list[Tool[Any]]:
                     ref = issue_ref(args.repo, found["number"])
                     return Outcome({"number": found["number"]}, f"Created {ref}", found["html_url"])
         stone = await checks.milestone(gh, owner, name, args.milestone) if args.milestone else {}
+        # As the repository spells them: GitHub would make a new label for "P1" beside "p1".
+        labels = await checks.known_labels(gh, owner, name, args.labels) if args.labels else []
         async with errors(f"creating an issue in {args.repo}"):
             response = await gh.rest.issues.async_create(
                 owner,
                 name,
                 title=args.title,
                 body=f"{without_markers(args.body)}\n\n{tag}".strip(),
-                labels=args.labels or [],
+                labels=labels,
                 assignees=[a.lstrip("@") for a in args.assignees or []],
                 milestone=stone.get("number"),
             )
@@ -182,9 +184,11 @@ def write_tools(gh: GitHubClient) -> list[Tool[Any]]:
         owner, name = gh.split(args.repo)
         fields: dict[str, Any] = {
             k: v
-            for k, v in args.model_dump(include={"title", "body", "state", "labels"}).items()
+            for k, v in args.model_dump(include={"title", "body", "state"}).items()
             if v is not None
         }
+        if args.labels is not None:  # as the repository spells them
+            fields["labels"] = await checks.known_labels(gh, owner, name, args.labels)
         if args.assignees is not None:
             fields["assignees"] = [a.lstrip("@") for a in args.assignees]
         if args.milestone is not None:
