@@ -97,6 +97,7 @@ async def test_doctor_names_each_server_whether_it_answered_and_its_tools(
             "mcpServers": {
                 "notes": stdio_server(tmp_path / "n.jsonl", read_only_tools=["list_notes"]),
                 "away": {"url": f"http://127.0.0.1:{free_port()}/mcp"},
+                "missing": {"command": "/nonexistent/bin/mcp-server"},
             }
         },
     )
@@ -107,6 +108,9 @@ async def test_doctor_names_each_server_whether_it_answered_and_its_tools(
     assert not away.ok
     assert "did not answer: it could not be reached (ConnectError)" in away.detail
     assert "check its url, headers and that it is running" in away.detail
+    missing = lines["mcp missing (stdio)"]
+    assert not missing.ok
+    assert "did not answer: its command was not found" in missing.detail
 
 
 def test_the_example_file_in_examples_is_valid(monkeypatch: pytest.MonkeyPatch) -> None:
