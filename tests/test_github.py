@@ -409,3 +409,31 @@ async def test_a_comment_whose_answer_was_lost_is_not_posted_twice_on_retry(
     (proposal,) = await proposals(gh_bot)
     assert proposal.state.value == "succeeded"
     assert len(fake_github.repo("acme/api").comments[7]) == 1
+
+
+async def test_editing_a_github_card_reads_lists_as_typed_and_checks_them_again(
+    gh_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI, fake_github: FakeGitHub
+) -> None:
+    update = {"repo": "acme/api", "number": 7, "labels": ["bug", "p1"]}
+    fake_model.script(Script(tool_calls=[call("github_update_issue", update)]), Script(text="ok"))
+    await gh_bot.mention("C1", "label #7 p1", fake_slack)
+    await gh_bot.idle()
+    await gh_bot.click(fake_slack.cards("C1")[0], cards.EDIT, "UALICE", "C1")
+    await gh_bot.idle()
+    modal = fake_slack.views[-1]["view"]
+    shown = {b["block_id"]: b["element"].get("initial_value") for b in modal["blocks"]}
+    assert shown["labels"] == '["bug", "p1"]'
+    status, body = await gh_bot.submit_view(
+        modal, "UALICE", {"repo": "acme/api", "number": "7", "labels": "bug, wontfix"}
+    )
+    assert "wontfix not found in acme/api" in body  # checked against the repository again
+    status, body = await gh_bot.submit_view(
+        modal, "UALICE", {"repo": "acme/api", "number": "7", "labels": "bug, docs"}
+    )
+    assert status == 200
+    await gh_bot.idle()
+    card = fake_slack.cards("C1")[0]
+    assert "*labels*\\n~bug, ui~ → bug, docs (adds docs; removes ui)" in card_text(card)
+    await gh_bot.click(card, cards.APPROVE, "UALICE", "C1")
+    await gh_bot.idle()
+    assert patches(fake_github) == [{"labels": ["bug", "docs"]}]

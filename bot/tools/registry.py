@@ -168,13 +168,10 @@ class Tool(Generic[A]):
         return self._validate(data)
 
     def parse_strings(self, raw: dict[str, str]) -> A:
-        """Arguments typed by a person as text (the Edit modal), converted per field type."""
-        if self.input_schema is not None:
-            return self._validate(schema_arguments.from_strings(self.input_schema, raw))
-        try:
-            return self.arguments.model_validate_strings(raw)
-        except ValidationError as exc:
-            raise ToolArgumentsError(_problems(exc)) from None
+        """Arguments typed by a person as text (the Edit modal), converted per field type
+        (lists as JSON or comma-separated), then validated like the model's."""
+        schema = self.input_schema or self.arguments.model_json_schema()
+        return self._validate(schema_arguments.from_strings(schema, raw))
 
 
 def _problems(exc: ValidationError) -> str:

@@ -66,20 +66,41 @@ def fields(schema: dict[str, Any]) -> list[FieldSpec]:
     ]
 
 
+def _kind(spec: Any) -> str | None:
+    """A property's JSON type, looking through `anyOf`/`oneOf` (an optional field) for the
+    first type that is not null."""
+    if not isinstance(spec, dict):
+        return None
+    declared = spec.get("type")
+    if isinstance(declared, str):
+        return declared
+    if isinstance(declared, list):
+        return next((t for t in declared if t != "null"), None)
+    for option in spec.get("anyOf") or spec.get("oneOf") or []:
+        found = _kind(option)
+        if found and found != "null":
+            return found
+    return None
+
+
 def from_strings(schema: dict[str, Any], raw: dict[str, str]) -> dict[str, Any]:
     """Text typed in the Edit modal read back by each property's declared type: strings stay
-    as typed, anything else is read as JSON (a number, `true`, a list) or kept as text so the
-    schema check names the field that does not fit."""
+    as typed; a list is JSON or comma-separated words (`bug, p1`); numbers, booleans and
+    objects are read as JSON, or kept as text so the schema check names the field that does
+    not fit."""
     properties = schema.get("properties") or {}
     data: dict[str, Any] = {}
     for name, text in raw.items():
-        spec = properties.get(name) if isinstance(properties.get(name), dict) else {}
-        kind = spec.get("type") if spec else None
-        if kind == "string" or (kind is None and "enum" not in (spec or {})):
+        kind = _kind(properties.get(name))
+        if kind in (None, "string"):
             data[name] = text
             continue
         try:
             data[name] = json.loads(text)
         except json.JSONDecodeError:
-            data[name] = text
+            data[name] = (
+                [part.strip() for part in text.split(",") if part.strip()]
+                if kind == "array"
+                else text
+            )
     return data
