@@ -53,7 +53,7 @@ async def check_linear(settings: IntegrationSettings) -> list[Check]:
         viewer = (await client.run("Viewer", "asking for the viewer"))["viewer"]
     except ToolError as exc:
         hint = " Check LINEAR_API_URL and the network." if "reached" in str(exc) else ""
-        return [Check("linear", False, f"the viewer query failed: {exc}.{hint}")]
+        return [Check("linear", False, f"the viewer query failed: {str(exc).rstrip('.')}.{hint}")]
     finally:
         await client.close()
     return [Check("linear", True, f"authenticated as {viewer.get('name')}")]
@@ -75,7 +75,7 @@ async def check_github(settings: IntegrationSettings) -> list[Check]:
         login = await client.login()
     except ToolError as exc:
         hint = " Check GITHUB_API_URL and the network." if "reached" in str(exc) else ""
-        return [Check("github", False, f"GET /user failed: {exc}.{hint}")]
+        return [Check("github", False, f"GET /user failed: {str(exc).rstrip('.')}.{hint}")]
     finally:
         await client.close()
     scope = ", ".join(settings.github_repos) or "every repository the token can reach"
