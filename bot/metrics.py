@@ -49,6 +49,14 @@ EXECUTIONS = Counter(
     "Executions by outcome",
     ["outcome"],  # succeeded | failed
 )
+TOOL_READS = Counter(
+    "countersign_tool_reads_total",
+    "Read tool calls run at once, by pack",
+    ["pack", "outcome"],  # outcome: ok | error | invalid_arguments
+)
+MCP_SERVER_UP = Gauge(
+    "countersign_mcp_server_up", "1 while an MCP server answers, 0 while it is down", ["server"]
+)
 LEASE_TAKEOVERS = Counter(
     "countersign_lease_takeovers_total",
     "Work taken over after its holder's lease lapsed",

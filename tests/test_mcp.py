@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from bot.slack import cards
 from tests.fakes.openai import FakeOpenAI, Script
@@ -68,6 +69,9 @@ async def test_a_marked_read_only_tool_runs_at_once_and_an_unmarked_one_needs_a_
     # list_notes ran at once (the operator marked it); count_notes says readOnlyHint but the
     # server is not trusted, so it waits for a person.
     assert [c["tool"] for c in calls(log)] == ["list_notes"]
+    assert REGISTRY.get_sample_value(
+        "countersign_tool_reads_total", {"pack": "notes", "outcome": "ok"}
+    )
     (result,) = tool_results(fake_model)
     assert result["content"] == ["[]"]
     (card,) = fake_slack.cards("C1")
@@ -212,8 +216,11 @@ async def test_a_killed_http_server_withholds_its_tools_and_they_return_after_re
         await bot.idle()
         assert "web__list_notes" in offered(fake_model)
 
+        up = {"server": "web"}
+        assert REGISTRY.get_sample_value("countersign_mcp_server_up", up) == 1
         notes.kill()
         await until(lambda: not hub.connections["web"].up)
+        assert REGISTRY.get_sample_value("countersign_mcp_server_up", up) == 0
         # The model still remembers the tool and calls it: it is told plainly, nothing hangs.
         fake_model.script(
             Script(tool_calls=[call("web__list_notes", {})]),

@@ -16,6 +16,7 @@ from typing import Any
 
 from bot.errors import plain_error
 from bot.llm import ToolCall
+from bot.metrics import TOOL_READS
 from bot.tools.catalog import ToolRegistry
 from bot.tools.registry import Preview, Tool, ToolArgumentsError, ToolContext
 
@@ -46,6 +47,11 @@ def _invalid(exc: ToolArgumentsError) -> dict[str, Any]:
         "error": str(exc),
         "instruction": "Nothing was done. Fix the arguments and call again.",
     }
+
+
+def _outcome(result: dict[str, Any]) -> str:
+    status = result.get("status")
+    return str(status) if status in ("error", "invalid_arguments") else "ok"
 
 
 def _detail(result: dict[str, Any]) -> tuple[str, str]:
@@ -111,6 +117,7 @@ async def prepare_calls(
             except Exception as exc:  # the model is told, the turn goes on
                 result = {"status": "error", "error": plain_error(exc)}
             on_task(call.id, label, *_detail(result))
+            TOOL_READS.labels(pack=tool.pack or "-", outcome=_outcome(result)).inc()
             prepared.append(Prepared(call, tool, result))
             continue
         assert tool.preview is not None

@@ -25,6 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
+from bot.metrics import MCP_SERVER_UP
 from bot.tools.mcp.config import McpServerConfig
 from bot.tools.registry import ToolError
 
@@ -145,6 +146,7 @@ class McpConnection:
                     await asyncio.wait_for(self._list(client), self.config.timeout_seconds)
                     self.connect_seconds = time.perf_counter() - started
                     self._client, self.error, delay = client, None, 0.5
+                    MCP_SERVER_UP.labels(server=self.name).set(1)
                     self._http_status = None  # a later failure is described afresh
                     log.info("MCP server %s is up with %d tools", self.name, len(self.definitions))
                     self._settled.set()
@@ -156,6 +158,7 @@ class McpConnection:
                 log.warning("MCP server %s is unavailable: %s", self.name, self.error)
             finally:
                 self._client = None
+                MCP_SERVER_UP.labels(server=self.name).set(0)
             self._settled.set()
             await asyncio.sleep(delay)
             delay = min(delay * 2, 30.0)
