@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
+from typing import Any
 
+from bot.conversation.tokens import TokenCounter
 from bot.doctor import TIMEOUT_SECONDS, Check
 from bot.integration_settings import IntegrationSettings
 from bot.tools.mcp.hub import McpHub
@@ -17,9 +20,10 @@ async def check_mcp(settings: IntegrationSettings) -> list[Check]:
     try:
         await hub.start(wait=TIMEOUT_SECONDS)
         rows = hub.status()
+        schemas = [tool.schema() for tool in hub.offered()]
     finally:
         await hub.close()
-    checks = []
+    checks = [] if not schemas else [schema_cost(settings, schemas)]
     for row in rows:
         name = f"mcp {row.name} ({row.transport})"
         if row.up:
@@ -57,6 +61,25 @@ async def check_linear(settings: IntegrationSettings) -> list[Check]:
     finally:
         await client.close()
     return [Check("linear", True, f"authenticated as {viewer.get('name')}")]
+
+
+def schema_cost(settings: IntegrationSettings, schemas: list[dict[str, Any]]) -> Check:
+    """The MCP tools' schemas go with every request to the model: say what they cost, and fail
+    when they would leave too little of `TOKEN_BUDGET` for the conversation."""
+    model = str(getattr(settings, "llm_model", "gpt-4o-mini"))
+    budget = int(getattr(settings, "token_budget", 16_000)) - int(
+        getattr(settings, "reply_tokens", 2_000)
+    )
+    tokens = TokenCounter(model).text(json.dumps(schemas, sort_keys=True))
+    detail = f"{len(schemas)} tool schema(s) take about {tokens} tokens of every request"
+    if tokens > budget // 2:
+        return Check(
+            "mcp tools",
+            False,
+            f"{detail}, more than half of what TOKEN_BUDGET leaves ({budget}): raise "
+            "TOKEN_BUDGET or narrow the servers with allowed_tools.",
+        )
+    return Check("mcp tools", True, f"{detail} (budget left for the conversation: {budget})")
 
 
 async def check_github(settings: IntegrationSettings) -> list[Check]:

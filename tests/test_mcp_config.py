@@ -102,6 +102,9 @@ async def test_doctor_names_each_server_whether_it_answered_and_its_tools(
         },
     )
     lines = {c.name: c for c in await check_mcp(settings)}
+    cost = lines["mcp tools"]
+    assert cost.ok
+    assert cost.detail.startswith("6 tool schema(s) take about ")
     notes, away = lines["mcp notes (stdio)"], lines["mcp away (http)"]
     assert notes.ok
     assert "6 tool(s): 1 run at once (read-only), 5 need approval" in notes.detail
@@ -183,3 +186,23 @@ def test_integration_credentials_are_redacted_by_value_in_logs() -> None:
     )
     assert "ghp_secret_value_123456" not in repr(settings)
     assert "mcp-env-secret" not in repr(settings)
+
+
+def test_doctor_fails_when_tool_schemas_would_crowd_out_the_conversation() -> None:
+    from bot.doctor_integrations import schema_cost
+
+    settings = load_settings(**BASE, token_budget=1_000, reply_tokens=100)
+    big = [
+        {
+            "type": "function",
+            "function": {
+                "name": f"t{i}",
+                "description": "word " * 40,
+                "parameters": {"type": "object"},
+            },
+        }
+        for i in range(20)
+    ]
+    check = schema_cost(settings, big)
+    assert not check.ok
+    assert "raise TOKEN_BUDGET or narrow the servers with allowed_tools" in check.detail
