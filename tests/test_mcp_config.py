@@ -70,6 +70,7 @@ def test_secrets_come_from_the_environment_and_are_redacted(
         ('{"mcpServers": {"a": {"command": "x", "read_only": ["t"]}}}', "read_only: Extra"),
         ('{"mcpServers": {"a": {"type": "stdio", "url": "http://y"}}}', '"type" is stdio'),
         ('{"mcpServers": {"GitHub": {"command": "x"}}}', "'github' is a built-in pack's name"),
+        ('{"mcpServers": {"a__b": {"command": "x"}}}', "may not contain '__' or end with '_'"),
     ],
 )
 def test_a_bad_mcp_servers_value_says_what_is_wrong(value: str, expected: str) -> None:

@@ -124,6 +124,9 @@ def read_mcp_servers(value: str | dict[str, Any] | None) -> dict[str, McpServerC
     if not isinstance(raw, dict):
         raise ValueError('must be a JSON object {"mcpServers": {...}}')
     servers = McpServersFile.model_validate(_expanded(raw)).mcp_servers
+    for name in servers:  # NAME__TOOL must split back into the server's name
+        if "__" in name or name.endswith("_"):
+            raise ValueError(f"{name!r}: a server's name may not contain '__' or end with '_'")
     taken = sorted(RESERVED & {name.lower() for name in servers})
     if taken:
         raise ValueError(
