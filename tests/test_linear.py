@@ -180,7 +180,7 @@ async def test_reads_and_a_rate_limit_waited_out_or_reported(
     fake_model.script(
         Script(
             tool_calls=[
-                call("linear_get_issue", {"issue": "ENG-1"}),
+                call("linear_get_issue", {"issue": "https://linear.app/acme/issue/ENG-1/checkout"}),
                 call("linear_list_states", {"team": "ENG"}, "c2"),
                 call("linear_list_labels", {}, "c3"),
                 call("linear_list_members", {}, "c4"),

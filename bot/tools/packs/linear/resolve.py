@@ -5,6 +5,7 @@ choices, so the model can ask or pick; the approver is shown names, never ids.""
 from __future__ import annotations
 
 import hashlib
+import re
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -80,8 +81,13 @@ async def project(lc: LinearClient, wanted: str) -> dict[str, Any]:
     return pick("project", wanted, projects, ("name",))
 
 
+_IDENTIFIER_IN_URL = re.compile(r"/issue/([A-Za-z0-9]+-\d+)")
+
+
 async def find_issue(lc: LinearClient, ref: str) -> dict[str, Any] | None:
-    """An issue by identifier (ENG-12) or id; None if Linear says it does not exist."""
+    """An issue by identifier (ENG-12), id or link; None if Linear says it does not exist."""
+    linked = _IDENTIFIER_IN_URL.search(ref)
+    ref = linked.group(1).upper() if linked else ref.strip()
     try:
         found: dict[str, Any] | None = (await lc.run("GetIssue", f"reading {ref}", id=ref)).get(
             "issue"
