@@ -69,6 +69,7 @@ class Decisions(Ledger):
             description=preview.description,
             preview=[c.as_json() for c in preview.changes],
             pin=preview.pin,
+            resolved=preview.resolved,
             requester=requester,
             idempotency_key=secrets.token_hex(16),
             state=State.PROPOSED,
@@ -91,6 +92,7 @@ class Decisions(Ledger):
                     "arguments": arguments,
                     "arguments_hash": proposal.arguments_hash,
                     "revision": 1,
+                    "resolved": preview.resolved,
                 },
             )
         )
@@ -218,6 +220,7 @@ class Decisions(Ledger):
                     description=preview.description,
                     preview=[c.as_json() for c in preview.changes],
                     pin=preview.pin,
+                    resolved=preview.resolved,
                     version=Proposal.version + 1,
                     revision=Proposal.revision + 1,
                     revised_by=user,
@@ -244,6 +247,7 @@ class Decisions(Ledger):
                     "after_hash": new_hash,
                     "revision": fresh.revision,
                     "arguments_hash": new_hash,
+                    "resolved": preview.resolved,
                 },
             )
             return fresh

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 from pydantic import BaseModel
@@ -24,6 +25,7 @@ from bot.errors import plain_error
 from bot.logs import log_context
 from bot.metrics import EXECUTIONS, LEASE_LOST
 from bot.tools.catalog import ToolRegistry
+from bot.tools.pinning import moved
 from bot.tools.registry import Outcome, Tool, ToolArgumentsError, ToolContext, ToolError
 
 log = logging.getLogger(__name__)
@@ -137,9 +139,14 @@ class Executor:
                 f"no longer accepts the approved arguments ({exc}); nothing was done. Ask the "
                 "assistant again to propose it afresh."
             ) from None
-        ctx = self.context(proposal)
+        # The check resolves names afresh to compare identities; the run only sends the ids
+        # pinned with the approved revision.
+        ctx = replace(
+            self.context(proposal), pinned=proposal.resolved or {}, proposed_at=proposal.created_at
+        )
         await asyncio.wait_for(self._check_fresh(tool, arguments, ctx, proposal), self.timeout)
-        return await asyncio.wait_for(tool.run(arguments, ctx), self.timeout)
+        run = replace(ctx, use_pinned=True)
+        return await asyncio.wait_for(tool.run(arguments, run), self.timeout)
 
     @staticmethod
     async def _check_fresh(
@@ -149,12 +156,17 @@ class Executor:
         since the card was shown, and running now would overwrite their change."""
         if tool.preview is None:
             return
-        now = await tool.preview(arguments, ctx)
+        now = await tool.prepare(arguments, ctx)
         if proposal.pin is not None and now.pin != proposal.pin:
             raise StaleTarget(
                 f"stale: {now.pin_changed or 'what this action was prepared against changed'} "
                 "since the card was shown; nothing was done. Ask the assistant again to "
                 "propose it afresh."
+            )
+        renamed = moved(proposal.resolved or {}, now.resolved)
+        if renamed:
+            raise StaleTarget(
+                f"stale: {renamed}; nothing was done. Ask the assistant again to propose it afresh."
             )
         shown = {c["field"]: c for c in proposal.preview}
         for change in now.changes:

@@ -122,7 +122,7 @@ async def prepare_calls(
             continue
         assert tool.preview is not None
         try:
-            preview = await asyncio.wait_for(tool.preview(arguments, context()), timeout)
+            preview = await asyncio.wait_for(tool.prepare(arguments, context()), timeout)
         except ToolArgumentsError as exc:  # e.g. a repository outside GITHUB_REPOS: no card
             prepared.append(Prepared(call, tool, _invalid(exc)))
             continue

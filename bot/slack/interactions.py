@@ -232,7 +232,7 @@ class Interactions:
         fields = [spec.name for spec in specs] or ["arguments"]
         try:
             arguments = tool.parse_strings(submitted_arguments(form.values, specs))
-            preview = await tool.preview(arguments, self.context(proposal))
+            preview = await tool.prepare(arguments, self.context(proposal))
         except ToolArgumentsError as exc:
             await ack(response_action="errors", errors=field_errors(str(exc), fields))
             return

@@ -11,9 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import openai
 from pydantic import BaseModel, ValidationError
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from bot.links import LinkSigner
 
 A = TypeVar("A", bound=BaseModel)
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,10 @@ class Preview:
     # a pull request's head commit): if it moved before the run, the action is stale.
     pin: str | None = None
     pin_changed: str | None = None  # how to say it moved: "the head commit is now 1a2b3c4"
+    # Every name the preview resolved (`ToolContext.resolve`), as what it resolved to: ids
+    # with the names the card showed. Filled in by `Tool.prepare`, stored with the proposal's
+    # revision; the run sends these ids and the executor compares their identity before it.
+    resolved: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,43 @@ class ToolContext:
     pin: str | None = None  # what the approved card was made against (e.g. a head commit)
     links: LinkSigner | None = None  # signed, expiring links to pages this bot serves
     _names: dict[str, str] = field(default_factory=dict)
+    # What the approved revision's preview resolved (see `resolve`); None while previewing.
+    pinned: dict[str, Any] | None = None
+    # At run: names are never looked up again; `resolve` answers from `pinned` only.
+    use_pinned: bool = False
+    proposed_at: datetime | None = None  # when the proposal was made (look-ups of earlier writes)
+    _resolved: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+
+    async def resolve(self, key: str, lookup: Callable[[], Awaitable[R]]) -> R:
+        """A name turned into what it names (a JSON value holding ids), recorded under `key`.
+
+        Previewing: `lookup` runs and its answer is recorded (and stored with the proposal).
+        Checking before a run (`pinned` set): `lookup` runs again so the executor can compare
+        identities; a name that no longer finds one thing (renamed, or now matched twice) keeps
+        the pinned id, which is what the card showed. Running (`use_pinned`): the pinned value,
+        never a look-up, so a thing created or renamed since the card cannot receive the write.
+        """
+        pinned = self.pinned or {}
+        if self.use_pinned:
+            if key not in pinned:
+                raise ToolError(
+                    f"stale: {key} was not recorded when the card was made, so it cannot be "
+                    "sent as shown; nothing was done. Ask the assistant to propose it afresh."
+                )
+            value = cast(R, pinned[key])
+        else:
+            try:
+                value = await lookup()
+            except ToolArgumentsError:
+                if key not in pinned:
+                    raise
+                value = cast(R, pinned[key])
+        self._resolved[key] = value
+        return value
+
+    @property
+    def resolutions(self) -> dict[str, Any]:
+        return dict(self._resolved)
 
     async def user_label(self, user_id: str | None) -> str:
         """`@name` for display without pinging anyone (a `<@U…>` would notify them)."""
@@ -122,6 +164,15 @@ class Tool(Generic[A]):
     @property
     def requires_approval(self) -> bool:
         return self.preview is not None
+
+    async def prepare(self, arguments: A, ctx: ToolContext) -> Preview:
+        """The preview, carrying every name it resolved through `ctx` (what the proposal
+        stores and the run sends); the one way a card, an edit or the pre-run check previews."""
+        if self.preview is None:
+            raise ValueError(f"{self.name} is not a write tool")
+        ctx._resolved.clear()
+        made = await self.preview(arguments, ctx)
+        return replace(made, resolved=ctx.resolutions)
 
     def schema(self) -> dict[str, Any]:
         if self.input_schema is not None:

@@ -2,14 +2,21 @@
 shapes (`{"message", "documentation_url", "status"}`, 422 `errors`) and its rate-limit headers
 on every answer. Every request is recorded; tests change the data between card and click,
 switch on a primary or secondary rate limit, or lose the answer to a create after it was made.
+
+As GitHub does: labels and accounts have ids (a renamed label keeps its id), an issue update or
+create naming a label that does not exist makes a new one, a pull request has a base branch
+that can be retargeted, and lists are paged (`per_page` at most 100, `page`, `since` on
+`updated_at`, a `Link` header with `rel="next"` while more follow).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
@@ -30,9 +37,25 @@ class Seen:
     at: float = field(default_factory=time.monotonic)  # when it arrived
 
 
+_ids = itertools.count(1001)
+
+
+def _label(name: str) -> dict[str, Any]:
+    return {"id": next(_ids), "name": name, "color": "ededed"}
+
+
+def stamp(at: float | None = None) -> str:
+    """GitHub's timestamp format (ISO 8601, UTC, seconds)."""
+    return datetime.fromtimestamp(time.time() if at is None else at, UTC).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )
+
+
 @dataclass
 class Repo:
-    labels: list[str] = field(default_factory=lambda: ["bug", "ui", "p1", "docs"])
+    labels: list[dict[str, Any]] = field(
+        default_factory=lambda: [_label(n) for n in ("bug", "ui", "p1", "docs")]
+    )
     assignees: list[str] = field(default_factory=lambda: ["dana", "lee", LOGIN])
     milestones: list[dict[str, Any]] = field(
         default_factory=lambda: [{"number": 1, "title": "v1.0", "state": "open"}]
@@ -52,6 +75,7 @@ class FakeGitHub:
         self.lose_answer_to: str | None = None  # a POST to a path ending so: done, answer lost
         self.hold_create_answer = 0.0  # make the issue, then wait this long before answering
         self.delay = 0.0
+        self.user_ids: dict[str, int] = {LOGIN: 1}
         self._server = ThreadedServer(self._build())
 
     def start(self) -> FakeGitHub:
@@ -72,6 +96,36 @@ class FakeGitHub:
     def repo(self, full: str) -> Repo:
         return self.repos.setdefault(full, Repo())
 
+    def user(self, login: str) -> dict[str, Any]:
+        return {"login": login, "id": self.user_ids.setdefault(login, next(_ids))}
+
+    def label(self, full: str, name: str) -> dict[str, Any]:
+        """The repository's label of that name (any case); GitHub makes one if none exists."""
+        repo = self.repo(full)
+        found = next((lb for lb in repo.labels if lb["name"].lower() == name.lower()), None)
+        if found is None:
+            found = _label(name)
+            repo.labels.append(found)
+        return found
+
+    def add_comments(self, full: str, number: int, bodies: list[str], login: str = "dana") -> None:
+        """Comments by someone else, as if posted now."""
+        repo = self.repo(full)
+        issue = repo.issues[number]
+        for body in bodies:
+            cid = next(_ids)
+            repo.comments.setdefault(number, []).append(
+                {
+                    "id": cid,
+                    "body": body,
+                    "user": self.user(login),
+                    "created_at": stamp(),
+                    "updated_at": stamp(),
+                    "html_url": f"{issue['html_url']}#issuecomment-{cid}",
+                }
+            )
+        issue["comments"] = len(repo.comments[number])
+
     def add_issue(self, full: str, number: int, title: str, **extra: Any) -> dict[str, Any]:
         repo = self.repo(full)
         issue = {
@@ -84,15 +138,16 @@ class FakeGitHub:
             "assignees": [],
             "milestone": None,
             "comments": 0,
-            "updated_at": "2026-11-23T10:00:00Z",
+            "created_at": stamp(),
+            "updated_at": stamp(),
             "html_url": f"https://github.com/{full}/issues/{number}",
             "repository_url": f"https://api.github.com/repos/{full}",
         }
         for key, value in extra.items():
             if key == "labels":
-                value = [{"name": n, "color": "ededed"} for n in value]
+                value = [dict(self.label(full, n)) for n in value]
             if key == "assignees":
-                value = [{"login": n} for n in value]
+                value = [self.user(n) for n in value]
             issue[key] = value
         repo.issues[number] = issue
         return issue
@@ -109,7 +164,7 @@ class FakeGitHub:
             "mergeable": True,
             "draft": False,
             "head": {"sha": head, "ref": "feature"},
-            "base": {"ref": "main"},
+            "base": {"ref": "main", "sha": "ba5e0000ba5e0000", "repo": {"full_name": full}},
             "requested_reviewers": [],
         }
         self.repo(full).pulls[number] = pull
@@ -123,6 +178,7 @@ class FakeGitHub:
         app = web.Application(middlewares=[self._middleware])
         r = "/repos/{owner}/{name}"
         app.router.add_get("/user", self._user)
+        app.router.add_get("/users/{login}", self._user_by_login)
         app.router.add_get("/search/issues", self._search)
         app.router.add_get(r + "/issues", self._list_issues)
         app.router.add_post(r + "/issues", self._create_issue)
@@ -202,6 +258,13 @@ class FakeGitHub:
     async def _user(self, request: web.Request) -> web.Response:
         return web.json_response({"login": LOGIN, "id": 1})
 
+    async def _user_by_login(self, request: web.Request) -> web.Response:
+        login = request.match_info["login"]
+        known = {login for repo in self.repos.values() for login in repo.assignees}
+        if login not in known | set(self.user_ids):
+            return self._error(404, "Not Found")
+        return web.json_response(self.user(login))
+
     async def _search(self, request: web.Request) -> web.Response:
         q = request.query.get("q", "")
         words = [w for w in q.split() if ":" not in w]
@@ -221,7 +284,7 @@ class FakeGitHub:
         creator = request.query.get("creator")
         found = [i for i in repo.issues.values() if not creator or i["user"]["login"] == creator]
         found.sort(key=lambda i: i["number"], reverse=request.query.get("direction") == "desc")
-        return web.json_response(found[: int(request.query.get("per_page", 30))])
+        return _paged(request, _since(request, found))
 
     async def _create_issue(self, request: web.Request) -> web.StreamResponse:
         full, repo = self._target(request)
@@ -242,6 +305,10 @@ class FakeGitHub:
             assignees=data.get("assignees") or [],
             user={"login": LOGIN},
         )
+        if data.get("milestone") is not None:
+            issue["milestone"] = next(
+                (m for m in repo.milestones if m["number"] == data["milestone"]), None
+            )
         if self.hold_create_answer:
             await asyncio.sleep(self.hold_create_answer)
         return web.json_response(issue, status=201)
@@ -251,16 +318,17 @@ class FakeGitHub:
         return web.json_response(repo.issues[int(request.match_info["number"])])
 
     async def _update_issue(self, request: web.Request) -> web.Response:
-        _, repo = self._target(request)
+        full, repo = self._target(request)
         issue = repo.issues[int(request.match_info["number"])]
         data = await request.json()
         for key in ("title", "body", "state"):
             if key in data:
                 issue[key] = data[key]
         if "labels" in data:
-            issue["labels"] = [{"name": n} for n in data["labels"]]
+            issue["labels"] = [dict(self.label(full, n)) for n in data["labels"]]
         if "assignees" in data:
-            issue["assignees"] = [{"login": n} for n in data["assignees"]]
+            issue["assignees"] = [self.user(n) for n in data["assignees"]]
+        issue["updated_at"] = stamp()
         if "milestone" in data:
             issue["milestone"] = next(
                 (m for m in repo.milestones if m["number"] == data["milestone"]), None
@@ -270,18 +338,20 @@ class FakeGitHub:
     async def _comments(self, request: web.Request) -> web.Response:
         _, repo = self._target(request)
         found = repo.comments.get(int(request.match_info["number"]), [])
-        per_page, page = int(request.query.get("per_page", 30)), int(request.query.get("page", 1))
-        return web.json_response(found[(page - 1) * per_page : page * per_page])
+        return _paged(request, _since(request, found))
 
     async def _comment(self, request: web.Request) -> web.Response:
         _, repo = self._target(request)
         number = int(request.match_info["number"])
         issue = repo.issues[number]
+        cid = next(_ids)
         comment = {
-            "id": len(self.requests),
+            "id": cid,
             "body": (await request.json())["body"],
-            "user": {"login": LOGIN},
-            "html_url": f"{issue['html_url']}#issuecomment-{len(self.requests)}",
+            "user": {"login": LOGIN, "id": 1},
+            "created_at": stamp(),
+            "updated_at": stamp(),
+            "html_url": f"{issue['html_url']}#issuecomment-{cid}",
         }
         repo.comments.setdefault(number, []).append(comment)
         issue["comments"] = len(repo.comments[number])
@@ -289,11 +359,11 @@ class FakeGitHub:
 
     async def _labels(self, request: web.Request) -> web.Response:
         _, repo = self._target(request)
-        return web.json_response([{"name": n, "color": "ededed"} for n in repo.labels])
+        return _paged(request, repo.labels)
 
     async def _assignees(self, request: web.Request) -> web.Response:
         _, repo = self._target(request)
-        return web.json_response([{"login": n} for n in repo.assignees])
+        return _paged(request, [self.user(n) for n in repo.assignees])
 
     async def _assignable(self, request: web.Request) -> web.Response:
         _, repo = self._target(request)
@@ -334,6 +404,36 @@ class FakeGitHub:
         _, repo = self._target(request)
         runs = repo.checks.get(request.match_info["ref"], [])
         return web.json_response({"total_count": len(runs), "check_runs": runs})
+
+
+def _since(request: web.Request, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """GitHub's `since`: only what was updated at or after it (ISO 8601)."""
+    raw = request.query.get("since")
+    if not raw:
+        return items
+    at = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    return [
+        i
+        for i in items
+        if datetime.fromisoformat(str(i.get("updated_at")).replace("Z", "+00:00")) >= at
+    ]
+
+
+def _paged(request: web.Request, items: list[dict[str, Any]]) -> web.Response:
+    """One page as GitHub serves it: `per_page` (default 30, at most 100) and `page`, with a
+    `Link` header naming the next and last pages while more follow."""
+    per_page = min(100, int(request.query.get("per_page", 30)))
+    page = max(1, int(request.query.get("page", 1)))
+    last = max(1, -(-len(items) // per_page))
+    headers = {}
+    if page < last:
+        url = request.url
+
+        def link(n: int, rel: str) -> str:
+            return f'<{url.update_query(page=str(n), per_page=str(per_page))}>; rel="{rel}"'
+
+        headers["Link"] = f"{link(page + 1, 'next')}, {link(last, 'last')}"
+    return web.json_response(items[(page - 1) * per_page : page * per_page], headers=headers)
 
 
 def _limits(remaining: int, reset: int | None = None) -> dict[str, str]:

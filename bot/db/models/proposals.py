@@ -56,6 +56,9 @@ class Proposal(Base):
     # What the preview was made against beyond its fields (an MCP tool's schema hash, a pull
     # request's head commit); execution refuses if it moved.
     pin: Mapped[str | None] = mapped_column(String(128))
+    # Every name the current revision's preview resolved, as ids with the names shown (see
+    # `ToolContext.resolve`): what the run sends, and what the check before it compares.
+    resolved: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     requester: Mapped[str] = mapped_column(String(32), index=True)
     idempotency_key: Mapped[str] = mapped_column(String(64), unique=True)
     state: Mapped[ProposalState] = mapped_column(

@@ -1,6 +1,11 @@
 """Names the model gives checked against the repository before a card is shown: a label that
 does not exist, a person who cannot be assigned or an unknown milestone is an invalid argument
-(the model is told what exists), never a card."""
+(the model is told what exists), never a card.
+
+Each is returned with its id (labels and people as `{"id", "name"/"login"}`, a milestone by its
+number), which the preview pins with the proposal (`ToolContext.resolve`): the run sends what
+the card showed, and a label or login that came to mean something else makes the action stale.
+"""
 
 from __future__ import annotations
 
@@ -9,26 +14,55 @@ from typing import Any
 from githubkit.exception import RequestFailed
 
 from bot.tools.packs.github.client import GitHubClient, errors
-from bot.tools.packs.github.reads import labels_of
-from bot.tools.registry import ToolArgumentsError
+from bot.tools.registry import ToolArgumentsError, ToolError
 
 
-async def known_labels(gh: GitHubClient, owner: str, name: str, wanted: list[str]) -> list[str]:
-    """`wanted` spelled as the repository spells them."""
-    existing = await labels_of(gh, owner, name)
-    by_lower = {label.lower(): label for label in existing}
+async def label_objects(gh: GitHubClient, owner: str, name: str) -> list[dict[str, Any]]:
+    async with errors(f"listing the labels of {owner}/{name}"):
+        response = await gh.rest.issues.async_list_labels_for_repo(owner, name, per_page=100)
+    return [
+        {"id": str(lb.get("id") or lb["name"]), "name": str(lb["name"])} for lb in response.json()
+    ]
+
+
+async def known_labels(
+    gh: GitHubClient, owner: str, name: str, wanted: list[str]
+) -> list[dict[str, Any]]:
+    """`wanted` as the repository's labels (spelled as it spells them, with their ids)."""
+    existing = await label_objects(gh, owner, name)
+    by_lower = {label["name"].lower(): label for label in existing}
     missing = [w for w in wanted if w.lower() not in by_lower]
     if missing:
-        shown = ", ".join(existing[:30]) or "none"
+        shown = ", ".join(label["name"] for label in existing[:30]) or "none"
         raise ToolArgumentsError(
             f"labels: {', '.join(missing)} not found in {owner}/{name} (its labels: {shown})"
         )
     return [by_lower[w.lower()] for w in wanted]
 
 
-async def assignable(gh: GitHubClient, owner: str, name: str, logins: list[str]) -> list[str]:
-    logins = [login.strip().lstrip("@") for login in logins]
-    for login in logins:
+async def label_names(
+    gh: GitHubClient, owner: str, name: str, pinned: list[dict[str, Any]]
+) -> list[str]:
+    """The labels the card showed, by id, as they are spelled now (GitHub takes names, and
+    would make a new label for a name that no longer exists)."""
+    if not pinned:
+        return []
+    now = {label["id"]: label["name"] for label in await label_objects(gh, owner, name)}
+    gone = [str(p.get("name")) for p in pinned if str(p.get("id")) not in now]
+    if gone:
+        raise ToolError(
+            f"stale: the label(s) {', '.join(gone)} shown on the card no longer exist in "
+            f"{owner}/{name}; nothing was done. Ask the assistant again to propose it afresh."
+        )
+    return [now[str(p["id"])] for p in pinned]
+
+
+async def assignable(
+    gh: GitHubClient, owner: str, name: str, logins: list[str]
+) -> list[dict[str, Any]]:
+    """Each login that may be assigned here, with its account's id (`{"id", "login"}`)."""
+    people = []
+    for login in (login.strip().lstrip("@") for login in logins):
         try:
             await gh.rest.issues.async_check_user_can_be_assigned(owner, name, login)
         except RequestFailed as exc:
@@ -39,11 +73,15 @@ async def assignable(gh: GitHubClient, owner: str, name: str, logins: list[str])
                 ) from None
             async with errors(f"checking {login} in {owner}/{name}"):
                 raise
-    return logins
+        async with errors(f"reading the account {login}"):
+            user = (await gh.rest.users.async_get_by_username(login)).json()
+        people.append({"id": str(user["id"]), "login": str(user["login"])})
+    return people
 
 
 async def milestone(gh: GitHubClient, owner: str, name: str, wanted: str) -> dict[str, Any]:
-    """A milestone by title (case-insensitive) or number."""
+    """A milestone by title (case-insensitive) or number, as `{"id", "number", "title"}` (its
+    number is its identity in the repository)."""
     async with errors(f"listing the milestones of {owner}/{name}"):
         response = await gh.rest.issues.async_list_milestones(
             owner, name, state="all", per_page=100
@@ -61,5 +99,5 @@ async def milestone(gh: GitHubClient, owner: str, name: str, wanted: str) -> dic
         raise ToolArgumentsError(
             f"milestone: {wanted!r} {problem} in {owner}/{name} (its milestones: {shown})"
         )
-    chosen: dict[str, Any] = matches[0]
-    return chosen
+    chosen = matches[0]
+    return {"id": str(chosen["number"]), "number": chosen["number"], "title": chosen.get("title")}

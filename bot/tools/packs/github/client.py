@@ -15,6 +15,7 @@ appears in one.
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -34,6 +35,13 @@ from githubkit.typing import RetryOption
 from bot.tools.registry import ToolArgumentsError, ToolError
 
 RATE_LIMIT_WAIT_SECONDS = 20.0
+
+# GitHub's own rules: an account is letters, digits and hyphens (underscores on some
+# Enterprise servers), at most 39, not starting with a hyphen; a repository is letters, digits,
+# `.`, `-` and `_`, at most 100, never `.` or `..`. Anything else (`%2e`, `/`, `..`) would
+# change the request's path, so it is refused before any request.
+_OWNER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,38}")
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
 
 
 class _SharedTransport(httpx.AsyncBaseTransport):
@@ -88,6 +96,11 @@ class GitHubClient:
         owner, slash, name = repo.strip().partition("/")
         if not slash or not owner or not name or "/" in name:
             raise ToolArgumentsError(f"repo: {repo!r} is not in the form owner/name")
+        if not _OWNER.fullmatch(owner) or not _NAME.fullmatch(name) or name in (".", ".."):
+            raise ToolArgumentsError(
+                f"repo: {repo!r} is not a GitHub repository name (owner: letters, digits and "
+                "hyphens; name: letters, digits, '.', '-' and '_', not '.' or '..')"
+            )
         if self.repos and not any(fnmatch.fnmatchcase(repo.lower(), p) for p in self.repos):
             allowed = ", ".join(self.repos)
             raise ToolArgumentsError(

@@ -1,5 +1,7 @@
 """GitHub pull-request writes: request reviewers, and merge (destructive: it pins the head
-commit the approver saw and passes it to GitHub, which refuses the merge if the branch moved)."""
+commit the approver saw and passes it to GitHub, which refuses the merge if the branch moved,
+and pins the base branch with its commit, so a pull request retargeted since the card, from
+`staging` to `main` say, is stale and never merged)."""
 
 from __future__ import annotations
 
@@ -32,6 +34,15 @@ class Merge(Args):
     repo: str = Repo
     number: int = Field(ge=1, description="the pull request number")
     method: MergeMethod = "merge"
+
+
+async def _base(repo: str, pr: dict[str, Any]) -> dict[str, Any]:
+    """The branch a pull request merges into: its identity is the repository and the branch
+    (a push to it is not a retarget); its commit is kept with the card to say what was seen."""
+    base = pr.get("base") or {}
+    full = str((base.get("repo") or {}).get("full_name") or repo).lower()
+    ref = str(base.get("ref") or "")
+    return {"id": f"{full}:{ref}", "name": ref, "sha": str(base.get("sha") or "")}
 
 
 def pull_tools(gh: GitHubClient) -> list[Tool[Any]]:
@@ -70,12 +81,14 @@ def pull_tools(gh: GitHubClient) -> list[Tool[Any]]:
         if pr.get("state") != "open":
             raise ToolError(f"{issue_ref(args.repo, args.number)} is closed; it cannot be merged")
         head = str((pr.get("head") or {}).get("sha") or "")
+        base = await ctx.resolve("base", lambda: _base(args.repo, pr))
         return Preview(
             f"Merge pull request {issue_ref(args.repo, args.number)} "
             f"'{clip(pr.get('title'), 100)}' "
-            f"into {(pr.get('base') or {}).get('ref')}",
+            f"into {base['name']}",
             (
                 Change("merge method", None, args.method),
+                Change("base branch", None, f"{base['name']} (at {str(base['sha'])[:12]})"),
                 Change("head commit", None, head[:12]),
                 Change("state", pr.get("state"), "merged"),
             ),
@@ -92,6 +105,8 @@ def pull_tools(gh: GitHubClient) -> list[Tool[Any]]:
     )
     async def merge(args: Merge, ctx: ToolContext) -> Outcome:
         owner, name = gh.split(args.repo)
+        # The base was compared just before (a retargeted pull request is stale); GitHub's
+        # merge takes no base, so the head is what it is asked to hold.
         # The head the approver saw: GitHub refuses (409) if the branch moved since.
         head = ctx.pin or str((await pull_request(gh, owner, name, args.number))["head"]["sha"])
         async with errors(f"merging {issue_ref(args.repo, args.number)}"):

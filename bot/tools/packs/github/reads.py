@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import Field
@@ -15,7 +17,12 @@ from bot.tools.packs.github.shapes import (
     issue_json,
     without_markers,
 )
-from bot.tools.registry import Outcome, Tool, ToolContext, read_tool
+from bot.tools.registry import Outcome, Tool, ToolContext, ToolError, read_tool
+
+# How far before the proposal an earlier write is looked for (the clocks of the bot and of
+# GitHub may differ); `since` keeps the look-up to what changed after that.
+CLOCK_SKEW = timedelta(minutes=15)
+MAX_PAGES = 100  # 10,000 items: beyond, the look-up says it could not tell (never writes twice)
 
 
 class SearchIssues(Args):
@@ -64,6 +71,35 @@ async def last_comments(
         )
     found: list[dict[str, Any]] = response.json()
     return found
+
+
+def since(proposed_at: datetime | None) -> datetime | None:
+    """Where a look-up for an earlier write of a proposal starts (GitHub's `since`)."""
+    if proposed_at is None:
+        return None
+    at = proposed_at if proposed_at.tzinfo else proposed_at.replace(tzinfo=UTC)
+    return at.astimezone(UTC) - CLOCK_SKEW
+
+
+async def find_in_pages(
+    request: Callable[[int], Awaitable[Any]],
+    doing: str,
+    match: Callable[[dict[str, Any]], bool],
+) -> dict[str, Any] | None:
+    """The first item any page holds that `match`es, following GitHub's `Link: rel="next"`
+    page after page, however many there are (up to `MAX_PAGES`); None if none does."""
+    for page in range(1, MAX_PAGES + 1):
+        async with errors(doing):
+            response = await request(page)
+        for item in response.json():
+            if isinstance(item, dict) and match(item):
+                return item
+        if 'rel="next"' not in (response.headers.get("link") or ""):
+            return None
+    raise ToolError(
+        f"could not finish {doing} (more than {MAX_PAGES} pages), so it is unknown whether "
+        "the earlier attempt was made; nothing was written."
+    )
 
 
 async def labels_of(gh: GitHubClient, owner: str, name: str) -> list[str]:

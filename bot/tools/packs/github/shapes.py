@@ -10,6 +10,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from bot.tools.diffs import digest, key_of, listed, set_change
 
 Repo = Field(description="owner/name, e.g. acme/api")
+
+# GitHub's own limits: an issue title holds 256 characters, a body or comment 65,536; a body
+# we write also carries the hidden marker (`marker`), so it leaves room for it.
+TITLE_LIMIT = 256
+MARKER_ROOM = 64
+BODY_LIMIT = 65_536 - MARKER_ROOM
 Number = Field(ge=1, description="the issue or pull request number")
 
 

@@ -1,7 +1,9 @@
-"""Linear writes, each a card: names resolved to ids and shown by name; an update shows each
-field's current value (compared by id before running, so a renamed state is not a change, a
-different state is); a create and a comment ask Linear to use an id derived from the
-proposal's key, and a retry that finds that id does not create a second one."""
+"""Linear writes, each a card: names (issue, team, state, assignee, labels, project) resolved
+to ids, shown by name and pinned with the proposal, so the run sends the ids the card showed and
+never looks a name up again (a project created since under the same name gets nothing). An
+update shows each field's current value (compared by id before running, so a renamed state is
+not a change, a different state is); a create and a comment ask Linear to use an id derived
+from the proposal's key, and a retry that finds that id does not create a second one."""
 
 from __future__ import annotations
 
@@ -54,18 +56,46 @@ def _name(node: dict[str, Any] | None) -> str | None:
     return None if not node else node.get("name") or node.get("displayName")
 
 
-async def _resolved(lc: LinearClient, team: dict[str, Any], args: Fields) -> dict[str, Any]:
-    """Every named field as (display, id) — resolved with reads, not trusted from the model."""
+async def _resolved(
+    lc: LinearClient, ctx: ToolContext, team: dict[str, Any], args: Fields
+) -> dict[str, Any]:
+    """Every named field as what it names (with its id), resolved with reads when the card is
+    made and pinned with it: the run sends those ids (`ToolContext.resolve`)."""
     out: dict[str, Any] = {}
-    if args.state is not None:
-        out["state"] = await resolve.state(lc, team, args.state)
-    if args.assignee is not None:
-        out["assignee"] = await resolve.person(lc, args.assignee)
-    if args.labels is not None:
-        out["labels"] = await resolve.labels(lc, team, args.labels)
-    if args.project is not None:
-        out["project"] = await resolve.project(lc, args.project)
+    if (state := args.state) is not None:
+        out["state"] = await ctx.resolve("state", lambda: resolve.state(lc, team, state))
+    if (assignee := args.assignee) is not None:
+        out["assignee"] = await ctx.resolve("assignee", lambda: resolve.person(lc, assignee))
+    if (wanted := args.labels) is not None:
+        out["labels"] = await ctx.resolve("labels", lambda: resolve.labels(lc, team, wanted))
+    if (project := args.project) is not None:
+        out["project"] = await ctx.resolve("project", lambda: resolve.project(lc, project))
     return out
+
+
+def _brief(found: dict[str, Any]) -> dict[str, Any]:
+    return {k: found.get(k) for k in ("id", "identifier", "title", "url", "team")}
+
+
+async def _pin_issue(ctx: ToolContext, now: dict[str, Any]) -> None:
+    """Pin the issue a preview read by its id: an identifier that comes to mean another issue
+    (moved between teams, say) does not move the write."""
+
+    async def read() -> dict[str, Any]:
+        return _brief(now)
+
+    await ctx.resolve("issue", read)
+
+
+async def _pinned_issue(lc: LinearClient, ctx: ToolContext, ref: str) -> dict[str, Any]:
+    async def lookup() -> dict[str, Any]:
+        return _brief(await resolve.issue(lc, ref))
+
+    return await ctx.resolve("issue", lookup)
+
+
+async def _team(lc: LinearClient, ctx: ToolContext, wanted: str) -> dict[str, Any]:
+    return await ctx.resolve("team", lambda: resolve.team(lc, wanted))
 
 
 def _input(args: Fields, named: dict[str, Any]) -> dict[str, Any]:
@@ -115,8 +145,8 @@ def _update_changes(now: dict[str, Any], args: Fields, named: dict[str, Any]) ->
 
 def write_tools(lc: LinearClient) -> list[Tool[Any]]:
     async def preview_create(args: CreateIssue, ctx: ToolContext) -> Preview:
-        team = await resolve.team(lc, args.team)
-        named = await _resolved(lc, team, args)
+        team = await _team(lc, ctx, args.team)
+        named = await _resolved(lc, ctx, team, args)
         return Preview(
             f"Create a Linear issue in {team['name']} ({team['key']}): {args.title[:150]}",
             (
@@ -138,8 +168,8 @@ def write_tools(lc: LinearClient) -> list[Tool[Any]]:
         preview=preview_create,
     )
     async def create(args: CreateIssue, ctx: ToolContext) -> Outcome:
-        team = await resolve.team(lc, args.team)
-        data = _input(args, await _resolved(lc, team, args)) | {"teamId": team["id"]}
+        team = await _team(lc, ctx, args.team)
+        data = _input(args, await _resolved(lc, ctx, team, args)) | {"teamId": team["id"]}
         if ctx.idempotency_key:
             data["id"] = resolve.client_id(ctx.idempotency_key, "issue")
             earlier = await resolve.find_issue(lc, data["id"])
@@ -160,7 +190,8 @@ def write_tools(lc: LinearClient) -> list[Tool[Any]]:
 
     async def preview_update(args: UpdateIssue, ctx: ToolContext) -> Preview:
         now = await resolve.issue(lc, args.issue)
-        changes = _update_changes(now, args, await _resolved(lc, now["team"], args))
+        await _pin_issue(ctx, now)
+        changes = _update_changes(now, args, await _resolved(lc, ctx, now["team"], args))
         what = ", ".join(c.field for c in changes) or "nothing"
         return Preview(
             f"Update {now['identifier']} '{(now.get('title') or '')[:100]}': {what}",
@@ -175,8 +206,8 @@ def write_tools(lc: LinearClient) -> list[Tool[Any]]:
         preview=preview_update,
     )
     async def update(args: UpdateIssue, ctx: ToolContext) -> Outcome:
-        now = await resolve.issue(lc, args.issue)
-        data = _input(args, await _resolved(lc, now["team"], args))
+        now = await _pinned_issue(lc, ctx, args.issue)
+        data = _input(args, await _resolved(lc, ctx, now["team"], args))
         done = await lc.run(
             "UpdateIssue", f"updating {now['identifier']}", id=now["id"], input=data
         )
@@ -185,7 +216,8 @@ def write_tools(lc: LinearClient) -> list[Tool[Any]]:
 
     async def preview_move(args: MoveIssue, ctx: ToolContext) -> Preview:
         now = await resolve.issue(lc, args.issue)
-        target = await resolve.state(lc, now["team"], args.state)
+        await _pin_issue(ctx, now)
+        target = await ctx.resolve("state", lambda: resolve.state(lc, now["team"], args.state))
         return Preview(
             f"Move {now['identifier']} '{(now.get('title') or '')[:100]}' to {target['name']}",
             (
@@ -205,8 +237,8 @@ def write_tools(lc: LinearClient) -> list[Tool[Any]]:
         preview=preview_move,
     )
     async def move(args: MoveIssue, ctx: ToolContext) -> Outcome:
-        now = await resolve.issue(lc, args.issue)
-        target = await resolve.state(lc, now["team"], args.state)
+        now = await _pinned_issue(lc, ctx, args.issue)
+        target = await ctx.resolve("state", lambda: resolve.state(lc, now["team"], args.state))
         await lc.run(
             "UpdateIssue",
             f"moving {now['identifier']}",
@@ -221,6 +253,7 @@ def write_tools(lc: LinearClient) -> list[Tool[Any]]:
 
     async def preview_comment(args: Comment, ctx: ToolContext) -> Preview:
         now = await resolve.issue(lc, args.issue)
+        await _pin_issue(ctx, now)
         return Preview(
             f"Comment on {now['identifier']} '{(now.get('title') or '')[:100]}'",
             (Change("comment", None, args.body[:1500]),),
@@ -233,7 +266,7 @@ def write_tools(lc: LinearClient) -> list[Tool[Any]]:
         preview=preview_comment,
     )
     async def comment(args: Comment, ctx: ToolContext) -> Outcome:
-        now = await resolve.issue(lc, args.issue)
+        now = await _pinned_issue(lc, ctx, args.issue)
         data: dict[str, Any] = {"issueId": now["id"], "body": args.body}
         if ctx.idempotency_key:
             data["id"] = resolve.client_id(ctx.idempotency_key, "comment")
