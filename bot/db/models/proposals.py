@@ -56,6 +56,10 @@ class Proposal(Base):
     # What the preview was made against beyond its fields (an MCP tool's schema hash, a pull
     # request's head commit); execution refuses if it moved.
     pin: Mapped[str | None] = mapped_column(String(128))
+    # Who may read what the proposal carries (`bot.audience`), and what its turn had read
+    # before proposing it (shown on the card: text that could have steered the proposal).
+    audience: Mapped[str | None] = mapped_column(Text)
+    provenance: Mapped[list[str] | None] = mapped_column(JSON)
     requester: Mapped[str] = mapped_column(String(32), index=True)
     idempotency_key: Mapped[str] = mapped_column(String(64), unique=True)
     state: Mapped[ProposalState] = mapped_column(
