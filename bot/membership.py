@@ -54,7 +54,8 @@ def is_full_member(user: dict[str, Any], team: str | None) -> bool:
     if user.get("deleted"):
         return False
     home = user.get("team_id")
-    return team is None or not home or home == team
+    teams = (user.get("enterprise_user") or {}).get("teams") or []  # Enterprise Grid
+    return team is None or not home or home == team or team in teams
 
 
 class _Cache(Generic[V]):
@@ -151,9 +152,12 @@ class Reach:
             log.warning("could not look up %s: %s", channel, type(exc).__name__)
             return False
 
-    async def may_read(self, user: str, audience: str | None) -> bool:
-        """Whether `user` satisfies every clause of `audience`."""
+    async def may_read(self, user: str, audience: str | None, where: str | None = None) -> bool:
+        """Whether `user` satisfies every clause of `audience`; `where` is a clause known to
+        hold (the place they are asking in: Slack just delivered their message from there)."""
         for clause in sorted(clauses(audience)):
+            if clause == where:
+                continue
             kind, _, target = clause.partition(":")
             if kind == "U" and target != user:
                 return False

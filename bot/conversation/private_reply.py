@@ -19,12 +19,17 @@ from bot.errors import slack_error
 from bot.membership import reach_of
 from bot.slack.render import to_mrkdwn
 from bot.slack.split import split_message
+from bot.slack.streamer import ReplyStream
 
 log = logging.getLogger(__name__)
 
 SENT_PRIVATELY = (
     ":lock: _I sent this answer privately to the person who asked: it draws on what not "
     "everyone here may read._"
+)
+NOT_SENT = (
+    ":warning: _This answer draws on what not everyone here may read, and Slack would not "
+    "take it privately; please ask me in a DM._"
 )
 PRIVATE_PART = 3000  # characters per private message
 
@@ -71,3 +76,16 @@ async def send_privately(
     except SlackApiError as exc:
         log.warning("could not answer privately by DM: %s", slack_error(exc))
         return False
+
+
+async def deliver_held(
+    slack: AsyncWebClient, stream: ReplyStream, channel: str, requester: str, seen: TurnAudience
+) -> None:
+    """Text held back from the thread goes to the requester alone; the thread says so."""
+    text = seen.take()
+    if not text.strip():
+        return
+    sent = await send_privately(slack, channel, stream.thread_ts, requester, text)
+    if stream.source.strip():
+        stream.append("\n\n")
+    stream.append(SENT_PRIVATELY if sent else NOT_SENT)

@@ -25,7 +25,7 @@ from bot.conversation.notes import (
     pause_note,
     rounds_note,
 )
-from bot.conversation.private_reply import SENT_PRIVATELY, TurnAudience, send_privately
+from bot.conversation.private_reply import TurnAudience, deliver_held
 from bot.conversation.replies import Replies
 from bot.conversation.resuming import Resuming
 from bot.conversation.running import RunningTurns
@@ -183,7 +183,7 @@ class Conversations(Resuming):
                 system,
                 tools,
                 self.settings.history_window,
-                lambda audience: reach.may_read(requester, audience),
+                lambda audience: reach.may_read(requester, audience, seen.place),
             )
             await seen.prompt_held(self.slack, prompt.audience, prompt.sources)
             async for event in self.llm.stream(prompt.messages, tools):
@@ -197,6 +197,7 @@ class Conversations(Resuming):
         except LLMError as exc:
             log.warning("model failed in conversation %s: %s", conversation.id, exc)
             TURNS.labels(outcome="failed").inc()
+            await deliver_held(self.slack, stream, conversation.channel_id, requester, seen)
             await stream.finish(failure_note(exc.user_message))
             return None
         return finished
@@ -232,7 +233,7 @@ class Conversations(Resuming):
             text = stream.source[start:] + "".join(seen.held[held:])
             usage = finished.usage
             if not finished.tool_calls or self.desk is None:
-                await self._send_held(conversation, stream, requester, seen)
+                await deliver_held(self.slack, stream, conversation.channel_id, requester, seen)
                 if stream.source.strip():
                     stream.closing_blocks = [feedback_block()]  # a finished answer
                 await stream.finish("" if stream.source.strip() else EMPTY)
@@ -243,7 +244,7 @@ class Conversations(Resuming):
                 return True
             rounds += 1
             if rounds > self.settings.max_tool_rounds:
-                await self._send_held(conversation, stream, requester, seen)
+                await deliver_held(self.slack, stream, conversation.channel_id, requester, seen)
                 await stream.finish(rounds_note(self.settings.max_tool_rounds))
                 await self._store_answer(
                     conversation, stream, text, usage, hook, seen.audience, requester
@@ -265,7 +266,7 @@ class Conversations(Resuming):
                 seen,
             )
             if paused:
-                await self._send_held(conversation, stream, requester, seen)
+                await deliver_held(self.slack, stream, conversation.channel_id, requester, seen)
                 stream.paused = True
                 await stream.finish(pause_note(paused))
                 TURNS.labels(outcome="paused").inc()
@@ -298,17 +299,3 @@ class Conversations(Resuming):
             stored.audience = audience  # the narrowest of what its prompt held
             stored.requester = requester
             await hook(session)
-
-    async def _send_held(
-        self, conversation: Conversation, stream: ReplyStream, requester: str, seen: TurnAudience
-    ) -> None:
-        """Text held back from the thread goes to the requester alone; the thread says so."""
-        text = seen.take()
-        if not text.strip():
-            return
-        sent = await send_privately(
-            self.slack, conversation.channel_id, stream.thread_ts, requester, text
-        )
-        if stream.source.strip():
-            stream.append("\n\n")
-        stream.append(SENT_PRIVATELY if sent else failure_note("the answer is private"))
