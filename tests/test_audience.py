@@ -8,13 +8,16 @@ front door, asserting on what the model and Slack actually received.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from alembic import command
+from sqlalchemy import Connection, select, text
 
+from bot.db.migrate import alembic_config
 from bot.db.models import Proposal
+from bot.db.session import Database
 from bot.slack import cards
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack
@@ -322,3 +325,59 @@ async def test_a_summary_of_private_data_stays_with_its_audience(
     await bot.idle()
     assert "SUMMARY#2" in sent_to_model(fake_model)
     assert "SUMMARY#1" in fake_model.summaries[-1]
+
+
+async def test_existing_rows_get_their_place_and_requester(database_url: str) -> None:
+    """Rows stored before audiences existed: the conversation's channel (a DM: its person),
+    and the tool work of each turn recorded as its asker's, once, by the migration."""
+    database = Database.from_url(database_url)
+
+    def to(revision: str) -> Callable[[Connection], None]:
+        return lambda c: command.upgrade(alembic_config(c), revision)
+
+    try:
+        async with database.engine.begin() as connection:
+            await connection.run_sync(to("0008"))
+            for cid, channel, who in ((1, "C1", "UALICE"), (2, "D1", "UBOB")):
+                await connection.execute(
+                    text(
+                        "INSERT INTO conversations (id, team_id, channel_id, thread_ts, "
+                        "started_by, created_at, updated_at, message_count, prompt_tokens, "
+                        "completion_tokens) VALUES (:id, 'T0TEST', :channel, '1.0', :who, "
+                        "CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, 0, 0, 0)"
+                    ),
+                    {"id": cid, "channel": channel, "who": who},
+                )
+            rows = [
+                (1, 1, "user", "UALICE", None),
+                (2, 1, "assistant", None, '[{"id": "a"}]'),
+                (3, 1, "tool", None, None),
+                (4, 1, "user", "UBOB", None),
+                (5, 1, "tool", None, None),
+                (6, 2, "user", "UBOB", None),
+            ]
+            for mid, cid, role, user, calls in rows:
+                await connection.execute(
+                    text(
+                        "INSERT INTO messages (id, conversation_id, role, content, tool_calls, "
+                        "slack_user, created_at) VALUES (:id, :cid, :role, 'x', :calls, :user, "
+                        "CURRENT_TIMESTAMP)"
+                    ),
+                    {"id": mid, "cid": cid, "role": role, "calls": calls, "user": user},
+                )
+            await connection.run_sync(to("head"))
+            found = (
+                await connection.execute(
+                    text("SELECT id, audience, requester FROM messages ORDER BY id")
+                )
+            ).all()
+    finally:
+        await database.dispose()
+    assert [tuple(r) for r in found] == [
+        (1, "C:C1", None),
+        (2, "C:C1", "UALICE"),
+        (3, "C:C1", "UALICE"),
+        (4, "C:C1", None),
+        (5, "C:C1", "UBOB"),
+        (6, "U:UBOB", None),
+    ]
