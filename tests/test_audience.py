@@ -209,6 +209,14 @@ async def test_the_task_board_hides_tasks_of_private_channels_from_non_members(
     await bot.mention("C1", "show me TASK-1", fake_slack, user="UBOB")
     await bot.idle()
     assert tool_results(fake_model)[0]["status"] == "error"
+    # Nor can he make a card that shows it (a card would show its title and old values).
+    fake_model.script(
+        Script(tool_calls=[call("close_task", {"task_id": 1}, "c1")]), Script(text="No.")
+    )
+    await bot.mention("C1", "close TASK-1", fake_slack, user="UBOB")
+    await bot.idle()
+    assert tool_results(fake_model)[0]["status"] == "error"
+    assert fake_slack.cards("C1") == []
     assert SECRET not in sent_to_model(fake_model)
 
     # Alice, a member, sees it: and since the task is #exec's, her answer reaches only her.

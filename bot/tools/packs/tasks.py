@@ -103,8 +103,13 @@ async def _task_in(session: AsyncSession, ctx: ToolContext, task_id: int) -> Tas
 
 
 async def _load(ctx: ToolContext, task_id: int) -> Task:
+    """The task, if the requester may read it (its audience: `task_audience`)."""
     async with ctx.db.transaction() as session:
-        return await _task_in(session, ctx, task_id)
+        task = await _task_in(session, ctx, task_id)
+        audience = (await _audiences(session, [task]))[task.id]
+    if not await reach_of(ctx.slack).may_read(ctx.requester, audience):
+        raise LookupError(f"there is no task {task_ref(task_id)}")
+    return task
 
 
 def _due(value: date | None) -> str | None:
@@ -149,8 +154,6 @@ async def get_task(args: GetTask, ctx: ToolContext) -> Outcome:
                 select(TaskComment).where(TaskComment.task_id == task.id).order_by(TaskComment.id)
             )
         ).all()
-    if not await reach_of(ctx.slack).may_read(ctx.requester, audience):
-        raise LookupError(f"there is no task {task_ref(task.id)}")
     data = as_json(task) | {"comments": [{"author": c.author, "body": c.body} for c in comments]}
     return Outcome(
         {"task": data}, task_ref(task.id), task_link(ctx, task.id), audience=audience or None
