@@ -1,11 +1,33 @@
-"""Channel membership, asked of Slack's Web API. Neutral ground: the tools (acting for a
-requester) and the Slack surface (/history) both decide reach with it."""
+"""Channel membership and reach, asked of Slack's Web API. Neutral ground: the tools (acting
+for a requester), the conversation (which messages a requester's prompt may hold) and the Slack
+surface (/history, /approvals) all decide reach with it.
+
+Who may read a channel: a private channel, group DM or DM only its members; a public channel
+its members and every full member of the workspace. Guests (`is_restricted`,
+`is_ultra_restricted`) and people of another team (Slack Connect: `users.info` names another
+`team_id`, or `is_stranger`) read only where they are members. Answers are cached briefly and
+the caches are bounded; when Slack cannot answer, the answer is no.
+"""
 
 from __future__ import annotations
 
+import logging
+import time
+import weakref
+from collections import OrderedDict
+from typing import Any, Generic, TypeVar
+
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.audience import clauses
+
+log = logging.getLogger(__name__)
+
 MEMBER_PAGES = 20  # 20,000 members at most are looked through
+TTL_SECONDS = 60.0
+CACHE_SIZE = 10_000
+
+V = TypeVar("V")
 
 
 async def is_member(slack: AsyncWebClient, channel: str, user: str) -> bool:
@@ -23,3 +45,153 @@ async def is_member(slack: AsyncWebClient, channel: str, user: str) -> bool:
 def is_private(info: dict[str, object]) -> bool:
     """Private channels, group DMs and DMs: readable by their members only."""
     return bool(info.get("is_private") or info.get("is_mpim") or info.get("is_im"))
+
+
+def is_full_member(user: dict[str, Any], team: str | None) -> bool:
+    """A member of this workspace who is neither a guest nor from another team."""
+    if user.get("is_restricted") or user.get("is_ultra_restricted") or user.get("is_stranger"):
+        return False
+    if user.get("deleted"):
+        return False
+    home = user.get("team_id")
+    teams = (user.get("enterprise_user") or {}).get("teams") or []  # Enterprise Grid
+    return team is None or not home or home == team or team in teams
+
+
+class _Cache(Generic[V]):
+    """Answers kept for `ttl` seconds, at most `size` of them (the oldest go first)."""
+
+    def __init__(self, ttl: float = TTL_SECONDS, size: int = CACHE_SIZE) -> None:
+        self.ttl, self.size = ttl, size
+        self._items: OrderedDict[Any, tuple[float, V]] = OrderedDict()
+
+    def get(self, key: Any) -> tuple[bool, V | None]:
+        found = self._items.get(key)
+        if found is None or time.monotonic() - found[0] >= self.ttl:
+            self._items.pop(key, None)
+            return False, None
+        return True, found[1]
+
+    def clear(self) -> None:
+        self._items.clear()
+
+    def put(self, key: Any, value: V) -> None:
+        self._items[key] = (time.monotonic(), value)
+        self._items.move_to_end(key)
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+
+class Reach:
+    """What a person may read in Slack right now. One per Slack client (`reach_of`), so the
+    tools and the surface share its caches."""
+
+    def __init__(self, slack: AsyncWebClient) -> None:
+        self.slack = slack
+        self._team: str | None = None
+        self._channels: _Cache[dict[str, object]] = _Cache()
+        self._users: _Cache[bool] = _Cache()
+        self._reads: _Cache[bool] = _Cache()
+
+    def forget(self) -> None:
+        """Drop every cached answer (the next questions go to Slack)."""
+        for cache in (self._channels, self._users, self._reads):
+            cache.clear()
+
+    async def workspace(self) -> str | None:
+        """The bot's own workspace (its token's team)."""
+        if self._team is None:
+            found = await self.slack.auth_test()
+            self._team = str(found.get("team_id") or "") or None
+        return self._team
+
+    async def channel_info(self, channel: str) -> dict[str, object]:
+        hit, info = self._channels.get(channel)
+        if hit and info is not None:
+            return info
+        info = dict((await self.slack.conversations_info(channel=channel)).get("channel") or {})
+        self._channels.put(channel, info)
+        return info
+
+    async def full_member(self, user: str) -> bool:
+        hit, full = self._users.get(user)
+        if hit and full is not None:
+            return full
+        try:
+            found = (await self.slack.users_info(user=user)).get("user") or {}
+            full = is_full_member(dict(found), await self.workspace())
+        except Exception as exc:  # no answer: treated as a guest (members-only reach)
+            log.warning("could not look up %s: %s", user, type(exc).__name__)
+            return False
+        self._users.put(user, full)
+        return full
+
+    async def can_read(self, channel: str, user: str) -> bool:
+        """Whether `user` may read `channel` now."""
+        hit, allowed = self._reads.get((channel, user))
+        if hit and allowed is not None:
+            return allowed
+        try:
+            allowed = await self._ask(channel, user)
+        except Exception as exc:  # no answer, no access
+            log.warning("could not check access to %s: %s", channel, type(exc).__name__)
+            return False
+        self._reads.put((channel, user), allowed)
+        return allowed
+
+    async def _ask(self, channel: str, user: str) -> bool:
+        info = await self.channel_info(channel)
+        if not is_private(info) and await self.full_member(user):
+            return True
+        return await is_member(self.slack, channel, user)
+
+    async def is_public(self, channel: str) -> bool:
+        try:
+            return not is_private(await self.channel_info(channel))
+        except Exception as exc:  # unknown: treated as private
+            log.warning("could not look up %s: %s", channel, type(exc).__name__)
+            return False
+
+    async def may_read(self, user: str, audience: str | None, where: str | None = None) -> bool:
+        """Whether `user` satisfies every clause of `audience`; `where` is a clause known to
+        hold (the place they are asking in: Slack just delivered their message from there)."""
+        for clause in sorted(clauses(audience)):
+            if clause == where:
+                continue
+            kind, _, target = clause.partition(":")
+            if kind == "U" and target != user:
+                return False
+            if kind == "C" and not await self.can_read(target, user):
+                return False
+            if kind not in ("U", "C"):
+                return False  # a clause this code does not know: nobody
+        return True
+
+    async def covers(self, place: str, audience: str | None) -> bool:
+        """Whether everyone who reads `place` (an audience of one clause: where a reply is
+        posted) may read data of `audience`. A person's own place covers what they may read;
+        a channel covers its own data and public channels' data (the workspace's); a private
+        channel's data or one person's is wider nowhere else."""
+        kind, _, target = place.partition(":")
+        for clause in clauses(audience):
+            if clause == place:
+                continue
+            if kind == "U":
+                if not await self.may_read(target, clause):
+                    return False
+                continue
+            ckind, _, ctarget = clause.partition(":")
+            if ckind != "C" or not await self.is_public(ctarget):
+                return False
+        return True
+
+
+_REACH: weakref.WeakKeyDictionary[AsyncWebClient, Reach] = weakref.WeakKeyDictionary()
+
+
+def reach_of(slack: AsyncWebClient) -> Reach:
+    """The `Reach` of this Slack client (made on first use)."""
+    found = _REACH.get(slack)
+    if found is None:
+        found = _REACH[slack] = Reach(slack)
+    return found

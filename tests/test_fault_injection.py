@@ -93,7 +93,7 @@ async def test_a_database_error_mid_turn_still_finishes_the_reply(
             "SELECT secret FROM x WHERE password = 'hunter2'", {}, RuntimeError("gone")
         )
 
-    monkeypatch.setattr(bot.countersign.conversations.memory, "prompt", broken)
+    monkeypatch.setattr(bot.countersign.conversations.memory, "prompt_for", broken)
     await bot.mention("C1", "hello", fake_slack)
     await bot.idle()
     (reply,) = fake_slack.bot_messages("C1")

@@ -294,7 +294,7 @@ async def test_history_hides_other_peoples_tool_work_and_channels_one_left(
     assert "not one you can see" in text_of((await answer(bot, fake_slack, key))["blocks"])
     fake_slack.members["GSECRET"] = ["UALICE", "UBOT"]  # Bob left the channel
     assert bot.countersign.records is not None
-    bot.countersign.records.access._cache.clear()
+    bot.countersign.records.access.reach.forget()
     assert "not one you can see" in await history_of("UBOB")
 
 

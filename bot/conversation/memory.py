@@ -20,6 +20,8 @@ from typing import Any
 from openai.types.chat import ChatCompletionMessageParam
 from sqlalchemy import select
 
+from bot.audience import narrowest_of
+from bot.conversation.audiences import WITHHELD, Reader, readable
 from bot.conversation.history import StoredMessage, to_openai
 from bot.conversation.tokens import TokenCounter
 from bot.db import repositories as repo
@@ -60,6 +62,11 @@ def _cap_tool_result(message: ChatCompletionMessageParam, counter: TokenCounter,
     return {**message, "content": kept + note}
 
 
+def _withheld(message: Message) -> Any:
+    """A tool result the requester may not read: its call stays answered, its content not."""
+    return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": WITHHELD}
+
+
 def _window_start(
     costs: Sequence[int], roles: Sequence[str], budget: int, max_messages: int
 ) -> int:
@@ -74,6 +81,20 @@ def _window_start(
     while start < len(roles) and roles[start] == "tool":
         start += 1
     return start
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """What one model request holds, who may read what it holds (the narrowest audience of
+    its parts) and what its read tools had read (newest last)."""
+
+    messages: list[ChatCompletionMessageParam]
+    audience: str
+    sources: list[str]
+
+
+async def _everyone(_audience: str | None) -> bool:
+    return True
 
 
 class Memory:
@@ -92,13 +113,34 @@ class Memory:
         max_messages: int,
     ) -> list[ChatCompletionMessageParam]:
         """System prompt + (summary) + the most recent messages that fit the budget."""
+        return (await self.prompt_for(conversation_id, system_prompt, tools, max_messages)).messages
+
+    async def prompt_for(
+        self,
+        conversation_id: int,
+        system_prompt: str,
+        tools: list[dict[str, Any]] | None,
+        max_messages: int,
+        reader: Reader = _everyone,
+    ) -> Prompt:
+        """The prompt of a turn whose requester may read what `reader` allows: messages of
+        other audiences are left out (`bot.conversation.audiences`)."""
         fixed = self._fixed_cost(system_prompt, tools)
         history_budget = self.budget.total - self.budget.reply - fixed - self.budget.summary
         if history_budget < 200:
             raise LLMError("the token budget is too small for the system prompt and tools")
-        summary, stored = await self._load(conversation_id)
+        latest, loaded = await self._load(conversation_id)
+        summary = latest.summary if latest and await reader(latest.audience) else None
+        summary_audience = latest.audience if summary is not None and latest else None
+        kept = await readable(loaded, reader)
+        stored = [k.message for k in kept]
         rendered = [
-            _cap_tool_result(to_openai(m), self.counter, self.budget.tool_result) for m in stored
+            _cap_tool_result(
+                to_openai(k.message) if k.shown else _withheld(k.message),
+                self.counter,
+                self.budget.tool_result,
+            )
+            for k in kept
         ]
         if rendered and rendered[-1]["role"] != "tool":
             # The newest message is what the model must answer: however large (a long paste),
@@ -114,9 +156,13 @@ class Memory:
             roomy = _window_start(
                 costs, roles, int(history_budget * self.budget.headroom), max_messages // 2 or 1
             )
+            older = [k for k in kept[:roomy] if k.shown]
+            folded = narrowest_of([summary_audience, *(k.message.audience for k in older)])
             try:
-                summary = await self._summarise(conversation_id, summary, stored[:roomy], rendered)
-                start = roomy
+                summary = await self._summarise(
+                    conversation_id, summary, stored[:roomy], rendered, folded
+                )
+                summary_audience, start = folded, roomy
             except LLMError:
                 pass  # no new summary this time: the older messages just drop out of view
         prompt: list[ChatCompletionMessageParam] = [{"role": "system", "content": system_prompt}]
@@ -124,7 +170,12 @@ class Memory:
             prompt.append(
                 {"role": "system", "content": f"Summary of the earlier conversation:\n{summary}"}
             )
-        return prompt + rendered[start:]
+        shown = [k.message for k in kept[start:] if k.shown]
+        return Prompt(
+            prompt + rendered[start:],
+            narrowest_of([summary_audience, *(m.audience for m in shown)]),
+            [m.source for m in shown if m.source],
+        )
 
     def _fit_newest(self, message: Any, limit: int) -> Any:
         if self.counter.message(message) <= limit:
@@ -143,7 +194,7 @@ class Memory:
             self._fixed[key] = self.counter.text(key[0]) + self.counter.text(key[1])
         return self._fixed[key]
 
-    async def _load(self, conversation_id: int) -> tuple[str | None, list[Message]]:
+    async def _load(self, conversation_id: int) -> tuple[ConversationSummary | None, list[Message]]:
         async with self.db.transaction() as session:
             latest = await session.scalar(
                 select(ConversationSummary)
@@ -153,7 +204,7 @@ class Memory:
             )
             after = latest.upto_message_id if latest else 0
             messages = await repo.messages_after(session, conversation_id, after, LOAD_LIMIT)
-        return (latest.summary if latest else None), messages
+        return latest, messages
 
     async def _summarise(
         self,
@@ -161,6 +212,7 @@ class Memory:
         previous: str | None,
         older: Sequence[StoredMessage],
         rendered: Sequence[Any],
+        audience: str,
     ) -> str | None:
         if not older:
             return previous
@@ -200,6 +252,7 @@ class Memory:
                     messages_summarised=len(older),
                     tokens_before=tokens_before,
                     tokens_after=self.counter.text(summary),
+                    audience=audience,
                 )
             )
         return summary

@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from bot.audience import place
 from bot.conversation.ending import end_stopped, finish_unfinished
 from bot.conversation.notes import BROKE, INTERRUPTED, failure_note
 from bot.conversation.replies import Replies
@@ -70,7 +71,9 @@ class Resuming:
                 async with self.locks.hold(conversation.id):
                     if note:  # inside the lock: never between a tool_calls row and its results
                         async with self.db.transaction() as session:
-                            await repo.add_message(session, conversation, Role.SYSTEM, note)
+                            added = await repo.add_message(session, conversation, Role.SYSTEM, note)
+                            added.audience = place(conversation.channel_id, requester, False)
+                            added.requester = requester
                     placeholder = asyncio.create_task(stream.start())
                     status = self.replies.working(stream, requester)
                     await placeholder

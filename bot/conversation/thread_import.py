@@ -13,6 +13,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.audience import place
 from bot.conversation.incoming import Incoming
 from bot.db import repositories as repo
 from bot.db.models import Conversation, Role
@@ -76,11 +77,13 @@ async def earlier_thread_messages(
 async def store_user_message(
     db: Database, conversation: Conversation, incoming: Incoming, earlier: list[dict[str, Any]]
 ) -> None:
-    """The thread's earlier messages (when just joined) and the new one, in one transaction."""
+    """The thread's earlier messages (when just joined) and the new one, in one transaction;
+    each of the audience of the place it was said in."""
+    where = place(incoming.channel_id, incoming.user_id, incoming.is_dm)
     async with db.transaction() as session:
         for message in earlier:
-            await repo.add_message(session, conversation, **message)
-        await repo.add_message(
+            (await repo.add_message(session, conversation, **message)).audience = where
+        stored = await repo.add_message(
             session,
             conversation,
             Role.USER,
@@ -88,3 +91,4 @@ async def store_user_message(
             slack_ts=incoming.ts,
             slack_user=incoming.user_id,
         )
+        stored.audience = where

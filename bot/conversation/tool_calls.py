@@ -28,6 +28,8 @@ class Prepared:
     result: dict[str, Any] | None  # immediate result; None: waiting for approval
     arguments: dict[str, Any] | None = None
     preview: Preview | None = None
+    audience: str | None = None  # a read's result: who may read it (`bot.audience`)
+    source: str | None = None  # a read's result: what was read (a card's provenance)
 
     @property
     def needs_approval(self) -> bool:
@@ -47,6 +49,14 @@ def _invalid(exc: ToolArgumentsError) -> dict[str, Any]:
         "error": str(exc),
         "instruction": "Nothing was done. Fix the arguments and call again.",
     }
+
+
+def _source(tool: Tool[Any], arguments: Any, declared: str | None) -> str:
+    """What a read read, in a line: the tool's own words, else its name and arguments."""
+    if declared:
+        return f"{tool.name}: {declared}"[:300]
+    shown = json.dumps(arguments.model_dump(mode="json"), ensure_ascii=False, sort_keys=True)
+    return f"{tool.name} {shown}"[:300]
 
 
 def _outcome(result: dict[str, Any]) -> str:
@@ -109,16 +119,18 @@ async def prepare_calls(
         if not tool.requires_approval:
             label = tool.running_label or f"Running {tool.name}"
             on_task(call.id, label, "in_progress", None)
+            audience = source = None
             try:
                 outcome = await asyncio.wait_for(tool.run(arguments, context()), timeout)
                 result: dict[str, Any] = outcome.result
+                audience, source = outcome.audience, _source(tool, arguments, outcome.source)
             except ToolArgumentsError as exc:  # well-formed, but not a name the service knows
                 result = _invalid(exc)
             except Exception as exc:  # the model is told, the turn goes on
                 result = {"status": "error", "error": plain_error(exc)}
             on_task(call.id, label, *_detail(result))
             TOOL_READS.labels(pack=tool.pack or "-", outcome=_outcome(result)).inc()
-            prepared.append(Prepared(call, tool, result))
+            prepared.append(Prepared(call, tool, result, audience=audience, source=source))
             continue
         assert tool.preview is not None
         try:

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.audience import narrowest
+from bot.conversation.private_reply import TurnAudience
 from bot.conversation.tool_calls import prepare_calls
 from bot.db import repositories as repo
 from bot.db.models import Conversation, Role
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
     from bot.slack.card_publisher import CardPublisher
 
 OnStored = Callable[[AsyncSession], Awaitable[None]]
+
+PROVENANCE_KEPT = 8  # the newest reads a proposal's card lists
 
 
 @dataclass
@@ -67,10 +71,15 @@ async def tool_round(
     hook: Once,
     context: Callable[[], ToolContext],
     requester: str,
+    seen: TurnAudience,
 ) -> int:
     """Run read tools, turn write calls into proposals and cards; store the assistant
     message and one tool message per call, in call order, in one transaction. Returns the
-    number of proposals (the turn pauses when it is not zero)."""
+    number of proposals (the turn pauses when it is not zero).
+
+    Audiences: the assistant message, write calls and errors are of the prompt's audience
+    (their arguments come from it); a read's result is of the audience its tool declared.
+    A proposal keeps who may read it and what the prompt had read (its card's provenance)."""
     prepared = await prepare_calls(
         finished.tool_calls,
         desk.registry,
@@ -92,6 +101,7 @@ async def tool_round(
             prompt_tokens=finished.usage.prompt_tokens if finished.usage else None,
             completion_tokens=finished.usage.completion_tokens if finished.usage else None,
         )
+        assistant.audience, assistant.requester = seen.audience, requester
         for item in prepared:
             tool_message = await repo.add_message(
                 session,
@@ -101,6 +111,9 @@ async def tool_round(
                 tool_call_id=item.call.id,
                 tool_name=item.call.name,
             )
+            read = item.source is not None  # a read that ran and said what it read
+            tool_message.audience = narrowest(item.audience) if read else seen.audience
+            tool_message.source, tool_message.requester = item.source, requester
             if not item.needs_approval:
                 continue
             assert item.tool is not None
@@ -129,6 +142,8 @@ async def tool_round(
                     expires_in=expiry,
                 )
             )
+            proposals[-1].audience = narrowest(seen.place, seen.audience)
+            proposals[-1].provenance = seen.sources[-PROVENANCE_KEPT:] or None
         await hook(session)
     for proposal in proposals:
         await desk.cards.post(proposal)

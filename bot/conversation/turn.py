@@ -12,6 +12,7 @@ import logging
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.audience import place
 from bot.conversation.addressing import claim_turn
 from bot.conversation.ending import end_stopped, finish_unfinished
 from bot.conversation.incoming import Incoming
@@ -24,6 +25,7 @@ from bot.conversation.notes import (
     pause_note,
     rounds_note,
 )
+from bot.conversation.private_reply import TurnAudience, deliver_held
 from bot.conversation.replies import Replies
 from bot.conversation.resuming import Resuming
 from bot.conversation.running import RunningTurns
@@ -38,6 +40,7 @@ from bot.db.models import Conversation, Role
 from bot.db.session import Database
 from bot.llm import LLM, Finished, LLMError, TextDelta, Usage
 from bot.logs import log_context
+from bot.membership import reach_of
 from bot.metrics import TURNS
 from bot.slack.budgets import WorkspaceBudgets
 from bot.slack.edit_budget import EditBudget
@@ -164,25 +167,37 @@ class Conversations(Resuming):
         )
 
     async def _model_round(
-        self, conversation: Conversation, stream: ReplyStream
+        self, conversation: Conversation, stream: ReplyStream, seen: TurnAudience, requester: str
     ) -> Finished | None:
-        """One streamed model call; None if the model failed (the reply already says so)."""
+        """One streamed model call; None if the model failed (the reply already says so). The
+        prompt holds only what `requester` may read; text from a prompt whose data is not for
+        everyone in the thread is held back for them (`seen.held`)."""
         tools = self.desk.registry.schemas() if self.desk and len(self.desk.registry) else None
         notices = self.desk.registry.notices() if self.desk else []
         system = "\n\n".join([self.settings.system_prompt, *notices])
         finished: Finished | None = None
+        reach = reach_of(self.slack)
         try:
-            prompt = await self.memory.prompt(
-                conversation.id, system, tools, self.settings.history_window
+            prompt = await self.memory.prompt_for(
+                conversation.id,
+                system,
+                tools,
+                self.settings.history_window,
+                lambda audience: reach.may_read(requester, audience, seen.place),
             )
-            async for event in self.llm.stream(prompt, tools):
+            await seen.prompt_held(self.slack, prompt.audience, prompt.sources)
+            async for event in self.llm.stream(prompt.messages, tools):
                 if isinstance(event, TextDelta):
-                    stream.append(event.text)
+                    if seen.private:
+                        seen.held.append(event.text)
+                    else:
+                        stream.append(event.text)
                 else:
                     finished = event
         except LLMError as exc:
             log.warning("model failed in conversation %s: %s", conversation.id, exc)
             TURNS.labels(outcome="failed").inc()
+            await deliver_held(self.slack, stream, conversation.channel_id, requester, seen)
             await stream.finish(failure_note(exc.user_message))
             return None
         return finished
@@ -198,31 +213,42 @@ class Conversations(Resuming):
         something of the reply is stored (`on_stored` runs in that same transaction)."""
         hook = Once(on_stored)
         rounds = 0
+        seen = TurnAudience(place(conversation.channel_id, requester, False))
         while True:
-            start = len(stream.source)
+            start, held = len(stream.source), len(seen.held)
             try:
-                finished = await self._model_round(conversation, stream)
+                finished = await self._model_round(conversation, stream, seen, requester)
             except asyncio.CancelledError:
                 if self.running.stopping() and stream.source[start:].strip():
                     # Stopped mid-answer: the next turn's model sees what the person saw.
                     text = stream.source[start:]
-                    await asyncio.shield(self._store_answer(conversation, stream, text, None, hook))
+                    await asyncio.shield(
+                        self._store_answer(
+                            conversation, stream, text, None, hook, seen.audience, requester
+                        )
+                    )
                 raise
             if finished is None:
                 return hook.done
-            text = stream.source[start:]
+            text = stream.source[start:] + "".join(seen.held[held:])
             usage = finished.usage
             if not finished.tool_calls or self.desk is None:
+                await deliver_held(self.slack, stream, conversation.channel_id, requester, seen)
                 if stream.source.strip():
                     stream.closing_blocks = [feedback_block()]  # a finished answer
                 await stream.finish("" if stream.source.strip() else EMPTY)
-                await self._store_answer(conversation, stream, text, usage, hook)
+                await self._store_answer(
+                    conversation, stream, text, usage, hook, seen.audience, requester
+                )
                 TURNS.labels(outcome="answered").inc()
                 return True
             rounds += 1
             if rounds > self.settings.max_tool_rounds:
+                await deliver_held(self.slack, stream, conversation.channel_id, requester, seen)
                 await stream.finish(rounds_note(self.settings.max_tool_rounds))
-                await self._store_answer(conversation, stream, text, usage, hook)
+                await self._store_answer(
+                    conversation, stream, text, usage, hook, seen.audience, requester
+                )
                 TURNS.labels(outcome="rounds_exhausted").inc()
                 return True
             assert self.desk is not None
@@ -237,13 +263,17 @@ class Conversations(Resuming):
                 hook,
                 lambda: self._tool_context(conversation, requester),
                 requester,
+                seen,
             )
             if paused:
+                await deliver_held(self.slack, stream, conversation.channel_id, requester, seen)
                 stream.paused = True
                 await stream.finish(pause_note(paused))
                 TURNS.labels(outcome="paused").inc()
                 return True
-            if stream.source.strip():
+            if seen.held:
+                seen.held.append("\n\n")
+            elif stream.source.strip():
                 stream.append("\n\n")
 
     async def _store_answer(
@@ -253,9 +283,11 @@ class Conversations(Resuming):
         text: str,
         usage: Usage | None,
         hook: Once,
+        audience: str,
+        requester: str,
     ) -> None:
         async with self.db.transaction() as session:
-            await repo.add_message(
+            stored = await repo.add_message(
                 session,
                 conversation,
                 Role.ASSISTANT,
@@ -264,4 +296,6 @@ class Conversations(Resuming):
                 prompt_tokens=usage.prompt_tokens if usage else None,
                 completion_tokens=usage.completion_tokens if usage else None,
             )
+            stored.audience = audience  # the narrowest of what its prompt held
+            stored.requester = requester
             await hook(session)

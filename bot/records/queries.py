@@ -176,24 +176,25 @@ async def visible_message(session: AsyncSession, user: str, message_id: int) -> 
 
 
 async def private_to_others(session: AsyncSession, conversation_id: int, user: str) -> set[int]:
-    """Messages of a conversation that were never posted in Slack (tool calls and their
-    results, system notes) and belong to a turn somebody else asked for: the tools ran with
-    that person's reach, so what they returned is theirs to see, not every participant's."""
+    """Tool work of a conversation (tool calls and their results, system notes: never posted
+    in Slack) that somebody else asked for: the tools ran with that person's reach, so what
+    they returned is theirs to see. Decided by each message's recorded requester, never by
+    its position in the thread; who may read a message's data at all is its audience
+    (`bot.membership.Reach.may_read`), which the caller checks as well."""
     rows = (
         await session.execute(
-            select(Message.id, Message.role, Message.slack_user, Message.tool_calls)
-            .where(Message.conversation_id == conversation_id)
-            .order_by(Message.id)
+            select(Message.id, Message.role, Message.tool_calls).where(
+                Message.conversation_id == conversation_id,
+                Message.requester.is_not(None),
+                Message.requester != user,
+            )
         )
     ).all()
-    hidden: set[int] = set()
-    asker: str | None = None
-    for message_id, role, slack_user, tool_calls in rows:
-        if role == Role.USER:
-            asker = slack_user
-        elif (role in (Role.TOOL, Role.SYSTEM) or tool_calls) and asker != user:
-            hidden.add(message_id)
-    return hidden
+    return {
+        message_id
+        for message_id, role, tool_calls in rows
+        if role in (Role.TOOL, Role.SYSTEM) or (role == Role.ASSISTANT and tool_calls)
+    }
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,7 @@ class ApprovalsAndHome:
             voted = await queries.voted_by(session, user)
         waiting = []
         for proposal in candidates:
-            if proposal.id in voted:
+            if proposal.id in voted or not await self.access.may_read(user, proposal.audience):
                 continue
             tool = self.registry.get(proposal.tool_name)
             policy = self.policies.for_tool(proposal.tool_name, tool.pack if tool else "")
@@ -102,6 +102,7 @@ class ApprovalsAndHome:
         waiting = (await self._waiting_for(team, user))[:10]
         async with self.db.transaction() as session:
             recent = await queries.my_recent_proposals(session, team, user)
+        recent = [p for p in recent if await self.access.may_read(user, p.audience)]
         return await self._with_links(waiting), await self._with_links(recent)
 
     async def approvals(self, team: str, user: str) -> list[dict[str, Any]]:

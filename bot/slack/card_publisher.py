@@ -101,6 +101,7 @@ class CardPublisher:
             result_summary=proposal.result_summary,
             result_link=proposal.result_link,
             error=proposal.error,
+            provenance=tuple(proposal.provenance or ()),
         )
 
     async def post(self, proposal: Proposal) -> bool:

@@ -100,6 +100,18 @@ class CardView:
     result_summary: str | None = None
     result_link: str | None = None
     error: str | None = None
+    provenance: tuple[str, ...] = ()  # what the turn had read before proposing it
+
+
+def _provenance(view: CardView) -> list[Block]:
+    """One context line: what the turn read before proposing this, so an approver sees when
+    text from outside (an issue, a channel) could have steered it."""
+    if not view.provenance:
+        return []
+    line = ":mag: _Read before proposing:_ " + " · ".join(
+        safe(source, 300) for source in view.provenance
+    )
+    return [ContextBlock(elements=[MarkdownTextObject(text=clip(line, 2000))])]
 
 
 def _change_field(change: dict[str, Any]) -> MarkdownTextObject:
@@ -189,7 +201,7 @@ def approval_card(view: CardView) -> tuple[str, list[dict[str, Any]]]:
     if len(view.changes) > MAX_CHANGES:
         more = len(view.changes) - MAX_CHANGES
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=f"…and {more} more")]))
-    blocks += _status(view)
+    blocks += _provenance(view) + _status(view)
     fallback = clip(
         f"Approval needed: {escape(view.description)} ({view.state.value})", FALLBACK_MAX
     )

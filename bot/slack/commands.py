@@ -87,6 +87,10 @@ class Records(ApprovalsAndHome):
             votes = await feedback.tallies(session, [m.id for m in messages.rows])
         if not await self.access.can_read(conversation.channel_id, user):
             return None
+        for message in messages.rows:  # data of an audience the viewer may not read
+            if not await self.access.may_read(user, message.audience):
+                hidden.add(message.id)
+        proposals = [p for p in proposals if await self.access.may_read(user, p.audience)]
         return views.as_dicts(
             views.conversation_detail(
                 conversation.channel_id,
@@ -110,6 +114,7 @@ class Records(ApprovalsAndHome):
             message is None
             or conversation is None
             or not await self.access.can_read(conversation.channel_id, user)
+            or not await self.access.may_read(user, message.audience)
         ):
             return _note("That message is not one you can see.")
         body = safe(message.content, 11_800)

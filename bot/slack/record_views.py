@@ -102,7 +102,11 @@ def _message_line(message: Message, hidden: bool = False) -> tuple[str, bool]:
     when = slack_date(message.created_at)
     role = str(message.role)
     if hidden:
-        return f"_{when}: tool work for another person's request (only they can see it)_", False
+        return (
+            f"_{when}: hidden: tool work for another person's request, or what only people "
+            "you are not among may read (only they can see it)_",
+            False,
+        )
     if role == "tool":
         if message.content is None:
             return f"← `{safe(message.tool_name, 60)}`: waiting for approval", False

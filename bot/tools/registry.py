@@ -70,6 +70,12 @@ class Outcome:
     result: dict[str, Any]  # what the model is told
     summary: str  # what the card shows, in plain words
     link: str | None = None
+    # A read's result: who may read it (`bot.audience`: "C:<channel>" for a channel read, one
+    # person "U:<user>"); None: anyone in the workspace (what a workspace-wide credential reads).
+    audience: str | None = None
+    # What was read, for the provenance line of a card proposed after it ("issue acme/api#7 by
+    # an outside contributor"); None: the tool's name and arguments say it.
+    source: str | None = None
 
 
 @dataclass

@@ -163,6 +163,9 @@ class FakeSlack:
     assistant_statuses: list[dict[str, Any]] = field(default_factory=list)
     suggested_prompts: list[dict[str, Any]] = field(default_factory=list)
     titles: list[dict[str, Any]] = field(default_factory=list)
+    # user id -> fields users.info answers instead of a full member's (e.g. a guest:
+    # {"is_restricted": True}; a Slack Connect user: {"team_id": "T0OTHER"})
+    users: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -588,10 +591,13 @@ class FakeSlack:
             "id": user_id,
             "name": name,
             "real_name": name.title(),
+            "team_id": TEAM_ID,
             "tz": "Europe/Berlin",
             "is_bot": False,
+            "is_restricted": False,
+            "is_ultra_restricted": False,
             "profile": {"display_name": name, "title": ""},
-        }
+        } | self.users.get(user_id, {})
 
     def _users_info(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
         return {"ok": True, "user": self._user(str(args.get("user")))}

@@ -67,6 +67,14 @@ class Message(Base):
     tool_name: Mapped[str | None] = mapped_column(String(128))
     slack_ts: Mapped[str | None] = mapped_column(String(32))
     slack_user: Mapped[str | None] = mapped_column(String(32), index=True)
+    # Who may read it (`bot.audience`): `C:<channel>` members of a channel, `U:<user>` one
+    # person, several clauses all at once; "" anyone in the workspace.
+    audience: Mapped[str | None] = mapped_column(Text)
+    # A read tool's result: what was read ("get_recent_messages #exec, by @alice"), for the
+    # provenance line of a card proposed after it.
+    source: Mapped[str | None] = mapped_column(Text)
+    # The tool work of a turn (tool calls, results, notes) is its requester's: who asked for it.
+    requester: Mapped[str | None] = mapped_column(String(32))
     prompt_tokens: Mapped[int | None] = mapped_column(Integer)
     completion_tokens: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
@@ -99,6 +107,7 @@ class ConversationSummary(Base):
     messages_summarised: Mapped[int] = mapped_column(Integer)
     tokens_before: Mapped[int] = mapped_column(Integer)
     tokens_after: Mapped[int] = mapped_column(Integer)
+    audience: Mapped[str | None] = mapped_column(Text)  # of the messages it summarises
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 

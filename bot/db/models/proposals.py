@@ -59,6 +59,10 @@ class Proposal(Base):
     # Every name the current revision's preview resolved, as ids with the names shown (see
     # `ToolContext.resolve`): what the run sends, and what the check before it compares.
     resolved: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # Who may read what the proposal carries (`bot.audience`), and what its turn had read
+    # before proposing it (shown on the card: text that could have steered the proposal).
+    audience: Mapped[str | None] = mapped_column(Text)
+    provenance: Mapped[list[str] | None] = mapped_column(JSON)
     requester: Mapped[str] = mapped_column(String(32), index=True)
     idempotency_key: Mapped[str] = mapped_column(String(64), unique=True)
     state: Mapped[ProposalState] = mapped_column(

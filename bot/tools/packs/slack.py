@@ -16,8 +16,9 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bot.audience import channel as channel_audience
 from bot.keyed_messages import find_keyed, keyed
-from bot.membership import is_member, is_private
+from bot.membership import is_member, reach_of
 from bot.text import escape
 from bot.tools.registry import (
     Change,
@@ -78,9 +79,14 @@ IDEMPOTENCY_EVENT = "countersign_action"
 
 
 async def _reach(ctx: ToolContext, channel: str, *, write: bool) -> dict[str, object]:
-    """The channel's info if the requester may read it (writes: act in it); else ToolError."""
+    """The channel's info if the requester may read it (writes: act in it); else ToolError.
+    Reading a public channel one has not joined is for the workspace's full members only."""
     data = await _channel(ctx, channel)
-    if (write or is_private(data)) and not await is_member(ctx.slack, channel, ctx.requester):
+    if write:
+        allowed = await is_member(ctx.slack, channel, ctx.requester)
+    else:
+        allowed = await reach_of(ctx.slack).can_read(channel, ctx.requester)
+    if not allowed:
         raise ToolError(
             "the person who asked is not a member of that channel, so I cannot "
             + ("act in it for them" if write else "read it for them")
@@ -110,7 +116,12 @@ async def get_channel_info(args: ChannelInfo, ctx: ToolContext) -> Outcome:
         "members": data.get("num_members"),
         "is_private": data.get("is_private"),
     }
-    return Outcome(result, f"#{data.get('name')}")
+    return Outcome(
+        result,
+        f"#{data.get('name')}",
+        audience=channel_audience(args.channel),
+        source=f"#{data.get('name')} (its topic and purpose)",
+    )
 
 
 @read_tool(
@@ -120,13 +131,22 @@ async def get_channel_info(args: ChannelInfo, ctx: ToolContext) -> Outcome:
     label="Reading recent messages",
 )
 async def get_recent_messages(args: RecentMessages, ctx: ToolContext) -> Outcome:
-    await _reach(ctx, args.channel, write=False)
+    data = await _reach(ctx, args.channel, write=False)
     history = await ctx.slack.conversations_history(channel=args.channel, limit=args.limit)
     messages = [
         {"user": m.get("user") or m.get("bot_id"), "ts": m.get("ts"), "text": m.get("text", "")}
         for m in history.get("messages") or []
     ]
-    return Outcome({"messages": messages}, f"{len(messages)} message(s)")
+    authors = sorted({str(m["user"]) for m in messages if m["user"]})
+    names = [await ctx.user_label(a) for a in authors[:5]]
+    more = f" and {len(authors) - 5} more" if len(authors) > 5 else ""
+    return Outcome(
+        {"messages": messages},
+        f"{len(messages)} message(s)",
+        audience=channel_audience(args.channel),
+        source=f"messages of {_label(data, args.channel)}"
+        + (f" by {', '.join(names)}{more}" if names else ""),
+    )
 
 
 @read_tool(

@@ -13,7 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.audience import narrowest_of
 from bot.db.models import Task, TaskComment, utcnow
+from bot.membership import reach_of
+from bot.tools.packs.task_audience import audiences as _audiences
+from bot.tools.packs.task_audience import readable as _readable
 from bot.tools.registry import Change, Outcome, Preview, ToolContext, read_tool, write_tool
 
 PACK = "tasks"
@@ -99,8 +103,13 @@ async def _task_in(session: AsyncSession, ctx: ToolContext, task_id: int) -> Tas
 
 
 async def _load(ctx: ToolContext, task_id: int) -> Task:
+    """The task, if the requester may read it (its audience: `task_audience`)."""
     async with ctx.db.transaction() as session:
-        return await _task_in(session, ctx, task_id)
+        task = await _task_in(session, ctx, task_id)
+        audience = (await _audiences(session, [task]))[task.id]
+    if not await reach_of(ctx.slack).may_read(ctx.requester, audience):
+        raise LookupError(f"there is no task {task_ref(task_id)}")
+    return task
 
 
 def _due(value: date | None) -> str | None:
@@ -125,21 +134,30 @@ async def list_tasks(args: ListTasks, ctx: ToolContext) -> Outcome:
         like = f"%{args.text}%"
         query = query.where(or_(Task.title.ilike(like), Task.description.ilike(like)))
     async with ctx.db.transaction() as session:
-        tasks = (await session.scalars(query.order_by(Task.id).limit(args.limit))).all()
-    return Outcome({"tasks": [as_json(t) for t in tasks]}, f"{len(tasks)} task(s)")
+        found = (await session.scalars(query.order_by(Task.id).limit(args.limit * 5))).all()
+        audiences = await _audiences(session, found)
+    tasks = (await _readable(ctx, found, audiences))[: args.limit]
+    return Outcome(
+        {"tasks": [as_json(t) for t in tasks]},
+        f"{len(tasks)} task(s)",
+        audience=narrowest_of(audiences[t.id] for t in tasks),
+    )
 
 
 @read_tool("get_task", "Read one task by its id.", GetTask, label="Reading a task")
 async def get_task(args: GetTask, ctx: ToolContext) -> Outcome:
     task = await _load(ctx, args.task_id)
     async with ctx.db.transaction() as session:
+        audience = (await _audiences(session, [task]))[task.id]
         comments = (
             await session.scalars(
                 select(TaskComment).where(TaskComment.task_id == task.id).order_by(TaskComment.id)
             )
         ).all()
     data = as_json(task) | {"comments": [{"author": c.author, "body": c.body} for c in comments]}
-    return Outcome({"task": data}, task_ref(task.id), task_link(ctx, task.id))
+    return Outcome(
+        {"task": data}, task_ref(task.id), task_link(ctx, task.id), audience=audience or None
+    )
 
 
 async def _preview_create(args: CreateTask, ctx: ToolContext) -> Preview:

@@ -1,0 +1,91 @@
+"""A reply that would carry data to a wider audience than the data's own goes to its requester
+alone.
+
+Before each model request the turn compares the narrowest audience of what the prompt holds
+with the place the reply is posted in (`Reach.covers`). Once it is wider there, the text the
+model writes is held back from the thread: the requester gets it privately (an ephemeral
+message in the thread, or a DM when Slack refuses that) and the thread gets `SENT_PRIVATELY`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.errors import slack_error
+from bot.membership import reach_of
+from bot.slack.render import to_mrkdwn
+from bot.slack.split import split_message
+from bot.slack.streamer import ReplyStream
+
+log = logging.getLogger(__name__)
+
+SENT_PRIVATELY = (
+    ":lock: _I sent this answer privately to the person who asked: it draws on what not "
+    "everyone here may read._"
+)
+NOT_SENT = (
+    ":warning: _This answer draws on what not everyone here may read, and Slack would not "
+    "take it privately; please ask me in a DM._"
+)
+PRIVATE_PART = 3000  # characters per private message
+
+
+@dataclass
+class TurnAudience:
+    """What a turn's prompts held, and whether its reply goes to the requester alone."""
+
+    place: str  # who reads the thread the reply is posted in (`bot.audience.place`)
+    audience: str = ""  # the narrowest audience of the latest prompt
+    sources: list[str] = field(default_factory=list)  # what its read tools had read
+    private: bool = False
+    held: list[str] = field(default_factory=list)  # text kept from the thread
+
+    async def prompt_held(self, slack: AsyncWebClient, audience: str, sources: list[str]) -> None:
+        self.audience, self.sources = audience, sources
+        if not self.private and not await reach_of(slack).covers(self.place, audience):
+            self.private = True
+
+    def take(self) -> str:
+        text, self.held = "".join(self.held), []
+        return text
+
+
+async def send_privately(
+    slack: AsyncWebClient, channel: str, thread_ts: str | None, user: str, text: str
+) -> bool:
+    """`text` (Markdown) to `user` alone; False when Slack took none of it."""
+    parts = split_message(to_mrkdwn(text), PRIVATE_PART) or []
+    try:
+        for part in parts:
+            await slack.chat_postEphemeral(
+                channel=channel, user=user, text=part, thread_ts=thread_ts
+            )
+        return True
+    except SlackApiError as exc:
+        log.warning("could not answer privately in %s: %s", channel, slack_error(exc))
+    try:
+        opened = await slack.conversations_open(users=user)
+        dm = str((opened.get("channel") or {}).get("id") or "")
+        for part in parts:
+            await slack.chat_postMessage(channel=dm, text=part, unfurl_links=False)
+        return True
+    except SlackApiError as exc:
+        log.warning("could not answer privately by DM: %s", slack_error(exc))
+        return False
+
+
+async def deliver_held(
+    slack: AsyncWebClient, stream: ReplyStream, channel: str, requester: str, seen: TurnAudience
+) -> None:
+    """Text held back from the thread goes to the requester alone; the thread says so."""
+    text = seen.take()
+    if not text.strip():
+        return
+    sent = await send_privately(slack, channel, stream.thread_ts, requester, text)
+    if stream.source.strip():
+        stream.append("\n\n")
+    stream.append(SENT_PRIVATELY if sent else NOT_SENT)
