@@ -32,6 +32,7 @@ from bot.slack.edit_budget import EditBudget
 from bot.tasks import TaskGroup
 from bot.text import escape
 from bot.tools.catalog import ToolRegistry
+from bot.tools.shown_notes import mentions_for
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,9 @@ class CardPublisher:
             result_summary=proposal.result_summary,
             result_link=proposal.result_link,
             error=proposal.error,
+            arguments=dict(proposal.arguments),
+            arguments_hash=proposal.arguments_hash,
+            mentions=mentions_for(tool.mentions if tool else "", tool.pack if tool else "").value,
         )
 
     async def post(self, proposal: Proposal) -> bool:

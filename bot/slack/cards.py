@@ -1,10 +1,11 @@
 """Approval cards: pure Block Kit builders (slack_sdk's models, which check Block Kit's limits
-when serialised) and the action ids the buttons carry. Buttons carry only ids: the proposal's
-and the revision of its arguments that the card shows (`42:3`), so a click approves what its
-clicker saw and nothing else.
+when serialised) and the action ids the buttons carry. Buttons carry only ids: the proposal's,
+the revision of its arguments that the card shows and the digest of those arguments
+(`42:3:1a2b3c4d5e`), so a click approves what its clicker saw and nothing else.
 
-Everything that came from the model (descriptions, argument values) is escaped and clipped, so
-a card stays within Slack's limits and pings nobody whatever the arguments hold.
+The description and the preview's fields (old → new, a summary) are escaped and clipped; what
+the write sends is shown in full or one click away (`card_values`), so a card stays within
+Slack's limits, pings nobody, and hides nothing the write sends.
 """
 
 from __future__ import annotations
@@ -25,7 +26,11 @@ from slack_sdk.models.blocks import (
 )
 
 from bot.approvals.machine import State
+from bot.slack.card_values import CardRef, digest_of, sent_blocks
 from bot.text import escape
+from bot.tools.invisible import visible
+from bot.tools.shown import shown_arguments
+from bot.tools.shown_notes import Mentions
 
 APPROVE = "proposal_approve"
 DECLINE = "proposal_decline"
@@ -52,26 +57,59 @@ def clip(text: str, limit: int) -> str:
 
 
 def safe(text: str | None, limit: int) -> str:
-    return clip(escape(text or ""), limit)
+    """Model-derived text for mrkdwn: hidden characters as visible codes, escaped, clipped."""
+    return clip(escape(visible(text or "")), limit)
 
 
 class BadValue(ValueError):
     """A button value or modal metadata that this app did not make."""
 
 
-def card_ref(proposal_id: int, revision: int) -> str:
-    return f"{proposal_id}:{revision}"
+def card_ref(proposal_id: int, revision: int, digest: str = "") -> str:
+    return f"{proposal_id}:{revision}:{digest}" if digest else f"{proposal_id}:{revision}"
+
+
+@dataclass(frozen=True)
+class ParsedRef:
+    proposal_id: int
+    revision: int | None
+    digest: str | None = None  # the arguments' digest the card showed
+    part: str | None = None  # what a Show all button opens: "a3" (an argument) or "more"
+
+
+def parse_ref(value: object) -> ParsedRef:
+    """A button value or modal metadata this app made (`id`, `id:revision`,
+    `id:revision:digest` or `id:revision:digest:part`); `BadValue` for anything else (a
+    crafted payload). A bare id (cards posted before revisions existed) has no revision."""
+    if not isinstance(value, str) or len(value) > 64:
+        raise BadValue("not a card reference")
+    pieces = value.split(":")
+    if len(pieces) > 4:
+        raise BadValue("not a card reference")
+    head, revision, digest, part = [*pieces, "", "", ""][:4]
+    if (
+        not head.isdigit()
+        or len(head) > 18
+        or (revision and (not revision.isdigit() or len(revision) > 9))
+        or (digest and (not revision or len(digest) > 16 or not _hex(digest)))
+        or (part and (not digest or not (part == "more" or _index(part))))
+    ):
+        raise BadValue("not a card reference")
+    return ParsedRef(int(head), int(revision) if revision else None, digest or None, part or None)
+
+
+def _hex(text: str) -> bool:
+    return all(c in "0123456789abcdef" for c in text)
+
+
+def _index(part: str) -> bool:
+    return part.startswith("a") and part[1:].isdigit() and len(part) <= 6
 
 
 def parse_card_ref(value: object) -> tuple[int, int | None]:
-    """`(proposal id, revision)` from a button value or modal metadata; `BadValue` for anything
-    else (a crafted payload). A bare id (cards posted before revisions existed) has no revision."""
-    if not isinstance(value, str) or len(value) > 40:
-        raise BadValue("not a card reference")
-    head, _, tail = value.partition(":")
-    if not head.isdigit() or (tail and not tail.isdigit()) or len(head) > 18 or len(tail) > 9:
-        raise BadValue("not a card reference")
-    return int(head), (int(tail) if tail else None)
+    """`(proposal id, revision)` of `parse_ref`."""
+    ref = parse_ref(value)
+    return ref.proposal_id, ref.revision
 
 
 def slack_date(moment: datetime, fallback_format: str = "%Y-%m-%d %H:%M UTC") -> str:
@@ -100,6 +138,26 @@ class CardView:
     result_summary: str | None = None
     result_link: str | None = None
     error: str | None = None
+    # What the write sends (the revision's arguments) and how its destination reads mentions.
+    arguments: dict[str, Any] | None = None
+    arguments_hash: str = ""
+    mentions: str = Mentions.UNKNOWN.value
+
+    @property
+    def digest(self) -> str:
+        return digest_of(self.arguments_hash)
+
+    @property
+    def ref(self) -> str:
+        return card_ref(self.proposal_id, self.revision, self.digest)
+
+
+def change_blocks(changes: list[dict[str, Any]]) -> list[Block]:
+    """The preview's fields (a summary of old → new), ten to a section."""
+    return [
+        SectionBlock(fields=[_change_field(c) for c in changes[start : start + 10]])
+        for start in range(0, len(changes), 10)
+    ]
 
 
 def _change_field(change: dict[str, Any]) -> MarkdownTextObject:
@@ -112,7 +170,7 @@ def _change_field(change: dict[str, Any]) -> MarkdownTextObject:
 
 
 def _buttons(view: CardView) -> ActionsBlock:
-    value = card_ref(view.proposal_id, view.revision)
+    value = view.ref
     approve = ButtonElement(
         text="Approve",
         action_id=APPROVE,
@@ -120,7 +178,7 @@ def _buttons(view: CardView) -> ActionsBlock:
         style="primary",
         confirm=ConfirmObject(
             title="Approve this action?",
-            text=clip(f"This cannot be undone: {escape(view.description)}", 300),
+            text=clip(f"This cannot be undone: {safe(view.description, 300)}", 300),
             confirm="Approve",
             deny="Cancel",
         )
@@ -169,9 +227,7 @@ def _status(view: CardView) -> list[Block]:
         )
     else:  # failed
         text = f":x: *Failed*: {safe(view.error, 2000)}"
-        retry = ButtonElement(
-            text="Retry", action_id=RETRY, value=card_ref(view.proposal_id, view.revision)
-        )
+        retry = ButtonElement(text="Retry", action_id=RETRY, value=view.ref)
         return [
             SectionBlock(text=MarkdownTextObject(text=clip(text, SECTION_MAX))),
             ActionsBlock(block_id=f"proposal:{view.proposal_id}:retry", elements=[retry]),
@@ -183,15 +239,18 @@ def approval_card(view: CardView) -> tuple[str, list[dict[str, Any]]]:
     """The fallback text and the blocks of a card in its current state."""
     title = f":raised_hand: *Approval needed*: {safe(view.description, SECTION_MAX - 40)}"
     blocks: list[Block] = [SectionBlock(text=MarkdownTextObject(text=title))]
-    changes = view.changes[:MAX_CHANGES]
-    for start in range(0, len(changes), 10):
-        blocks.append(SectionBlock(fields=[_change_field(c) for c in changes[start : start + 10]]))
-    if len(view.changes) > MAX_CHANGES:
+    blocks += change_blocks(view.changes[:MAX_CHANGES])
+    if view.arguments is not None:
+        values = shown_arguments(view.arguments, Mentions(view.mentions))
+        ref = CardRef(view.proposal_id, view.revision, view.digest)
+        blocks += sent_blocks(values, ref, max(0, len(view.changes) - MAX_CHANGES))
+    elif len(view.changes) > MAX_CHANGES:
         more = len(view.changes) - MAX_CHANGES
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=f"…and {more} more")]))
     blocks += _status(view)
     fallback = clip(
-        f"Approval needed: {escape(view.description)} ({view.state.value})", FALLBACK_MAX
+        f"Approval needed: {safe(view.description, FALLBACK_MAX)} ({view.state.value})",
+        FALLBACK_MAX,
     )
     return fallback, [b.to_dict() for b in blocks]
 
@@ -219,37 +278,4 @@ def decline_modal(proposal_id: int, revision: int, description: str) -> dict[str
                 },
             },
         ],
-    }
-
-
-def edit_modal(
-    proposal_id: int, revision: int, fields: list[tuple[str, str, str, bool, bool]]
-) -> dict[str, Any]:
-    """`fields`: (name, label, current value as text, optional, multiline)."""
-    blocks: list[dict[str, Any]] = []
-    for name, label, current, optional, multiline in fields[:45]:
-        element: dict[str, Any] = {
-            "type": "plain_text_input",
-            "action_id": "value",
-            "multiline": multiline,
-        }
-        if current:
-            element["initial_value"] = current[:3000]
-        blocks.append(
-            {
-                "type": "input",
-                "block_id": name[:255],
-                "optional": optional,
-                "label": {"type": "plain_text", "text": clip(label, 2000)},
-                "element": element,
-            }
-        )
-    return {
-        "type": "modal",
-        "callback_id": EDIT_MODAL,
-        "private_metadata": card_ref(proposal_id, revision),
-        "title": PlainTextObject(text="Edit action").to_dict(),
-        "submit": PlainTextObject(text="Save").to_dict(),
-        "close": PlainTextObject(text="Cancel").to_dict(),
-        "blocks": blocks,
     }
