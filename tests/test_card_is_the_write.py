@@ -201,6 +201,7 @@ async def test_a_60000_character_github_comment_is_approvable_and_fully_readable
     (card,) = fake_slack.cards("C1")  # the fake refuses cards over Block Kit's limits
     assert "hunter2" not in card_text(card)
     assert "60,000 characters" in card_text(card)
+    assert "the start of body: all 60,000 characters" in card_text(card)  # not repeated
     await press_show_all(gh_bot, show_all_button(card.blocks or [])["value"], "UALICE", "C1")
     (opened,) = fake_slack.views
     assert len(opened["view"]["blocks"]) <= 100  # the fake also checks every block's limits

@@ -26,6 +26,11 @@ from slack_sdk.models.blocks import (
 )
 
 from bot.approvals.machine import State
+from bot.slack.card_refs import BadValue as BadValue
+from bot.slack.card_refs import ParsedRef as ParsedRef
+from bot.slack.card_refs import card_ref as card_ref
+from bot.slack.card_refs import parse_card_ref as parse_card_ref
+from bot.slack.card_refs import parse_ref as parse_ref
 from bot.slack.card_values import CardRef, digest_of, sent_blocks
 from bot.text import escape
 from bot.tools.invisible import visible
@@ -59,57 +64,6 @@ def clip(text: str, limit: int) -> str:
 def safe(text: str | None, limit: int) -> str:
     """Model-derived text for mrkdwn: hidden characters as visible codes, escaped, clipped."""
     return clip(escape(visible(text or "")), limit)
-
-
-class BadValue(ValueError):
-    """A button value or modal metadata that this app did not make."""
-
-
-def card_ref(proposal_id: int, revision: int, digest: str = "") -> str:
-    return f"{proposal_id}:{revision}:{digest}" if digest else f"{proposal_id}:{revision}"
-
-
-@dataclass(frozen=True)
-class ParsedRef:
-    proposal_id: int
-    revision: int | None
-    digest: str | None = None  # the arguments' digest the card showed
-    part: str | None = None  # what a Show all button opens: "a3" (an argument) or "more"
-
-
-def parse_ref(value: object) -> ParsedRef:
-    """A button value or modal metadata this app made (`id`, `id:revision`,
-    `id:revision:digest` or `id:revision:digest:part`); `BadValue` for anything else (a
-    crafted payload). A bare id (cards posted before revisions existed) has no revision."""
-    if not isinstance(value, str) or len(value) > 64:
-        raise BadValue("not a card reference")
-    pieces = value.split(":")
-    if len(pieces) > 4:
-        raise BadValue("not a card reference")
-    head, revision, digest, part = [*pieces, "", "", ""][:4]
-    if (
-        not head.isdigit()
-        or len(head) > 18
-        or (revision and (not revision.isdigit() or len(revision) > 9))
-        or (digest and (not revision or len(digest) > 16 or not _hex(digest)))
-        or (part and (not digest or not (part == "more" or _index(part))))
-    ):
-        raise BadValue("not a card reference")
-    return ParsedRef(int(head), int(revision) if revision else None, digest or None, part or None)
-
-
-def _hex(text: str) -> bool:
-    return all(c in "0123456789abcdef" for c in text)
-
-
-def _index(part: str) -> bool:
-    return part.startswith("a") and part[1:].isdigit() and len(part) <= 6
-
-
-def parse_card_ref(value: object) -> tuple[int, int | None]:
-    """`(proposal id, revision)` of `parse_ref`."""
-    ref = parse_ref(value)
-    return ref.proposal_id, ref.revision
 
 
 def slack_date(moment: datetime, fallback_format: str = "%Y-%m-%d %H:%M UTC") -> str:
@@ -152,19 +106,42 @@ class CardView:
         return card_ref(self.proposal_id, self.revision, self.digest)
 
 
-def change_blocks(changes: list[dict[str, Any]]) -> list[Block]:
-    """The preview's fields (a summary of old → new), ten to a section."""
+SUMMARY_MAX = 300  # a preview value that repeats a long argument is cut to its start here
+
+
+def change_blocks(changes: list[dict[str, Any]], sent: dict[str, Any] | None = None) -> list[Block]:
+    """The preview's fields (a summary of old → new), ten to a section. A new value that is
+    the start of a long argument (`sent`) is shortened to point at that argument, shown whole
+    under "Exactly what will be sent", rather than repeating it clipped."""
     return [
-        SectionBlock(fields=[_change_field(c) for c in changes[start : start + 10]])
+        SectionBlock(fields=[_change_field(c, sent or {}) for c in changes[start : start + 10]])
         for start in range(0, len(changes), 10)
     ]
 
 
-def _change_field(change: dict[str, Any]) -> MarkdownTextObject:
+def _repeats(new: str, sent: dict[str, Any]) -> tuple[str, int] | None:
+    """(argument name, its length) if `new` is the start of a long string argument."""
+    if len(new) <= SUMMARY_MAX:
+        return None
+    start = new[:SUMMARY_MAX]
+    for name, value in sent.items():
+        if isinstance(value, str) and len(value) > SUMMARY_MAX and value.startswith(start):
+            return name, len(value)
+    return None
+
+
+def _change_field(change: dict[str, Any], sent: dict[str, Any]) -> MarkdownTextObject:
     name = safe(str(change.get("field", "")), 100)
     old, new = change.get("old"), change.get("new")
     budget = (FIELD_MAX - len(name) - 20) // 2
     new_text = safe(str(new), budget) if new is not None else "_(empty)_"
+    repeated = _repeats(new, sent) if isinstance(new, str) else None
+    if repeated:
+        argument, length = repeated
+        new_text = (
+            f"{safe(str(new), SUMMARY_MAX)}\n_(the start of {safe(argument, 100)}: all "
+            f"{length:,} characters under Exactly what will be sent)_"
+        )
     body = new_text if old is None else f"~{safe(str(old), budget)}~ → {new_text}"
     return MarkdownTextObject(text=f"*{name}*\n{body}")
 
@@ -239,7 +216,7 @@ def approval_card(view: CardView) -> tuple[str, list[dict[str, Any]]]:
     """The fallback text and the blocks of a card in its current state."""
     title = f":raised_hand: *Approval needed*: {safe(view.description, SECTION_MAX - 40)}"
     blocks: list[Block] = [SectionBlock(text=MarkdownTextObject(text=title))]
-    blocks += change_blocks(view.changes[:MAX_CHANGES])
+    blocks += change_blocks(view.changes[:MAX_CHANGES], view.arguments)
     if view.arguments is not None:
         values = shown_arguments(view.arguments, Mentions(view.mentions))
         ref = CardRef(view.proposal_id, view.revision, view.digest)
