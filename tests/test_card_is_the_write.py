@@ -356,6 +356,17 @@ async def test_more_fields_open_the_rest_the_same_way(
     assert wide_pack.SENT[-1] == values
 
 
+@pytest.mark.parametrize(
+    "value", ["1:1:zz:a0", "1:1", "1:1:0123456789:a999", "1:1:0123456789:b1", "x", "1:1:ab:a0:a1"]
+)
+async def test_crafted_show_all_values_open_nothing(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI, value: str
+) -> None:
+    await propose_task(bot, fake_slack, fake_model, description="q" * 3000)
+    await press_show_all(bot, value, "UBOB", "C1")
+    assert fake_slack.views == []
+
+
 # -- the Edit modal -----------------------------------------------------------------------------
 def edit_inputs(view: dict[str, Any]) -> dict[str, str]:
     return {
@@ -368,21 +379,22 @@ def edit_inputs(view: dict[str, Any]) -> dict[str, str]:
 async def test_a_long_field_is_edited_in_parts_and_nothing_is_cut(
     bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
-    description = "a" * 3000 + "b" * 1000
+    description = "a" * 2999 + "🙂" + "b" * 998  # the emoji counts twice in Slack's limit
     card = await propose_task(bot, fake_slack, fake_model, description=description)
     await bot.click(card, cards.EDIT, "UALICE", "C1")
     await bot.idle()
     (opened,) = fake_slack.views
     inputs = edit_inputs(opened["view"])
     assert inputs["description"] + inputs["description::2"] == description
-    typed = {**inputs, "description::2": "b" * 990 + " hunter3"}
+    assert inputs["description"] == "a" * 2999  # the fake refuses inputs over 3,000 units
+    typed = {**inputs, "description::2": "🙂" + "b" * 990 + " hunter3"}
     status, answer = await bot.submit_view(opened["view"], "UALICE", typed)
     assert status == 200
     assert answer in ("", "{}"), answer
     await bot.idle()
     (proposal,) = await proposals(bot)
     assert proposal.revision == 2
-    assert proposal.arguments["description"] == "a" * 3000 + "b" * 990 + " hunter3"
+    assert proposal.arguments["description"] == "a" * 2999 + "🙂" + "b" * 990 + " hunter3"
 
 
 async def test_an_unchanged_field_stays_byte_identical_after_another_is_edited(

@@ -23,6 +23,7 @@ from bot.tools.schema_arguments import FieldSpec
 MULTILINE = {"description", "body", "text"}
 INPUT_MAX = 3000  # a plain_text_input holds at most this many characters
 MODAL_BLOCKS = 100
+MAX_FIELDS = MODAL_BLOCKS - 1  # one block left to say that the rest cannot be edited here
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,19 @@ def edit_fields(specs: list[FieldSpec], current: dict[str, Any]) -> list[EditFie
 
 
 def parts_of(text: str) -> list[str]:
-    return [text[i : i + INPUT_MAX] for i in range(0, len(text), INPUT_MAX)] or [""]
+    """`text` in pieces an input holds (Slack counts UTF-16 units: an emoji takes two)."""
+    if len(text) <= INPUT_MAX // 2:
+        return [text]
+    parts: list[str] = []
+    start = used = 0
+    for index, char in enumerate(text):
+        width = 2 if ord(char) > 0xFFFF else 1
+        if used + width > INPUT_MAX:
+            parts.append(text[start:index])
+            start, used = index, 0
+        used += width
+    parts.append(text[start:])
+    return parts
 
 
 def part_id(name: str, index: int) -> str:
@@ -99,9 +112,10 @@ def placed(fields: list[EditField]) -> set[str]:
     the rest (each field takes one block at least)."""
     names: set[str] = set()
     used = 0
+    fields = fields[:MAX_FIELDS]
     for position, field in enumerate(fields):
         needed = len(parts_of(field.text))
-        if needed <= MODAL_BLOCKS - used - (len(fields) - position - 1):
+        if needed <= MAX_FIELDS - used - (len(fields) - position - 1):
             names.add(field.name)
             used += needed
         else:
@@ -113,7 +127,7 @@ def edit_modal(proposal_ref: str, fields: list[EditField]) -> dict[str, Any]:
     """Every field as inputs; a long one in parts of `INPUT_MAX`, read back joined."""
     blocks: list[dict[str, Any]] = []
     on_form = placed(fields)
-    for field in fields:
+    for field in fields[:MAX_FIELDS]:
         parts = parts_of(field.text)
         if field.name not in on_form:
             why = (
@@ -124,6 +138,10 @@ def edit_modal(proposal_ref: str, fields: list[EditField]) -> dict[str, Any]:
             blocks.append(SectionBlock(text=MarkdownTextObject(text=why[:3000])).to_dict())
             continue
         blocks += [_input(field, text, i, len(parts)) for i, text in enumerate(parts)]
+    if len(fields) > MAX_FIELDS:
+        rest = ", ".join(f.name for f in fields[MAX_FIELDS:])
+        why = f"These fields cannot be edited here and stay exactly as they are: {rest}"
+        blocks.append(SectionBlock(text=MarkdownTextObject(text=escape(why)[:3000])).to_dict())
     return {
         "type": "modal",
         "callback_id": EDIT_MODAL,
