@@ -97,11 +97,16 @@ def modal_value(view: dict[str, Any]) -> str:
 
 
 def plain_texts(card: StoredMessage) -> list[str]:
-    return [
-        b["text"]["text"]
-        for b in card.blocks or []
-        if b["type"] == "section" and (b.get("text") or {}).get("type") == "plain_text"
-    ]
+    """The card's plain_text objects (values, shown as they are): section texts and fields."""
+    found = []
+    for block in card.blocks or []:
+        if block["type"] == "section":
+            found += [
+                t["text"]
+                for t in [block.get("text") or {}, *block.get("fields", [])]
+                if t.get("type") == "plain_text"
+            ]
+    return found
 
 
 async def propose_task(

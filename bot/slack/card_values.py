@@ -23,6 +23,7 @@ from slack_sdk.models.blocks import (
     MarkdownTextObject,
     PlainTextObject,
     SectionBlock,
+    TextObject,
 )
 
 from bot.text import escape
@@ -34,6 +35,7 @@ CARD_VALUE = 1000  # UTF-16 units of a value shown on the card itself
 ARGS_ON_CARD = 12  # two blocks each; a message holds 50
 MORE = "more"
 DIGEST_LENGTH = 10
+SHORT = 150  # a value this short, plain and on one line sits beside its name
 
 
 def digest_of(arguments_hash: str) -> str:
@@ -101,8 +103,23 @@ def sent_blocks(values: list[ShownValue], ref: CardRef, hidden_changes: int) -> 
         else f"Nothing else is sent · revision {ref.revision} · digest `{ref.digest}`"
     )
     blocks: list[Block] = [ContextBlock(elements=[MarkdownTextObject(text=head)])]
+    pairs: list[TextObject] = []  # short values, name and value side by side, 5 to a section
     for index, value in enumerate(values[:ARGS_ON_CARD]):
+        if 0 < value.shown_length <= SHORT and not value.notes and "\n" not in value.text:
+            pairs += [
+                MarkdownTextObject(text=f"*{escape(_clip(value.name, 200))}*"),
+                PlainTextObject(text=value.text, emoji=False),
+            ]
+            if len(pairs) == 10:
+                blocks.append(SectionBlock(fields=pairs))
+                pairs = []
+            continue
+        if pairs:
+            blocks.append(SectionBlock(fields=pairs))
+            pairs = []
         blocks += value_blocks(value, ref.part(f"a{index}"))
+    if pairs:
+        blocks.append(SectionBlock(fields=pairs))
     more = max(0, len(values) - ARGS_ON_CARD) + hidden_changes
     if more:
         button = ButtonElement(
