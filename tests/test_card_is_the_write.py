@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from tests.fakes.github import TOKEN, FakeGitHub
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack, StoredMessage
 from tests.harness import RunningBot, make_settings, start_bot, stop_bot
+from tests.mcp_helpers import calls, stdio_server
 from tests.test_approvals_flow import (
     CREATE,
     call,
@@ -290,6 +292,37 @@ async def test_mentions_in_a_value_say_what_they_will_do_at_the_destination(
     for card in (topic, post):  # the card itself pings nobody
         assert "<!channel>" not in card_mrkdwn(card)
         assert "<!here>" not in card_mrkdwn(card)
+
+
+async def test_an_mcp_write_shows_its_whole_argument_and_mentions_for_an_unknown_destination(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str, tmp_path: Path
+) -> None:
+    """An MCP server is a destination we do not know: its card says what a mention would do if
+    the text reached Slack, and the server gets exactly the text the Show all modal held."""
+    log = tmp_path / "notes.jsonl"
+    servers = {"notes": stdio_server(log)}
+    bot = await start_bot(
+        make_settings(fake_slack, fake_model, sqlite_url, mcp_servers={"mcpServers": servers})
+    )
+    body = FRIENDLY * 3 + "<!channel> " + SECRET
+    try:
+        fake_model.script(
+            Script(tool_calls=[call("notes__add_note", {"title": "Standup", "body": body})]),
+            Script(text="Added."),
+        )
+        await bot.mention("C1", "note it", fake_slack)
+        await bot.idle()
+        (card,) = fake_slack.cards("C1")
+        assert "hunter2" not in card_text(card)
+        assert "notifies everyone in the channel if this text reaches Slack" in card_text(card)
+        await press_show_all(bot, show_all_button(card.blocks or [])["value"], "UBOB", "C1")
+        assert modal_value(fake_slack.views[0]["view"]) == body
+        await bot.click(card, cards.APPROVE, "UALICE", "C1")
+        await bot.idle()
+        (sent,) = calls(log, "add_note")
+        assert sent["arguments"]["body"] == body
+    finally:
+        await stop_bot(bot)
 
 
 # -- Show all: bound to the card's revision, only for people who may read it -------------------

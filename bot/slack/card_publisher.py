@@ -32,7 +32,7 @@ from bot.slack.edit_budget import EditBudget
 from bot.tasks import TaskGroup
 from bot.text import escape
 from bot.tools.catalog import ToolRegistry
-from bot.tools.shown_notes import mentions_for
+from bot.tools.shown_notes import mentions_of
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ class CardPublisher:
             error=proposal.error,
             arguments=dict(proposal.arguments),
             arguments_hash=proposal.arguments_hash,
-            mentions=mentions_for(tool.mentions if tool else "", tool.pack if tool else "").value,
+            mentions=mentions_of(tool).value,
         )
 
     async def post(self, proposal: Proposal) -> bool:

@@ -35,7 +35,7 @@ from bot.slack.payloads import BadPayload, Click, parse_click
 from bot.tasks import TaskGroup
 from bot.tools.catalog import ToolRegistry
 from bot.tools.shown import shown_arguments
-from bot.tools.shown_notes import Mentions, mentions_for
+from bot.tools.shown_notes import Mentions, mentions_of
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +56,7 @@ class ShowAll:
             await self.cards.tell(channel, click.user, text, click.thread_ts)
 
     def _mentions(self, proposal: Proposal) -> Mentions:
-        tool = self.registry.get(proposal.tool_name)
-        return mentions_for(tool.mentions if tool else "", tool.pack if tool else "")
+        return mentions_of(self.registry.get(proposal.tool_name))
 
     async def open(self, body: dict[str, Any], client: Any) -> None:
         try:

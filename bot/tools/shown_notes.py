@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from enum import StrEnum
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from bot.tools.invisible import visible
@@ -35,10 +36,25 @@ PACK_MENTIONS = {
 }
 
 
-def mentions_for(declared: str, pack: str) -> Mentions:
-    if declared:
-        return Mentions(declared)
-    return PACK_MENTIONS.get(pack, Mentions.UNKNOWN)
+class _Tool(Protocol):
+    @property
+    def mentions(self) -> str: ...
+    @property
+    def pack(self) -> str: ...
+    @property
+    def input_schema(self) -> dict[str, Any] | None: ...
+
+
+def mentions_of(tool: _Tool | None) -> Mentions:
+    """What the tool declares, else its built-in pack's default; a tool described by a schema
+    (an MCP server's, whatever the server is named) goes somewhere we do not know."""
+    if tool is None:
+        return Mentions.UNKNOWN
+    if tool.mentions:
+        return Mentions(tool.mentions)
+    if tool.input_schema is not None:
+        return Mentions.UNKNOWN
+    return PACK_MENTIONS.get(tool.pack, Mentions.UNKNOWN)
 
 
 _MD_LINK = re.compile(r"!?\[([^\]\n]{0,500})\]\(\s*<?([^)\s>]{1,2000})>?(?:\s+\"[^\"]*\")?\s*\)")
