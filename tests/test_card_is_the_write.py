@@ -502,6 +502,35 @@ async def test_arguments_tampered_after_approval_are_refused_by_the_executor(
     await bot.idle()
 
 
+# -- each write is capped at its destination's own limits ---------------------------------------
+async def test_slack_writes_are_capped_at_slacks_own_limits_as_sent(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """A message is measured as it will be sent (escaped): 1,100 characters of `<` become
+    4,400, over what chat.postMessage takes, so it is refused before any card; 3,900 plain
+    characters fit and are posted whole; a topic over 250 characters is refused."""
+    fake_model.script(
+        Script(
+            tool_calls=[
+                call("post_message", {"channel": "CGENERAL", "text": "<" * 1000 + "x" * 100}),
+                call("set_channel_topic", {"channel": "CGENERAL", "topic": "t" * 251}, "c2"),
+                call("post_message", {"channel": "CGENERAL", "text": "y" * 3900}, "c3"),
+            ]
+        ),
+        Script(text="One of three."),
+    )
+    await bot.mention("C1", "post these", fake_slack)
+    await bot.idle()
+    results = await stored_tool_results(bot)
+    assert [r["status"] for r in results[:2]] == ["invalid_arguments", "invalid_arguments"]
+    assert "Slack takes at most 4000" in results[0]["error"]
+    (card,) = fake_slack.cards("C1")
+    await bot.click(card, cards.APPROVE, "UALICE", "C1")
+    await bot.idle()
+    (posted,) = fake_slack.thread("CGENERAL")
+    assert posted.text == "y" * 3900
+
+
 # -- the fake holds the bot to Block Kit's real limits ------------------------------------------
 async def test_the_fake_slack_refuses_modals_beyond_block_kits_limits(
     fake_slack: FakeSlack,
