@@ -47,6 +47,7 @@ from bot.slack.commands import Records
 from bot.slack.edit_budget import EditBudget
 from bot.slack.interactions import Interactions
 from bot.slack.ratelimit import retry_handlers
+from bot.slack.show_all import ShowAll
 from bot.tasks import TaskGroup, new_worker_id
 from bot.tools.catalog import ToolRegistry
 from bot.tools.integrations import Integrations
@@ -244,6 +245,7 @@ class Countersign:
         listeners.register(bolt, conversations, tasks, stopper)
         records.register(bolt)
         interactions.register(bolt)
+        ShowAll(approvals, registry, records.access, cards, tasks).register(bolt)
         feedback.register(bolt, db, cards.tell, tasks, records.access)
         listeners.acknowledge_the_rest(bolt)
         return cls(

@@ -34,6 +34,25 @@ def card_text(card: StoredMessage) -> str:
     return json.dumps(card.blocks, ensure_ascii=False)
 
 
+def card_mrkdwn(card: StoredMessage) -> str:
+    """The card's text that Slack parses for mentions and links: its fallback text and every
+    mrkdwn text object (plain_text objects are shown as they are, never parsed)."""
+    found: list[str] = [card.text]
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "mrkdwn":
+                found.append(str(node.get("text", "")))
+            for child in node.values():
+                walk(child)
+        elif isinstance(node, list):
+            for child in node:
+                walk(child)
+
+    walk(card.blocks)
+    return "\n".join(found)
+
+
 async def proposals(bot: RunningBot) -> list[Proposal]:
     async with bot.countersign.db.transaction() as session:
         return list((await session.scalars(select(Proposal).order_by(Proposal.id))).all())

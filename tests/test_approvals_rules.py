@@ -17,7 +17,15 @@ from bot.slack import cards
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack
 from tests.harness import RunningBot, clean_env, make_settings, run_cli, start_bot, stop_bot
-from tests.test_approvals_flow import CREATE, call, card_text, proposals, tasks_in_db, tool_results
+from tests.test_approvals_flow import (
+    CREATE,
+    call,
+    card_mrkdwn,
+    card_text,
+    proposals,
+    tasks_in_db,
+    tool_results,
+)
 
 
 async def propose_create(
@@ -266,7 +274,8 @@ async def test_prompt_injection_produces_no_write_without_a_click(
     ]
     (card,) = fake_slack.cards("C1")
     assert "&lt;!channel&gt; free pizza" in card_text(card)  # shown inert on the card
-    assert "<!channel>" not in card_text(card)
+    assert "<!channel>" not in card_mrkdwn(card)  # only in plain_text, which Slack never parses
+    assert "notifies nobody" in card_text(card)  # and the card says what it will do
     await bot.click(card, cards.APPROVE, "UALICE", "C1")
     await bot.idle()
     (posted,) = fake_slack.thread("CGENERAL")
@@ -296,8 +305,8 @@ async def test_cards_stay_within_block_kit_limits(
     await propose_create(bot, fake_slack, fake_model, args=args)
     (card,) = fake_slack.cards("C1")  # the fake refuses blocks over Block Kit's limits
     assert not [c for c in fake_slack.calls if c.method == "chat.postMessage" and not c.ok]
-    assert "<!channel>" not in card_text(card)
-    assert "<@U123>" not in card_text(card)
+    assert "<!channel>" not in card_mrkdwn(card)
+    assert "<@U123>" not in card_mrkdwn(card)
     await bot.click(card, cards.APPROVE, "UALICE", "C1")
     await bot.idle()
     assert not [c for c in fake_slack.calls if c.method == "chat.update" and not c.ok]

@@ -127,10 +127,15 @@ class Decisions(Ledger):
         user: str,
         approvals_required: int,
         four_eyes: bool = False,
+        digest: str | None = None,
     ) -> VoteResult:
         """Record `user`'s approval of `revision`; the quorum's last vote moves the proposal to
-        approved and freezes that revision's arguments (and hash) for the executor."""
+        approved and freezes that revision's arguments (and hash) for the executor. `digest`:
+        the arguments' digest the clicked card showed; arguments whose hash does not start with
+        it are not the ones the clicker saw, and the vote counts for nothing."""
         async with self._deciding(proposal_id, revision) as (session, proposal):
+            if digest is not None and not (digest and proposal.arguments_hash.startswith(digest)):
+                raise CardChanged()
             if four_eyes and user in (proposal.requester, proposal.revised_by):
                 raise NotAuthorised(
                     "this action needs someone other than the person who asked for it or last "

@@ -32,6 +32,7 @@ from bot.slack.edit_budget import EditBudget
 from bot.tasks import TaskGroup
 from bot.text import escape
 from bot.tools.catalog import ToolRegistry
+from bot.tools.shown_notes import mentions_of
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,9 @@ class CardPublisher:
             result_link=proposal.result_link,
             error=proposal.error,
             provenance=tuple(proposal.provenance or ()),
+            arguments=dict(proposal.arguments),
+            arguments_hash=proposal.arguments_hash,
+            mentions=mentions_of(tool).value,
         )
 
     async def post(self, proposal: Proposal) -> bool:

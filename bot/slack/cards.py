@@ -1,10 +1,11 @@
 """Approval cards: pure Block Kit builders (slack_sdk's models, which check Block Kit's limits
-when serialised) and the action ids the buttons carry. Buttons carry only ids: the proposal's
-and the revision of its arguments that the card shows (`42:3`), so a click approves what its
-clicker saw and nothing else.
+when serialised) and the action ids the buttons carry. Buttons carry only ids: the proposal's,
+the revision of its arguments that the card shows and the digest of those arguments
+(`42:3:1a2b3c4d5e`), so a click approves what its clicker saw and nothing else.
 
-Everything that came from the model (descriptions, argument values) is escaped and clipped, so
-a card stays within Slack's limits and pings nobody whatever the arguments hold.
+The description and the preview's fields (old → new, a summary) are escaped and clipped; what
+the write sends is shown in full or one click away (`card_values`), so a card stays within
+Slack's limits, pings nobody, and hides nothing the write sends.
 """
 
 from __future__ import annotations
@@ -25,7 +26,16 @@ from slack_sdk.models.blocks import (
 )
 
 from bot.approvals.machine import State
+from bot.slack.card_refs import BadValue as BadValue
+from bot.slack.card_refs import ParsedRef as ParsedRef
+from bot.slack.card_refs import card_ref as card_ref
+from bot.slack.card_refs import parse_card_ref as parse_card_ref
+from bot.slack.card_refs import parse_ref as parse_ref
+from bot.slack.card_values import CardRef, digest_of, sent_blocks
 from bot.text import escape
+from bot.tools.invisible import visible
+from bot.tools.shown import shown_arguments
+from bot.tools.shown_notes import Mentions
 
 APPROVE = "proposal_approve"
 DECLINE = "proposal_decline"
@@ -52,26 +62,8 @@ def clip(text: str, limit: int) -> str:
 
 
 def safe(text: str | None, limit: int) -> str:
-    return clip(escape(text or ""), limit)
-
-
-class BadValue(ValueError):
-    """A button value or modal metadata that this app did not make."""
-
-
-def card_ref(proposal_id: int, revision: int) -> str:
-    return f"{proposal_id}:{revision}"
-
-
-def parse_card_ref(value: object) -> tuple[int, int | None]:
-    """`(proposal id, revision)` from a button value or modal metadata; `BadValue` for anything
-    else (a crafted payload). A bare id (cards posted before revisions existed) has no revision."""
-    if not isinstance(value, str) or len(value) > 40:
-        raise BadValue("not a card reference")
-    head, _, tail = value.partition(":")
-    if not head.isdigit() or (tail and not tail.isdigit()) or len(head) > 18 or len(tail) > 9:
-        raise BadValue("not a card reference")
-    return int(head), (int(tail) if tail else None)
+    """Model-derived text for mrkdwn: hidden characters as visible codes, escaped, clipped."""
+    return clip(escape(visible(text or "")), limit)
 
 
 def slack_date(moment: datetime, fallback_format: str = "%Y-%m-%d %H:%M UTC") -> str:
@@ -101,6 +93,18 @@ class CardView:
     result_link: str | None = None
     error: str | None = None
     provenance: tuple[str, ...] = ()  # what the turn had read before proposing it
+    # What the write sends (the revision's arguments) and how its destination reads mentions.
+    arguments: dict[str, Any] | None = None
+    arguments_hash: str = ""
+    mentions: str = Mentions.UNKNOWN.value
+
+    @property
+    def digest(self) -> str:
+        return digest_of(self.arguments_hash)
+
+    @property
+    def ref(self) -> str:
+        return card_ref(self.proposal_id, self.revision, self.digest)
 
 
 def _provenance(view: CardView) -> list[Block]:
@@ -114,17 +118,48 @@ def _provenance(view: CardView) -> list[Block]:
     return [ContextBlock(elements=[MarkdownTextObject(text=clip(line, 2000))])]
 
 
-def _change_field(change: dict[str, Any]) -> MarkdownTextObject:
+SUMMARY_MAX = 300  # a preview value that repeats a long argument is cut to its start here
+
+
+def change_blocks(changes: list[dict[str, Any]], sent: dict[str, Any] | None = None) -> list[Block]:
+    """The preview's fields (a summary of old → new), ten to a section. A new value that is
+    the start of a long argument (`sent`) is shortened to point at that argument, shown whole
+    under "Exactly what will be sent", rather than repeating it clipped."""
+    return [
+        SectionBlock(fields=[_change_field(c, sent or {}) for c in changes[start : start + 10]])
+        for start in range(0, len(changes), 10)
+    ]
+
+
+def _repeats(new: str, sent: dict[str, Any]) -> tuple[str, int] | None:
+    """(argument name, its length) if `new` is the start of a long string argument."""
+    if len(new) <= SUMMARY_MAX:
+        return None
+    start = new[:SUMMARY_MAX]
+    for name, value in sent.items():
+        if isinstance(value, str) and len(value) > SUMMARY_MAX and value.startswith(start):
+            return name, len(value)
+    return None
+
+
+def _change_field(change: dict[str, Any], sent: dict[str, Any]) -> MarkdownTextObject:
     name = safe(str(change.get("field", "")), 100)
     old, new = change.get("old"), change.get("new")
     budget = (FIELD_MAX - len(name) - 20) // 2
     new_text = safe(str(new), budget) if new is not None else "_(empty)_"
+    repeated = _repeats(new, sent) if isinstance(new, str) else None
+    if repeated:
+        argument, length = repeated
+        new_text = (
+            f"{safe(str(new), SUMMARY_MAX)}\n_(the start of {safe(argument, 100)}: all "
+            f"{length:,} characters under Exactly what will be sent)_"
+        )
     body = new_text if old is None else f"~{safe(str(old), budget)}~ → {new_text}"
     return MarkdownTextObject(text=f"*{name}*\n{body}")
 
 
 def _buttons(view: CardView) -> ActionsBlock:
-    value = card_ref(view.proposal_id, view.revision)
+    value = view.ref
     approve = ButtonElement(
         text="Approve",
         action_id=APPROVE,
@@ -132,7 +167,7 @@ def _buttons(view: CardView) -> ActionsBlock:
         style="primary",
         confirm=ConfirmObject(
             title="Approve this action?",
-            text=clip(f"This cannot be undone: {escape(view.description)}", 300),
+            text=clip(f"This cannot be undone: {safe(view.description, 300)}", 300),
             confirm="Approve",
             deny="Cancel",
         )
@@ -181,9 +216,7 @@ def _status(view: CardView) -> list[Block]:
         )
     else:  # failed
         text = f":x: *Failed*: {safe(view.error, 2000)}"
-        retry = ButtonElement(
-            text="Retry", action_id=RETRY, value=card_ref(view.proposal_id, view.revision)
-        )
+        retry = ButtonElement(text="Retry", action_id=RETRY, value=view.ref)
         return [
             SectionBlock(text=MarkdownTextObject(text=clip(text, SECTION_MAX))),
             ActionsBlock(block_id=f"proposal:{view.proposal_id}:retry", elements=[retry]),
@@ -195,15 +228,18 @@ def approval_card(view: CardView) -> tuple[str, list[dict[str, Any]]]:
     """The fallback text and the blocks of a card in its current state."""
     title = f":raised_hand: *Approval needed*: {safe(view.description, SECTION_MAX - 40)}"
     blocks: list[Block] = [SectionBlock(text=MarkdownTextObject(text=title))]
-    changes = view.changes[:MAX_CHANGES]
-    for start in range(0, len(changes), 10):
-        blocks.append(SectionBlock(fields=[_change_field(c) for c in changes[start : start + 10]]))
-    if len(view.changes) > MAX_CHANGES:
+    blocks += change_blocks(view.changes[:MAX_CHANGES], view.arguments)
+    if view.arguments is not None:
+        values = shown_arguments(view.arguments, Mentions(view.mentions))
+        ref = CardRef(view.proposal_id, view.revision, view.digest)
+        blocks += sent_blocks(values, ref, max(0, len(view.changes) - MAX_CHANGES))
+    elif len(view.changes) > MAX_CHANGES:
         more = len(view.changes) - MAX_CHANGES
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=f"…and {more} more")]))
     blocks += _provenance(view) + _status(view)
     fallback = clip(
-        f"Approval needed: {escape(view.description)} ({view.state.value})", FALLBACK_MAX
+        f"Approval needed: {safe(view.description, FALLBACK_MAX)} ({view.state.value})",
+        FALLBACK_MAX,
     )
     return fallback, [b.to_dict() for b in blocks]
 
@@ -231,37 +267,4 @@ def decline_modal(proposal_id: int, revision: int, description: str) -> dict[str
                 },
             },
         ],
-    }
-
-
-def edit_modal(
-    proposal_id: int, revision: int, fields: list[tuple[str, str, str, bool, bool]]
-) -> dict[str, Any]:
-    """`fields`: (name, label, current value as text, optional, multiline)."""
-    blocks: list[dict[str, Any]] = []
-    for name, label, current, optional, multiline in fields[:45]:
-        element: dict[str, Any] = {
-            "type": "plain_text_input",
-            "action_id": "value",
-            "multiline": multiline,
-        }
-        if current:
-            element["initial_value"] = current[:3000]
-        blocks.append(
-            {
-                "type": "input",
-                "block_id": name[:255],
-                "optional": optional,
-                "label": {"type": "plain_text", "text": clip(label, 2000)},
-                "element": element,
-            }
-        )
-    return {
-        "type": "modal",
-        "callback_id": EDIT_MODAL,
-        "private_metadata": card_ref(proposal_id, revision),
-        "title": PlainTextObject(text="Edit action").to_dict(),
-        "submit": PlainTextObject(text="Save").to_dict(),
-        "close": PlainTextObject(text="Cancel").to_dict(),
-        "blocks": blocks,
     }

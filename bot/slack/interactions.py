@@ -24,7 +24,7 @@ from bot.errors import plain_error
 from bot.metrics import DECISIONS
 from bot.slack import cards
 from bot.slack.card_publisher import CardPublisher
-from bot.slack.edit_form import edit_fields, field_errors, submitted_arguments
+from bot.slack.edit_form import edit_fields, edit_modal, field_errors, submitted_arguments
 from bot.slack.payloads import BadPayload, Click, Submission, parse_click, parse_submission
 from bot.tasks import TaskGroup
 from bot.tools.catalog import ToolRegistry
@@ -116,6 +116,7 @@ class Interactions:
                 click.user,
                 policy.approvals_required,
                 policy.four_eyes,
+                digest=click.digest,
             )
         except CardChanged:
             await self._stale(click, "approve")
@@ -170,8 +171,9 @@ class Interactions:
             return
         await client.views_open(
             trigger_id=click.trigger_id,
-            view=cards.edit_modal(
-                proposal.id, proposal.revision, edit_fields(tool.fields(), proposal.arguments)
+            view=edit_modal(
+                cards.card_ref(proposal.id, proposal.revision),
+                edit_fields(tool.fields(), proposal.arguments),
             ),
         )
 
@@ -230,8 +232,12 @@ class Interactions:
             return
         specs = tool.fields()
         fields = [spec.name for spec in specs] or ["arguments"]
+        # The modal showed this revision's arguments (the revision was checked above).
+        typed = submitted_arguments(form.values, edit_fields(specs, proposal.arguments))
         try:
-            arguments = tool.parse_strings(submitted_arguments(form.values, specs))
+            parsed = tool.parse_strings(typed.texts).model_dump(mode="json")
+            kept = {f: proposal.arguments[f] for f in typed.unchanged if f in proposal.arguments}
+            arguments = tool.parse({**parsed, **kept})
             preview = await tool.prepare(arguments, self.context(proposal))
         except ToolArgumentsError as exc:
             await ack(response_action="errors", errors=field_errors(str(exc), fields))

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from bot.slack.cards import BadValue, parse_card_ref
+from bot.slack.cards import BadValue, parse_card_ref, parse_ref
 
 
 class BadPayload(ValueError):
@@ -26,6 +26,9 @@ class Click:
     channel: str | None
     thread_ts: str | None
     trigger_id: str | None
+    digest: str | None = None  # the arguments' digest the clicked card showed
+    part: str | None = None  # what a Show all button opens
+    in_modal: bool = False  # clicked inside a modal (a Show all in "more fields")
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,7 @@ def parse_click(body: dict[str, Any]) -> Click:
     if not isinstance(actions, list) or not actions or not isinstance(actions[0], dict):
         raise BadPayload("no action")
     try:
-        proposal_id, revision = parse_card_ref(actions[0].get("value"))
+        ref = parse_ref(actions[0].get("value"))
     except BadValue as exc:
         raise BadPayload(str(exc)) from None
     channel = _str(_dict(body.get("channel")).get("id"), 32) or _str(
@@ -64,11 +67,14 @@ def parse_click(body: dict[str, Any]) -> Click:
     )
     return Click(
         user=_user(body),
-        proposal_id=proposal_id,
-        revision=revision,
+        proposal_id=ref.proposal_id,
+        revision=ref.revision,
         channel=channel,
         thread_ts=_str(_dict(body.get("message")).get("thread_ts"), 32),
         trigger_id=_str(body.get("trigger_id")),
+        digest=ref.digest,
+        part=ref.part,
+        in_modal=_dict(body.get("container")).get("type") == "view",
     )
 
 

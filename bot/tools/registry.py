@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from bot.tools import schema_arguments
 from bot.tools.schema_arguments import FieldSpec
+from bot.tools.shown import unshowable
 
 if TYPE_CHECKING:
     from slack_sdk.web.async_client import AsyncWebClient
@@ -166,6 +167,9 @@ class Tool(Generic[A]):
     running_label: str = ""  # shown in the live reply while a read tool runs
     # Set for tools described by a JSON schema (MCP); `arguments` is then `SchemaArguments`.
     input_schema: dict[str, Any] | None = None
+    # How the destination reads mentions in what is sent (`bot.tools.shown_notes.Mentions`);
+    # empty: the pack's default.
+    mentions: str = ""
 
     @property
     def requires_approval(self) -> bool:
@@ -211,9 +215,14 @@ class Tool(Generic[A]):
             if found:
                 raise ToolArgumentsError("; ".join(found))
         try:
-            return self.arguments.model_validate(data)
+            validated = self.arguments.model_validate(data)
         except ValidationError as exc:
             raise ToolArgumentsError(_problems(exc)) from None
+        if self.preview is not None:  # a write: every character it sends must be showable
+            problem = unshowable(validated.model_dump(mode="json"))
+            if problem:
+                raise ToolArgumentsError(problem)
+        return validated
 
     def parse(self, raw: str | dict[str, Any]) -> A:
         try:
@@ -259,6 +268,7 @@ def write_tool(
     preview: Callable[[A, ToolContext], Awaitable[Preview]],
     destructive: bool = False,
     expires_after: timedelta | None = None,
+    mentions: str = "",
 ) -> Callable[[Callable[[A, ToolContext], Awaitable[Outcome]]], Tool[A]]:
     def wrap(run: Callable[[A, ToolContext], Awaitable[Outcome]]) -> Tool[A]:
         return Tool(
@@ -269,6 +279,7 @@ def write_tool(
             preview=preview,
             destructive=destructive,
             expires_after=expires_after,
+            mentions=mentions,
         )
 
     return wrap

@@ -72,22 +72,37 @@ class BlockKitError(ValueError):
     pass
 
 
-def check_blocks(blocks: Any) -> None:
-    """Block Kit's documented limits, as Slack enforces them (`invalid_blocks`)."""
+def check_blocks(blocks: Any, most: int = 50) -> None:
+    """Block Kit's documented limits, as Slack enforces them (`invalid_blocks`): 50 blocks in a
+    message, 100 in a modal."""
     if isinstance(blocks, str):
         blocks = json.loads(blocks)
-    if not isinstance(blocks, list) or len(blocks) > 50:
-        raise BlockKitError("more than 50 blocks")
+    if not isinstance(blocks, list) or len(blocks) > most:
+        raise BlockKitError(f"more than {most} blocks")
     for block in blocks:
         if len(str(block.get("block_id", ""))) > 255:
             raise BlockKitError("block_id too long")
         kind = block.get("type")
         if kind == "section":
-            if len((block.get("text") or {}).get("text", "")) > 3000:
-                raise BlockKitError("section text over 3000")
+            text = block.get("text")
+            if text is not None and not 1 <= _js_len(text.get("text", "")) <= 3000:
+                raise BlockKitError("section text must be 1 to 3000 characters")
+            accessory = block.get("accessory") or {}
+            if len(str(accessory.get("value", ""))) > 2000:
+                raise BlockKitError("button value over 2000")
+            if len((accessory.get("text") or {}).get("text", "")) > 75:
+                raise BlockKitError("button text over 75")
             fields = block.get("fields") or []
             if len(fields) > 10 or any(len(f.get("text", "")) > 2000 for f in fields):
                 raise BlockKitError("section fields over limits")
+        elif kind == "input":
+            element = block.get("element") or {}
+            if len((block.get("label") or {}).get("text", "")) > 2000:
+                raise BlockKitError("input label over 2000")
+            if int(element.get("max_length") or 3000) > 3000:
+                raise BlockKitError("plain_text_input max_length over 3000")
+            if _js_len(str(element.get("initial_value") or "")) > 3000:
+                raise BlockKitError("plain_text_input initial_value over 3000")
         elif kind == "context":
             if len(block.get("elements") or []) > 10:
                 raise BlockKitError("context over 10 elements")
@@ -118,6 +133,22 @@ def check_blocks(blocks: Any) -> None:
                     len(confirm["title"]["text"]) > 100 or len(confirm["text"]["text"]) > 300
                 ):
                     raise BlockKitError("confirm dialog over limits")
+
+
+def _js_len(text: str) -> int:
+    """Length as Slack counts it (UTF-16 code units)."""
+    return len(text) + sum(1 for c in text if ord(c) > 0xFFFF)
+
+
+def check_view(view: Any) -> None:
+    """A modal: at most 100 blocks, title 24 characters, each block within its limits."""
+    if not isinstance(view, dict) or view.get("type") not in ("modal", "home"):
+        raise BlockKitError("not a view")
+    if view.get("type") == "modal" and len((view.get("title") or {}).get("text", "")) > 24:
+        raise BlockKitError("modal title over 24")
+    if len(str(view.get("private_metadata") or "")) > 3000:
+        raise BlockKitError("private_metadata over 3000")
+    check_blocks(view.get("blocks") or [], most=100)
 
 
 def parse_blocks(blocks: Any) -> list[dict[str, Any]] | dict[str, Any]:
@@ -310,6 +341,7 @@ class FakeSlack:
             "chat.getPermalink": self._permalink,
             "chat.scheduleMessage": self._schedule,
             "views.open": self._views_open,
+            "views.push": self._views_open,
             "views.publish": self._views_publish,
             "chat.startStream": self._start_stream,
             "chat.appendStream": self._append_stream,
@@ -629,8 +661,16 @@ class FakeSlack:
         return {"ok": True, "scheduled_message_id": f"Q{len(self.scheduled)}"}
 
     def _views_open(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
+        """views.open and views.push: a modal needs the trigger id of a click (3 s to use it)
+        and must be within Block Kit's limits."""
+        if not args.get("trigger_id"):
+            return {"ok": False, "error": "invalid_trigger_id"}
         view = args.get("view")
         view = json.loads(view) if isinstance(view, str) else view
+        try:
+            check_view(view)
+        except BlockKitError as exc:
+            return {"ok": False, "error": "invalid_arguments", "detail": str(exc)}
         self.views.append({"trigger_id": args.get("trigger_id"), "view": view})
         return {"ok": True, "view": {"id": f"V{len(self.views)}", **(view or {})}}
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bot.audience import channel as channel_audience
 from bot.keyed_messages import find_keyed, keyed
@@ -29,10 +29,18 @@ from bot.tools.registry import (
     read_tool,
     write_tool,
 )
+from bot.tools.shown_notes import Mentions
 
 PACK = "slack"
 
-CHANNEL = Field(pattern=r"^[CG][A-Z0-9]{2,}$", description="channel id, e.g. C012ABC")
+CHANNEL = Field(
+    pattern=r"^[CG][A-Z0-9]{2,}$", max_length=32, description="channel id, e.g. C012ABC"
+)
+# Slack's limits at the destination: chat.postMessage answers msg_too_long for text much over
+# 4,000 characters (and truncates past 40,000), counted after our escaping of &, <, >;
+# conversations.setTopic takes 250 characters.
+MESSAGE_MAX = 4000
+TOPIC_MAX = 250
 
 
 class _Args(BaseModel):
@@ -53,20 +61,34 @@ class LookupUser(_Args):
     email: str | None = Field(None, max_length=200, description="or the user's email")
 
 
+def _postable(text: str) -> str:
+    sent = len(escape(text))
+    if sent > MESSAGE_MAX:
+        raise ValueError(
+            f"the message is {sent} characters as sent (& < > count as &amp; &lt; &gt;); "
+            f"Slack takes at most {MESSAGE_MAX}: shorten it or split it"
+        )
+    return text
+
+
 class PostMessage(_Args):
     channel: str = CHANNEL
-    text: str = Field(min_length=1, max_length=3000)
+    text: str = Field(min_length=1, max_length=MESSAGE_MAX)
+
+    _fits = field_validator("text")(_postable)
 
 
 class ScheduleMessage(_Args):
     channel: str = CHANNEL
-    text: str = Field(min_length=1, max_length=3000)
+    text: str = Field(min_length=1, max_length=MESSAGE_MAX)
     post_at: datetime = Field(description="when to post, ISO 8601 with a time zone")
+
+    _fits = field_validator("text")(_postable)
 
 
 class SetChannelTopic(_Args):
     channel: str = CHANNEL
-    topic: str = Field(max_length=250)
+    topic: str = Field(max_length=TOPIC_MAX)
 
 
 async def _channel(ctx: ToolContext, channel: str) -> dict[str, object]:
@@ -190,6 +212,7 @@ async def _preview_post(args: PostMessage, ctx: ToolContext) -> Preview:
     "Post a message in a channel (a person must approve it first).",
     PostMessage,
     preview=_preview_post,
+    mentions=Mentions.SLACK_ESCAPED,
 )
 async def post_message(args: PostMessage, ctx: ToolContext) -> Outcome:
     await _reach(ctx, args.channel, write=True)
@@ -227,6 +250,7 @@ async def _preview_schedule(args: ScheduleMessage, ctx: ToolContext) -> Preview:
     "Schedule a message for later in a channel (a person must approve it first).",
     ScheduleMessage,
     preview=_preview_schedule,
+    mentions=Mentions.SLACK_ESCAPED,
 )
 async def schedule_message(args: ScheduleMessage, ctx: ToolContext) -> Outcome:
     await _reach(ctx, args.channel, write=True)
@@ -256,6 +280,7 @@ async def _preview_topic(args: SetChannelTopic, ctx: ToolContext) -> Preview:
     SetChannelTopic,
     preview=_preview_topic,
     destructive=True,
+    mentions=Mentions.SLACK,
 )
 async def set_channel_topic(args: SetChannelTopic, ctx: ToolContext) -> Outcome:
     await _reach(ctx, args.channel, write=True)
