@@ -101,6 +101,7 @@ class CardPublisher:
             result_summary=proposal.result_summary,
             result_link=proposal.result_link,
             error=proposal.error,
+            finds_earlier_write=bool(tool and tool.finds_earlier_write),
         )
 
     async def post(self, proposal: Proposal) -> bool:
