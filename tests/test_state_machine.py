@@ -117,8 +117,7 @@ async def test_every_state_event_pair(
     # comes from a Stop, and a stopped turn never resumes).
     assert resumes == (
         1
-        if target
-        in {State.SUCCEEDED, State.DECLINED, State.EXPIRED, State.FAILED, State.UNKNOWN}
+        if target in {State.SUCCEEDED, State.DECLINED, State.EXPIRED, State.FAILED, State.UNKNOWN}
         else 0
     )
 

@@ -74,10 +74,7 @@ async def bot(
 
 def buttons(card: StoredMessage) -> list[dict[str, Any]]:
     return [
-        e
-        for b in card.blocks or []
-        if b.get("type") == "actions"
-        for e in b.get("elements", [])
+        e for b in card.blocks or [] if b.get("type") == "actions" for e in b.get("elements", [])
     ]
 
 
@@ -154,7 +151,7 @@ async def test_a_tool_that_cannot_look_for_its_write_needs_a_confirmed_retry(
 
     (proposal,) = await proposals(bot)
     assert proposal.state.value == "unknown"  # timed out after sending: not "failed"
-    assert SENT == [fax["text"]]
+    assert [fax["text"]] == SENT
     card = fake_slack.cards("C1")[0]
     shown = card_text(card)
     assert "Outcome unknown" in shown
@@ -168,7 +165,7 @@ async def test_a_tool_that_cannot_look_for_its_write_needs_a_confirmed_retry(
     # A plain Retry (an old card, a crafted click) does not write twice unconfirmed.
     await bot.click_value(proposal.id, cards.RETRY, "UALICE", "C1", fake_slack)
     await bot.idle()
-    assert SENT == [fax["text"]]
+    assert [fax["text"]] == SENT
     assert (await proposals(bot))[0].state.value == "unknown"
     assert any("may write twice" in t for t in fake_slack.ephemerals_for("UALICE"))
 
@@ -177,7 +174,7 @@ async def test_a_tool_that_cannot_look_for_its_write_needs_a_confirmed_retry(
     await bot.idle()
     (proposal,) = await proposals(bot)
     assert proposal.state.value == "succeeded"
-    assert SENT == [fax["text"], fax["text"]]  # written again, as its clicker confirmed
+    assert [fax["text"], fax["text"]] == SENT  # written again, as its clicker confirmed
     retry_row = [e for e in await audit(bot) if e.event == "retry"][-1]
     assert (retry_row.detail or {}).get("may_write_twice_confirmed_by") == "UALICE"
 
@@ -186,7 +183,11 @@ async def test_a_scheduled_message_whose_answer_was_lost_is_not_scheduled_twice(
     bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
     post_at = (datetime.now(UTC) + timedelta(days=1)).replace(microsecond=0)
-    schedule = {"channel": "CDEV", "text": "Standup moved to 10:30.", "post_at": post_at.isoformat()}
+    schedule = {
+        "channel": "CDEV",
+        "text": "Standup moved to 10:30.",
+        "post_at": post_at.isoformat(),
+    }
     fake_model.script(
         Script(tool_calls=[call("schedule_message", schedule)]),
         Script(text="Not sure it was scheduled."),
