@@ -18,7 +18,9 @@ from sqlalchemy import func, select, update
 
 from bot.db.models import LiveReply, Proposal, ProposalState, ResumeRequest, StopEntry, Task, utcnow
 from bot.db.session import Database
+from bot.keyed_messages import keyed
 from bot.slack import cards
+from bot.tools.packs.slack import IDEMPOTENCY_EVENT
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack, wait_until
 from tests.harness import SlackFront
@@ -120,6 +122,10 @@ async def assert_invariants(slack: FakeSlack, db: Database) -> None:
     assert await count(db, ResumeRequest, ResumeRequest.done_at.is_(None)) == 0
 
 
+def _metadata(raw: object) -> object:
+    return json.loads(raw) if isinstance(raw, str) else raw
+
+
 async def assert_written_once(db: Database, slack: FakeSlack) -> None:
     """Each approved write reached its destination at most once, counted where it landed:
     the tasks on the board and the posts Slack received carrying each proposal's key (what a
@@ -132,10 +138,11 @@ async def assert_written_once(db: Database, slack: FakeSlack) -> None:
             )
             assert (made or 0) <= 1
     for key in keys:
+        written = json.dumps(keyed(IDEMPOTENCY_EVENT, key))  # a post's mark (cards have theirs)
         received = [
             c
             for c in slack.calls_to("chat.postMessage")
-            if key in json.dumps(c.args.get("metadata") or "")
+            if json.dumps(_metadata(c.args.get("metadata"))) == written
         ]
         assert len(received) <= 1, f"Slack received {len(received)} posts of one approved write"
 
