@@ -58,15 +58,36 @@ def _unreadable_slack_answer(exc: SlackApiError) -> bool:
     return status >= 500 or not (isinstance(data, dict) and "ok" in data)
 
 
-def outcome_unknown(exc: BaseException) -> bool:
-    """True when the write `exc` interrupted may have happened."""
-    if isinstance(exc, ToolError) and not isinstance(exc, OutcomeUnknown):
-        return False  # the tool said in words what went wrong: a known failure
+def _lost(exc: BaseException) -> bool:
     if isinstance(exc, SlackApiError):
         return _unreadable_slack_answer(exc)
     if isinstance(exc, _NOT_SENT):
         return False
     return isinstance(exc, _MAYBE_SENT)
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """What `exc` was raised from or while handling, outermost first (a pack that words a
+    transport failure as a `ToolError` keeps it there, even `from None`)."""
+    found: list[BaseException] = []
+    inner = exc.__cause__ or exc.__context__
+    while inner is not None and len(found) < 10 and inner not in found:
+        found.append(inner)
+        inner = inner.__cause__ or inner.__context__
+    return found
+
+
+def outcome_unknown(exc: BaseException) -> bool:
+    """True when the write `exc` interrupted may have happened. A `ToolError` is a known
+    failure (the tool said in words what went wrong), unless the tool raised it while handling
+    a lost answer: a pack that words "GitHub could not be reached" over a dropped connection
+    after sending does not know either."""
+    if isinstance(exc, ToolError) and not isinstance(exc, OutcomeUnknown):
+        causes = [c for c in _causes(exc) if not isinstance(c, ToolError)]
+        if any(isinstance(c, _NOT_SENT) for c in causes):
+            return False
+        return any(_lost(c) for c in causes)
+    return _lost(exc)
 
 
 def unknown_error(exc: BaseException, finds_earlier_write: bool) -> str:
