@@ -168,6 +168,10 @@ async def test_a_tool_that_cannot_look_for_its_write_needs_a_confirmed_retry(
     assert [fax["text"]] == SENT
     assert (await proposals(bot))[0].state.value == "unknown"
     assert any("may write twice" in t for t in fake_slack.ephemerals_for("UALICE"))
+    refused = [e for e in await audit(bot) if e.event == "refused"]
+    assert [(e.actor, (e.detail or {}).get("reason")) for e in refused] == [
+        ("UALICE", "not confirmed")
+    ]
 
     SLOW[0] = False
     await bot.click(card, cards.RETRY_CONFIRMED, "UALICE", "C1")

@@ -95,7 +95,7 @@ def unknown_error(exc: BaseException, finds_earlier_write: bool) -> str:
     if isinstance(exc, OutcomeUnknown) and exc.args:
         why = str(exc.args[0])[:500]
     elif isinstance(exc, TimeoutError):
-        why = "the tool did not finish in time after sending the request"
+        why = "the tool did not finish in time once it had begun writing"
     else:
         why = f"the answer was lost ({plain_error(exc)})"
     then = (

@@ -18,7 +18,12 @@ from slack_bolt.async_app import AsyncAck, AsyncApp
 
 from bot.approvals.executor import Executor
 from bot.approvals.policy import GroupMembers, Policies, Policy, may_approve
-from bot.approvals.service import ApprovalError, ApprovalsService, CardChanged
+from bot.approvals.service import (
+    ApprovalError,
+    ApprovalsService,
+    CardChanged,
+    NeedsConfirmation,
+)
 from bot.db.models import Proposal
 from bot.errors import plain_error
 from bot.metrics import DECISIONS
@@ -155,6 +160,11 @@ class Interactions:
         click, proposal = clicked
         try:
             await self.executor.run(proposal.id, retry_by=click.user, confirmed=confirmed)
+        except NeedsConfirmation as exc:  # it may write twice: only "Retry anyway" runs it
+            await self.approvals.refuse(proposal.id, click.user, "retry", "not confirmed")
+            DECISIONS.labels(action="retry", result="refused").inc()
+            await self._tell(click, exc.user_message)
+            return
         except ApprovalError as exc:
             DECISIONS.labels(action="retry", result="already_handled").inc()
             await self._tell(click, exc.user_message)
