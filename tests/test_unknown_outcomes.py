@@ -18,11 +18,25 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import aiohttp
+import httpx
+import httpx2
 import pytest
 from pydantic import BaseModel
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.slack_response import SlackResponse
 
+from bot.approvals.outcomes import outcome_unknown
 from bot.slack import cards
-from bot.tools.registry import Change, Outcome, Preview, ToolContext, write_tool
+from bot.tools.registry import (
+    Change,
+    Outcome,
+    OutcomeUnknown,
+    Preview,
+    ToolContext,
+    ToolError,
+    write_tool,
+)
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack, StoredMessage
 from tests.harness import RunningBot, make_settings, start_bot, stop_bot
@@ -223,3 +237,53 @@ async def test_a_scheduled_message_whose_answer_was_lost_is_not_scheduled_twice(
     assert proposal.result is not None
     assert proposal.result["scheduled_message_id"] == "Q131"
     assert len([m for m in fake_slack.scheduled if m["text"] == schedule["text"]]) == 1
+
+
+def _raised_over(inner: BaseException, outer: BaseException) -> BaseException:
+    """`outer` raised `from None` while handling `inner`, as packs word transport errors."""
+    try:
+        try:
+            raise inner
+        except BaseException:
+            raise outer from None
+    except BaseException as exc:
+        return exc
+
+
+def _slack_error(status: int, body: object) -> SlackApiError:
+    response = SlackResponse(
+        client=None,
+        http_verb="POST",
+        api_url="https://slack.test/api/chat.postMessage",
+        req_args={},
+        data=body,  # type: ignore[arg-type]
+        headers={},
+        status_code=status,
+    )
+    return SlackApiError("failed", response)  # type: ignore[no-untyped-call]
+
+
+@pytest.mark.parametrize(
+    ("exc", "unknown"),
+    [
+        (TimeoutError(), True),
+        (OutcomeUnknown("the service said it may have"), True),
+        (aiohttp.ServerDisconnectedError(), True),
+        (aiohttp.ClientPayloadError("cut off"), True),
+        (httpx2.ReadTimeout("slow"), True),
+        (httpx2.RemoteProtocolError("closed"), True),
+        (json.JSONDecodeError("not JSON", "<html>", 0), True),
+        (_slack_error(200, "<html>proxy</html>"), True),  # an answer that cannot be read
+        (_slack_error(502, {}), True),
+        (_slack_error(200, {"ok": False, "error": "channel_not_found"}), False),
+        (httpx2.ConnectError("refused"), False),  # never sent
+        (aiohttp.ClientConnectorError(None, OSError(111, "refused")), False),  # type: ignore[arg-type]
+        (ToolError("GitHub refused creating an issue (422: invalid)"), False),
+        (_raised_over(httpx.RemoteProtocolError("closed"), ToolError("not reached")), True),
+        (_raised_over(httpx.ConnectError("refused"), ToolError("not reached")), False),
+        (ValueError("post_at is in the past"), False),
+    ],
+    ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else str(v),
+)
+def test_which_failures_leave_the_outcome_unknown(exc: BaseException, unknown: bool) -> None:
+    assert outcome_unknown(exc) is unknown
