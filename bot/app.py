@@ -242,6 +242,7 @@ class Countersign:
             conversations.replies.set_active,
             StopSignals(settings.redis_url, worker) if settings.redis_url else None,
         )
+        sweeper.jobs.append(stopper.recover)  # completes Stops a crash cut off
         listeners.register(bolt, conversations, tasks, stopper)
         records.register(bolt)
         interactions.register(bolt)

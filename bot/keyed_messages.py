@@ -1,18 +1,70 @@
 """Messages that carry an idempotency key in their Slack message metadata, and finding them
 again. Neutral ground: the slack tool pack (a retried post) and the card publisher (a poster
 taking over from one that died) both use it, so a write repeated after a crash finds the
-message the first attempt posted instead of posting a second one."""
+message the first attempt posted instead of posting a second one.
+
+The look-up reads every message from `oldest` on (the moment the write could first have
+happened), page by page, so it finds the message however busy the channel or thread became
+since; `MAX_PAGES` only bounds a runaway (a channel with a hundred thousand messages since)."""
 
 from __future__ import annotations
 
+import copy
+from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any
 
+from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
+
+PAGE = 200  # Slack's advice for conversations.history/replies pages
+MAX_PAGES = 500
+CLOCK_SKEW_SECONDS = 60.0  # our clock and Slack's may differ by this much
 
 
 def keyed(event_type: str, key: str) -> dict[str, Any]:
     """The `metadata` argument of `chat.postMessage` that marks a message with `key`."""
     return {"event_type": event_type, "event_payload": {"key": key}}
+
+
+def slack_ts(moment: datetime) -> str:
+    """A Slack timestamp a little before `moment` (allowing for clock skew), for `oldest`."""
+    return f"{moment.timestamp() - CLOCK_SKEW_SECONDS:.6f}"
+
+
+def single_attempt(client: AsyncWebClient) -> AsyncWebClient:
+    """The same client without the retries that re-send a request whose answer was lost (a
+    dropped connection, a 5xx): for writes, a second send may write twice. Waiting out a 429
+    stays (Slack did nothing)."""
+    handlers = getattr(client, "retry_handlers", None)
+    if handlers is None:
+        return client
+    once = copy.copy(client)
+    once.retry_handlers = [h for h in handlers if isinstance(h, AsyncRateLimitErrorRetryHandler)]
+    return once
+
+
+async def _messages(
+    slack: AsyncWebClient, channel: str, thread_ts: str | None, oldest: str | None
+) -> AsyncIterator[dict[str, Any]]:
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        args: dict[str, Any] = {
+            "channel": channel,
+            "limit": PAGE,
+            "include_all_metadata": True,
+            **({"oldest": oldest} if oldest else {}),
+            **({"cursor": cursor} if cursor else {}),
+        }
+        if thread_ts:
+            page = await slack.conversations_replies(ts=thread_ts, **args)
+        else:
+            page = await slack.conversations_history(**args)
+        for message in page.get("messages") or []:
+            yield message
+        cursor = ((page.get("response_metadata") or {}).get("next_cursor")) or None
+        if not cursor or not page.get("has_more", True):
+            return
 
 
 async def find_keyed(
@@ -24,17 +76,9 @@ async def find_keyed(
     thread_ts: str | None = None,
     oldest: str | None = None,
 ) -> str | None:
-    """The ts of the newest message in the thread (or the channel's recent history) marked
+    """The ts of a message in the thread (or the channel) posted since `oldest` and marked
     with `key`, if any."""
-    if thread_ts:
-        found = await slack.conversations_replies(
-            channel=channel, ts=thread_ts, limit=200, include_all_metadata=True
-        )
-    else:
-        found = await slack.conversations_history(
-            channel=channel, limit=100, oldest=oldest, include_all_metadata=True
-        )
-    for message in found.get("messages") or []:
+    async for message in _messages(slack, channel, thread_ts, oldest):
         metadata = message.get("metadata") or {}
         payload = metadata.get("event_payload") or {}
         if metadata.get("event_type") == event_type and payload.get("key") == key:

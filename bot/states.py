@@ -14,4 +14,7 @@ class State(enum.StrEnum):
     EXECUTING = "executing"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    # The write may or may not have happened (time-out after sending, connection lost mid-call,
+    # an unreadable answer, a crash while it ran): never shown as a plain failure.
+    UNKNOWN = "unknown"
     WITHDRAWN = "withdrawn"  # the turn was stopped before anyone decided

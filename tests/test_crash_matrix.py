@@ -9,16 +9,18 @@ import json
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
 from pathlib import Path
 
 import aiohttp
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
-from bot.approvals.service import ApprovalsService
-from bot.db.models import LiveReply, Proposal, ProposalState, ResumeRequest, Task
+from bot.db.models import LiveReply, Proposal, ProposalState, ResumeRequest, StopEntry, Task, utcnow
 from bot.db.session import Database
+from bot.keyed_messages import keyed
 from bot.slack import cards
+from bot.tools.packs.slack import IDEMPOTENCY_EVENT
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack, wait_until
 from tests.harness import SlackFront
@@ -110,9 +112,7 @@ async def assert_invariants(slack: FakeSlack, db: Database) -> None:
             break
         await asyncio.sleep(0.05)
     assert await count(db, LiveReply) == 0
-    async with db.transaction() as session:
-        for proposal in (await session.scalars(select(Proposal))).all():
-            assert proposal.attempts <= 2  # at most one run per attempt (a retry is a second)
+    await assert_written_once(db, slack)
     # Every settled turn's resume is done (its reply stored a moment after it showed).
     await until_db(db, ResumeRequest, 0)
     for _ in range(200):
@@ -120,6 +120,31 @@ async def assert_invariants(slack: FakeSlack, db: Database) -> None:
             break
         await asyncio.sleep(0.05)
     assert await count(db, ResumeRequest, ResumeRequest.done_at.is_(None)) == 0
+
+
+def _metadata(raw: object) -> object:
+    return json.loads(raw) if isinstance(raw, str) else raw
+
+
+async def assert_written_once(db: Database, slack: FakeSlack) -> None:
+    """Each approved write reached its destination at most once, counted where it landed:
+    the tasks on the board and the posts Slack received carrying each proposal's key (what a
+    run count would hide: a run whose write landed twice)."""
+    async with db.transaction() as session:
+        keys = [p.idempotency_key for p in (await session.scalars(select(Proposal))).all()]
+        for key in keys:
+            made = await session.scalar(
+                select(func.count()).select_from(Task).where(Task.idempotency_key == key)
+            )
+            assert (made or 0) <= 1
+    for key in keys:
+        written = json.dumps(keyed(IDEMPOTENCY_EVENT, key))  # a post's mark (cards have theirs)
+        received = [
+            c
+            for c in slack.calls_to("chat.postMessage")
+            if json.dumps(_metadata(c.args.get("metadata"))) == written
+        ]
+        assert len(received) <= 1, f"Slack received {len(received)} posts of one approved write"
 
 
 async def assert_resumed_once(slack: FakeSlack, db: Database) -> None:
@@ -189,20 +214,81 @@ async def test_killed_after_the_card_was_posted(
     await assert_resumed_once(fake_slack, db)
 
 
-async def test_killed_between_approval_and_execution(
+async def test_killed_after_the_approval_before_the_write(
     crashing: tuple[Bot, Database], fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
+    """A real process, `kill -9` once the approval is stored and execution claimed, while the
+    executor re-reads the target (Slack slow to answer) and before anything was written. The
+    next process cannot know how far the dead one got: the card says the write may have run,
+    the model is told the outcome is unknown, and the Retry makes the task exactly once."""
     bot, db = crashing
-    fake_model.script(Script(tool_calls=[call("create_task", CREATE)]), Script(text="Resumed."))
+    fake_model.script(
+        Script(tool_calls=[call("create_task", CREATE)]),
+        Script(text="It may not have been made."),
+        Script(text="Resumed."),
+    )
     await bot.start()
     await propose(bot, fake_slack)
+    fake_slack.delays["users.info"] = 60  # the re-read names the assignee
+    await bot.front.click(fake_slack.cards("C1")[0], cards.APPROVE, "UALICE", "C1")
+    await until_db(db, Proposal, 1, Proposal.state == ProposalState.EXECUTING)
     bot.kill()
-    # The approval had committed when the process died, before the executor claimed it.
-    async with db.transaction() as session:
-        proposal = (await session.scalars(select(Proposal))).one()
-    await ApprovalsService(db).vote(proposal.id, proposal.revision, "UALICE", 1)
+    fake_slack.delays.clear()
+    assert await count(db, Task) == 0
     await bot.start()
-    await assert_resumed_once(fake_slack, db)
+    await until_db(db, Proposal, 1, Proposal.state == ProposalState.UNKNOWN)
+    await eventually(lambda: "may have run" in json.dumps(fake_slack.cards("C1")[0].blocks))
+    await eventually(lambda: "It may not have been made." in texts(fake_slack))
+    told = [
+        json.loads(m["content"])
+        for m in fake_model.requests[1].body["messages"]
+        if m["role"] == "tool"
+    ]
+    assert [t["status"] for t in told] == ["unknown"]
+    await bot.front.click(fake_slack.cards("C1")[0], cards.RETRY, "UALICE", "C1")
+    await until_db(db, Proposal, 1, Proposal.state == ProposalState.SUCCEEDED)
+    await eventually(lambda: "Resumed." in texts(fake_slack))
+    await assert_invariants(fake_slack, db)
+    assert await count(db, Task) == 1
+
+
+async def test_killed_between_cancelling_a_stop_and_withdrawing_resumes_nothing(
+    crashing: tuple[Bot, Database], fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """A real process, `kill -9` in the middle of a Stop: journalled, the turn's running
+    work cancelled, its proposal not withdrawn yet (the check that the stopper may withdraw it
+    waits on Slack). The next process completes the Stop from the journal: the card says
+    withdrawn, and the turn never resumes."""
+    bot, db = crashing
+    bot.env["APPROVAL_POLICIES"] = json.dumps({"tasks": {"approvers": ["S0LEADS"]}})
+    fake_slack.user_groups["S0LEADS"] = ["UBOSS"]
+    fake_model.script(
+        Script(tool_calls=[call("create_task", CREATE)]), Script(text="Must never be said.")
+    )
+    await bot.start()
+    root = await bot.front.mention("C1", "track the login bug", fake_slack)
+    await eventually(lambda: fake_slack.cards("C1"))
+    fake_slack.delays["usergroups.users.list"] = 60
+    event = fake_slack.press_stop("C1", root, "UBOSS")
+    assert await bot.front.send_event(event) == 200
+    await until_db(db, StopEntry, 1)
+    await asyncio.sleep(0.3)  # the Stop now waits on Slack to learn who leads
+    bot.kill()
+    fake_slack.delays.clear()
+    assert await count(db, Proposal, Proposal.state == ProposalState.PROPOSED) == 1
+    assert await count(db, StopEntry, StopEntry.done_at.is_(None)) == 1
+    async with db.transaction() as session:  # time passes: the journal entry is left behind
+        earlier = utcnow() - timedelta(minutes=2)
+        await session.execute(update(StopEntry).values(created_at=earlier))
+        await session.execute(update(Proposal).values(created_at=earlier))
+    await bot.start()
+    await until_db(db, Proposal, 1, Proposal.state == ProposalState.WITHDRAWN)
+    await eventually(lambda: "Withdrawn" in json.dumps(fake_slack.cards("C1")[0].blocks))
+    assert await count(db, StopEntry, StopEntry.done_at.is_(None)) == 0
+    await asyncio.sleep(1.0)  # a few sweeps: nothing resumes the stopped turn
+    assert len(fake_model.requests) == 1
+    assert "Must never be said." not in texts(fake_slack)
+    await assert_invariants(fake_slack, db)
 
 
 async def test_killed_mid_execution_then_retried_posts_once(

@@ -137,7 +137,11 @@ async def test_a_retry_after_the_create_answer_was_lost_finds_the_issue_instead_
     await gh_bot.click(card, cards.APPROVE, "UALICE", "C1")
     await gh_bot.idle()
     (proposal,) = await proposals(gh_bot)
-    assert proposal.state.value == "failed"  # the answer never came: unknown, so it says so
+    assert proposal.state.value == "unknown"  # the answer never came: unknown, so it says so
+    shown = card_text(fake_slack.cards("C1")[0])
+    assert "Outcome unknown" in shown
+    assert "Retry looks for the earlier write first" in shown
+    assert tool_results(fake_model)[0]["status"] == "unknown"
     made = [i for i in fake_github.repo("acme/api").issues.values() if i["title"] == "Flaky deploy"]
     assert len(made) == 1
     assert f"<!-- countersign:{proposal.idempotency_key} -->" in made[0]["body"]
@@ -403,7 +407,7 @@ async def test_a_comment_whose_answer_was_lost_is_not_posted_twice_on_retry(
     await gh_bot.click(fake_slack.cards("C1")[0], cards.APPROVE, "UALICE", "C1")
     await gh_bot.idle()
     (proposal,) = await proposals(gh_bot)
-    assert proposal.state.value == "failed"
+    assert proposal.state.value == "unknown"
     await gh_bot.click_value(proposal.id, cards.RETRY, "UALICE", "C1", fake_slack)
     await gh_bot.idle()
     (proposal,) = await proposals(gh_bot)

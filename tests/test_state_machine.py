@@ -73,8 +73,10 @@ def test_the_table_is_the_one_in_design_md() -> None:
         ("approved", "start", "executing"),
         ("executing", "succeed", "succeeded"),
         ("executing", "fail", "failed"),
+        ("executing", "lose", "unknown"),
         ("failed", "retry", "executing"),
-        ("executing", "interrupt", "failed"),
+        ("unknown", "retry", "executing"),
+        ("executing", "interrupt", "unknown"),
     }
 
 
@@ -114,7 +116,9 @@ async def test_every_state_event_pair(
     # The only proposal of its turn: settling it records exactly one resume (a withdrawal
     # comes from a Stop, and a stopped turn never resumes).
     assert resumes == (
-        1 if target in {State.SUCCEEDED, State.DECLINED, State.EXPIRED, State.FAILED} else 0
+        1
+        if target in {State.SUCCEEDED, State.DECLINED, State.EXPIRED, State.FAILED, State.UNKNOWN}
+        else 0
     )
 
 

@@ -12,7 +12,7 @@ import time
 from sqlalchemy import select
 
 from bot.conversation.stop_signals import StopSignals
-from bot.db.models import AuditEntry, Proposal
+from bot.db.models import AuditEntry
 from bot.slack import cards
 from bot.states import State
 from tests.fakes.openai import FakeOpenAI, Script
@@ -238,16 +238,24 @@ async def test_a_stop_reaches_the_replica_running_the_turn(
 async def test_proposals_of_a_stopped_turn_are_kept_from_strangers(
     native_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
-    fake_model.script(Script(tool_calls=[call("create_task", CREATE)]))
+    fake_model.script(Script(tool_calls=[call("create_task", CREATE)]), Script(text="Made it."))
     root = await native_bot.mention("C1", "make a task", fake_slack)
     await native_bot.idle()
     await press_stop(native_bot, fake_slack, root, "UMALLORY")
     await native_bot.idle()
     (proposal,) = await proposals(native_bot)
     assert proposal.state is State.PROPOSED
-    async with native_bot.countersign.db.transaction() as session:
-        assert (await session.get(Proposal, proposal.id)) is not None
-    assert fake_slack.ephemerals_for("UMALLORY")
+    (card,) = fake_slack.cards("C1")
+    assert "Withdrawn" not in card_text(card)
+    (told,) = fake_slack.ephemerals_for("UMALLORY")
+    assert "Nothing was stopped" in told
+    # The turn was not marked stopped either: approved, its task is made and the turn resumes.
+    assert await native_bot.click(card, cards.APPROVE, "UALICE", "C1") == 200
+    await native_bot.idle()
+    await wait_until(lambda: len(fake_model.requests) == 2, 10)
+    (proposal,) = await proposals(native_bot)
+    assert proposal.state is State.SUCCEEDED
+    assert any(m.text == "Made it." for m in fake_slack.bot_messages("C1"))
 
 
 async def test_an_approver_may_stop_someone_elses_turn(

@@ -86,7 +86,7 @@ async def audit_rows(db: Database, batch: int = 500) -> AsyncIterator[dict[str, 
                 (
                     e.created_at
                     for e in reversed(own)
-                    if e.to_state in ("succeeded", "failed") and e.event != "interrupt"
+                    if e.to_state in ("succeeded", "failed", "unknown") and e.event != "interrupt"
                 ),
                 None,
             )

@@ -12,8 +12,10 @@ from bot.approvals.machine import Event, State
 from bot.db.models import Proposal, utcnow
 
 INTERRUPTED = (
-    "interrupted: the bot stopped while this action was running; it may or may not have been "
-    "carried out. Check, then Retry (a retry reuses the same idempotency key)."
+    "interrupted: the bot stopped while this action was running, so the write may have run. "
+    "Its outcome is unknown: check the destination before retrying (Retry looks for the "
+    "earlier write first where the tool can; otherwise it asks you to confirm, since it may "
+    "write twice)."
 )
 
 
@@ -73,8 +75,9 @@ class Clock(Ledger):
             return reminded
 
     async def interrupt_lapsed(self, now: datetime | None = None) -> list[Proposal]:
-        """Executions whose lease lapsed were cut off (crash, freeze): they become failed
-        ("interrupted") and can be retried. A live lease is never touched, whoever holds it."""
+        """Executions whose lease lapsed were cut off (crash, freeze): the write may have run,
+        so they become unknown ("interrupted") and can be retried. A live lease is never
+        touched, whoever holds it."""
         now = now or utcnow()
         async with self.db.transaction() as session:
             rows = (

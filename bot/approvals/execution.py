@@ -9,13 +9,20 @@ worker that lost its lease cannot record an outcome over someone else's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.approvals.ledger import AlreadyHandled, LeaseLost, Ledger, UnknownProposal
+from bot.approvals.ledger import (
+    AlreadyHandled,
+    ApprovalError,
+    LeaseLost,
+    Ledger,
+    UnknownProposal,
+)
 from bot.approvals.machine import TRANSITIONS, Event, State
 from bot.db.models import AuditEntry, Proposal, ProposalApproval, utcnow
 from bot.tools.registry import Outcome, arguments_hash
@@ -24,6 +31,10 @@ from bot.tools.registry import Outcome, arguments_hash
 STARTS = frozenset(
     (t.source, t.event) for t in TRANSITIONS if t.event in (Event.START, Event.RETRY)
 )
+
+
+class NeedsConfirmation(ApprovalError):
+    """A retry that may write twice, clicked without confirming that it may."""
 
 
 class TamperedApproval(PermissionError):
@@ -47,12 +58,24 @@ class Claim:
 
 class Executions(Ledger):
     async def start(self, proposal_id: int, worker: str, retry_by: str | None = None) -> Proposal:
-        """Claim execution (approved -> executing, or failed -> executing on Retry) with a lease."""
+        """Claim execution (approved -> executing, or failed/unknown -> executing on Retry)
+        with a lease."""
         return (await self.claim(proposal_id, worker, retry_by)).proposal
 
-    async def claim(self, proposal_id: int, worker: str, retry_by: str | None = None) -> Claim:
+    async def claim(
+        self,
+        proposal_id: int,
+        worker: str,
+        retry_by: str | None = None,
+        confirmed: bool = False,
+        finds_earlier_write: Callable[[str], bool] = lambda _tool: True,
+    ) -> Claim:
         """`start`, and in the same transaction the check that the arguments about to run are
-        exactly the approved revision (one round of the database instead of two per run)."""
+        exactly the approved revision (one round of the database instead of two per run).
+
+        A retry of an unknown outcome by a tool that cannot find its earlier write runs only
+        when its clicker `confirmed` that it may write twice (else `NeedsConfirmation`); the
+        audit row records who confirmed."""
         async with self.db.transaction() as session:
             proposal = await session.get(Proposal, proposal_id)
             if proposal is None:
@@ -63,12 +86,24 @@ class Executions(Ledger):
                     f"This action is {proposal.state.value}; there is nothing to "
                     + ("retry." if retry_by else "run.")
                 )
+            detail: dict[str, Any] = {"worker": worker, "attempt": proposal.attempts + 1}
+            if retry_by and State(proposal.state) is State.UNKNOWN:
+                if finds_earlier_write(proposal.tool_name):
+                    detail["looks_for_earlier_write"] = True
+                elif confirmed:
+                    detail["may_write_twice_confirmed_by"] = retry_by
+                else:
+                    raise NeedsConfirmation(
+                        "The earlier attempt may have written already and this action cannot "
+                        "look for it, so a retry may write twice. Check the destination, then "
+                        'use "Retry anyway" and confirm.'
+                    )
             claimed = await self._apply(
                 session,
                 proposal,
                 event,
                 retry_by or worker,
-                {"worker": worker, "attempt": proposal.attempts + 1},
+                detail,
                 lease_owner=worker,
                 lease_expires_at=utcnow() + self.lease,
                 attempts=Proposal.attempts + 1,
@@ -145,6 +180,10 @@ class Executions(Ledger):
 
     async def fail(self, proposal: Proposal, worker: str, error: str) -> Proposal:
         return await self._finish(proposal, worker, Event.FAIL, {"error": error}, error=error)
+
+    async def lose(self, proposal: Proposal, worker: str, error: str) -> Proposal:
+        """The write may or may not have happened (executing -> unknown)."""
+        return await self._finish(proposal, worker, Event.LOSE, {"error": error}, error=error)
 
     async def _finish(
         self,

@@ -92,6 +92,15 @@ def result_for_model(proposal: Proposal) -> dict[str, Any]:
             "instruction": "The person stopped this turn before anyone decided; the action "
             "was not carried out. Do not repeat it unless asked again.",
         }
+    if state is State.UNKNOWN:
+        return {
+            "status": "unknown",
+            "error": proposal.error or "the outcome is unknown",
+            "instruction": "This write may or may not have been carried out. Do not say it was "
+            "done or that it failed, and do not call it again: a new call could write twice. "
+            "Ask the person to check the destination; the card's Retry looks for the earlier "
+            "write first where it can.",
+        }
     return {"status": "failed", "error": proposal.error or "unknown error"}
 
 

@@ -18,6 +18,7 @@ class Event(enum.StrEnum):
     START = "start"
     SUCCEED = "succeed"
     FAIL = "fail"
+    LOSE = "lose"  # the outcome is unknown: the answer never came or could not be read
     RETRY = "retry"
     INTERRUPT = "interrupt"
     WITHDRAW = "withdraw"
@@ -47,15 +48,23 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition(State.APPROVED, Event.START, State.EXECUTING, Actor.EXECUTOR),
     Transition(State.EXECUTING, Event.SUCCEED, State.SUCCEEDED, Actor.EXECUTOR),
     Transition(State.EXECUTING, Event.FAIL, State.FAILED, Actor.EXECUTOR),
+    Transition(State.EXECUTING, Event.LOSE, State.UNKNOWN, Actor.EXECUTOR),
     Transition(State.FAILED, Event.RETRY, State.EXECUTING, Actor.APPROVER),
-    Transition(State.EXECUTING, Event.INTERRUPT, State.FAILED, Actor.RECOVERY),
+    # A retry of an unknown outcome first looks for the earlier write (tools that can), or
+    # runs only after its clicker confirmed that it may write twice.
+    Transition(State.UNKNOWN, Event.RETRY, State.EXECUTING, Actor.APPROVER),
+    # Work cut off by a crash may have reached the outside service before it stopped.
+    Transition(State.EXECUTING, Event.INTERRUPT, State.UNKNOWN, Actor.RECOVERY),
 )
 
 TERMINAL: frozenset[State] = frozenset(
     {State.SUCCEEDED, State.DECLINED, State.EXPIRED, State.WITHDRAWN}
 )
-# A paused turn resumes once every proposal of it is in one of these states.
-SETTLED: frozenset[State] = frozenset({*TERMINAL, State.FAILED})
+# A paused turn resumes once every proposal of it is in one of these states. An unknown outcome
+# counts, like a failure: it waits on a person checking the outside service, which may take
+# long or never happen, and the model is told it may have happened (so it neither claims it
+# did nor proposes it again); a later retry reaches the model as an update.
+SETTLED: frozenset[State] = frozenset({*TERMINAL, State.FAILED, State.UNKNOWN})
 
 _TABLE: dict[tuple[State, Event], Transition] = {(t.source, t.event): t for t in TRANSITIONS}
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from bot.approvals.card_state import CardState
 from bot.approvals.clock import Clock
 from bot.approvals.decisions import Decisions, VoteResult
-from bot.approvals.execution import Executions, TamperedApproval
+from bot.approvals.execution import Executions, NeedsConfirmation, TamperedApproval
 from bot.approvals.ledger import (
     AlreadyHandled,
     ApprovalError,
@@ -26,6 +26,7 @@ __all__ = [
     "ApprovalsService",
     "CardChanged",
     "LeaseLost",
+    "NeedsConfirmation",
     "NotAuthorised",
     "OpenTurn",
     "TamperedApproval",

@@ -1,17 +1,21 @@
 """Stopping a turn on the proposals' side: the turn is marked stopped (so nothing of it ever
 resumes) and its proposals that nobody decided are withdrawn, in one transaction. Approved and
-executing proposals are left alone: a write already under way finishes and is recorded."""
+executing proposals are left alone: a write already under way finishes and is recorded.
+
+A Stop is journalled before it cancels anything and marked done once its proposals are
+withdrawn; recovery completes the Stops a crash left open (`open_stops`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from bot.approvals.ledger import STOPPED, AlreadyHandled, Ledger
 from bot.approvals.machine import SETTLED, Event, State
-from bot.db.models import Proposal, ResumeRequest, utcnow
+from bot.db.models import Proposal, ResumeRequest, StopEntry, utcnow
 
 
 @dataclass
@@ -25,8 +29,41 @@ class OpenTurn:
 
 
 class Withdrawals(Ledger):
-    async def open_turns(self, team_id: str, channel_id: str, thread_ts: str) -> list[OpenTurn]:
-        """The thread's turns that still have proposals in flight, oldest first."""
+    async def journal_stop(self, team_id: str, channel_id: str, thread_ts: str, user: str) -> int:
+        """Record a Stop before anything of it is done; returns its journal id."""
+        async with self.db.transaction() as session:
+            entry = StopEntry(
+                team_id=team_id, channel_id=channel_id, thread_ts=thread_ts, user_id=user
+            )
+            session.add(entry)
+            await session.flush()
+            return entry.id
+
+    async def stop_done(self, entry_id: int) -> None:
+        async with self.db.transaction() as session:
+            await session.execute(
+                update(StopEntry).where(StopEntry.id == entry_id).values(done_at=utcnow())
+            )
+
+    async def open_stops(self, older_than: timedelta) -> list[StopEntry]:
+        """Journalled Stops not done after `older_than` (their handler died on the way)."""
+        async with self.db.transaction() as session:
+            rows = await session.scalars(
+                select(StopEntry)
+                .where(StopEntry.done_at.is_(None), StopEntry.created_at <= utcnow() - older_than)
+                .order_by(StopEntry.id)
+            )
+            return list(rows.all())
+
+    async def open_turns(
+        self,
+        team_id: str,
+        channel_id: str,
+        thread_ts: str,
+        made_before: datetime | None = None,
+    ) -> list[OpenTurn]:
+        """The thread's turns that still have proposals in flight, oldest first (only
+        proposals made before `made_before`, if given)."""
         async with self.db.transaction() as session:
             rows = await session.scalars(
                 select(Proposal)
@@ -37,6 +74,7 @@ class Withdrawals(Ledger):
                     Proposal.state.not_in(list(SETTLED)),
                     Proposal.assistant_message_id.is_not(None),
                     Proposal.conversation_id.is_not(None),
+                    *([Proposal.created_at <= made_before] if made_before else []),
                 )
                 .order_by(Proposal.id)
             )

@@ -9,6 +9,10 @@ running the turn cancels it, wherever Slack delivered the event.
 Who may stop a turn: the person it works for, or someone who may approve its actions (for a
 running model request: an approver of the `*` policy). Anyone else is told so privately and
 nothing stops.
+
+A Stop is journalled before it cancels anything and marked done once the proposals are
+withdrawn: if the process dies in between, recovery (at start-up and every sweep) completes the
+Stop from the journal, so nothing of a stopped turn is left waiting for a decision.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from bot.approvals.policy import GroupMembers, Policies, Policy, is_approver, may_approve
@@ -27,6 +32,9 @@ from bot.db.models import Proposal
 log = logging.getLogger(__name__)
 
 CANCEL_WAIT_SECONDS = 15.0  # a cancelled turn writes its last words, then the proposals go
+# A journalled Stop still open after this long lost its handler (a Stop that is alive finishes
+# within the cancel wait): recovery completes it.
+RECOVER_AFTER = timedelta(seconds=2 * CANCEL_WAIT_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -121,10 +129,13 @@ class Stopper:
         """Handle a Stop; `origin` is the replica Slack delivered it to (it tells the person
         and resets the thread's status), the others only cancel what they run."""
         outcome = StopOutcome()
+        entry = await self._journal(request) if origin else None
         if origin and self.signals is not None:
             await self.signals.publish(request)
         await self._cancel_running(request, outcome)
         await self._stop_paused(request, outcome)
+        if entry is not None:
+            await self.approvals.stop_done(entry)
         if not origin:
             return outcome
         if outcome.cancelled == 0:
@@ -163,8 +174,37 @@ class Stopper:
         if stopping:
             await asyncio.wait({t.task for t in stopping}, timeout=CANCEL_WAIT_SECONDS)
 
-    async def _stop_paused(self, request: StopRequest, outcome: StopOutcome) -> None:
-        turns = await self.approvals.open_turns(request.team, request.channel, request.thread_ts)
+    async def _journal(self, request: StopRequest) -> int | None:
+        try:
+            return await self.approvals.journal_stop(
+                request.team, request.channel, request.thread_ts, request.user
+            )
+        except Exception:  # the database is down: the withdrawals would fail the same way
+            log.exception("could not journal the stop in %s", request.channel)
+            return None
+
+    async def recover(self) -> None:
+        """Complete the journalled Stops whose handler died between cancelling and
+        withdrawing: withdraw what their turns left undecided (only proposals made before the
+        Stop took effect, never a later turn's), then mark them done."""
+        for entry in await self.approvals.open_stops(RECOVER_AFTER):
+            request = StopRequest(entry.team_id, entry.channel_id, entry.thread_ts, entry.user_id)
+            outcome = StopOutcome()
+            made_before = entry.created_at + timedelta(seconds=CANCEL_WAIT_SECONDS)
+            await self._stop_paused(request, outcome, made_before)
+            await self.approvals.stop_done(entry.id)
+            log.warning(
+                "completed a stop cut off in %s: %d proposal(s) withdrawn",
+                entry.channel_id,
+                len(outcome.withdrawn),
+            )
+
+    async def _stop_paused(
+        self, request: StopRequest, outcome: StopOutcome, made_before: datetime | None = None
+    ) -> None:
+        turns = await self.approvals.open_turns(
+            request.team, request.channel, request.thread_ts, made_before
+        )
         for turn in turns:
             if not await self.authority.may_withdraw(request.user, turn):
                 if turn.undecided:

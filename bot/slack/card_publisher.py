@@ -106,6 +106,7 @@ class CardPublisher:
             arguments=dict(proposal.arguments),
             arguments_hash=proposal.arguments_hash,
             mentions=mentions_of(tool).value,
+            finds_earlier_write=bool(tool and tool.finds_earlier_write),
         )
 
     async def post(self, proposal: Proposal) -> bool:

@@ -41,6 +41,7 @@ APPROVE = "proposal_approve"
 DECLINE = "proposal_decline"
 EDIT = "proposal_edit"
 RETRY = "proposal_retry"
+RETRY_CONFIRMED = "proposal_retry_confirmed"  # "Retry anyway", after a confirm dialog
 DECLINE_MODAL = "proposal_decline_modal"
 EDIT_MODAL = "proposal_edit_modal"
 
@@ -92,6 +93,7 @@ class CardView:
     result_summary: str | None = None
     result_link: str | None = None
     error: str | None = None
+    finds_earlier_write: bool = False  # a retry finds the earlier write instead of repeating it
     provenance: tuple[str, ...] = ()  # what the turn had read before proposing it
     # What the write sends (the revision's arguments) and how its destination reads mentions.
     arguments: dict[str, Any] | None = None
@@ -214,6 +216,8 @@ def _status(view: CardView) -> list[Block]:
             f":white_check_mark: Approved by {who}{when} · *Done*: "
             f"{safe(view.result_summary or 'completed', 1500)}{link}"
         )
+    elif state is State.UNKNOWN:
+        return _unknown(view)
     else:  # failed
         text = f":x: *Failed*: {safe(view.error, 2000)}"
         retry = ButtonElement(text="Retry", action_id=RETRY, value=view.ref)
@@ -222,6 +226,40 @@ def _status(view: CardView) -> list[Block]:
             ActionsBlock(block_id=f"proposal:{view.proposal_id}:retry", elements=[retry]),
         ]
     return [SectionBlock(text=MarkdownTextObject(text=clip(text, SECTION_MAX)))]
+
+
+def _unknown(view: CardView) -> list[Block]:
+    """The write may have happened: say so, say what to check, and make a Retry that could
+    write twice ask for confirmation first."""
+    text = (
+        ":warning: *Outcome unknown*: this may have been carried out. "
+        f"{safe(view.error, 1500)}\nCheck the destination before retrying."
+    )
+    value = card_ref(view.proposal_id, view.revision)
+    if view.finds_earlier_write:
+        retry = ButtonElement(text="Retry", action_id=RETRY, value=value)
+    else:
+        retry = ButtonElement(
+            text="Retry anyway…",
+            action_id=RETRY_CONFIRMED,
+            value=value,
+            style="danger",
+            confirm=ConfirmObject(
+                title="It may write twice",
+                text=clip(
+                    "The first attempt may already have done this, and it cannot be looked up "
+                    f"automatically: {escape(view.description)}. Retry only once you checked "
+                    "it did not happen.",
+                    300,
+                ),
+                confirm="Retry anyway",
+                deny="Cancel",
+            ),
+        )
+    return [
+        SectionBlock(text=MarkdownTextObject(text=clip(text, SECTION_MAX))),
+        ActionsBlock(block_id=f"proposal:{view.proposal_id}:retry", elements=[retry]),
+    ]
 
 
 def approval_card(view: CardView) -> tuple[str, list[dict[str, Any]]]:

@@ -18,7 +18,12 @@ from slack_bolt.async_app import AsyncAck, AsyncApp
 
 from bot.approvals.executor import Executor
 from bot.approvals.policy import GroupMembers, Policies, Policy, may_approve
-from bot.approvals.service import ApprovalError, ApprovalsService, CardChanged
+from bot.approvals.service import (
+    ApprovalError,
+    ApprovalsService,
+    CardChanged,
+    NeedsConfirmation,
+)
 from bot.db.models import Proposal
 from bot.errors import plain_error
 from bot.metrics import DECISIONS
@@ -147,13 +152,20 @@ class Interactions:
                 view=cards.decline_modal(proposal.id, proposal.revision, proposal.description),
             )
 
-    async def retry(self, body: dict[str, Any]) -> None:
+    async def retry(self, body: dict[str, Any], confirmed: bool = False) -> None:
+        """Retry; `confirmed`: clicked "Retry anyway" through its dialog saying it may write
+        twice (needed after an unknown outcome of a tool that cannot find its earlier write)."""
         clicked = await self._clicked(body, "retry")
         if clicked is None:
             return
         click, proposal = clicked
         try:
-            await self.executor.run(proposal.id, retry_by=click.user)
+            await self.executor.run(proposal.id, retry_by=click.user, confirmed=confirmed)
+        except NeedsConfirmation as exc:  # it may write twice: only "Retry anyway" runs it
+            await self.approvals.refuse(proposal.id, click.user, "retry", "not confirmed")
+            DECISIONS.labels(action="retry", result="refused").inc()
+            await self._tell(click, exc.user_message)
+            return
         except ApprovalError as exc:
             DECISIONS.labels(action="retry", result="already_handled").inc()
             await self._tell(click, exc.user_message)
@@ -276,6 +288,10 @@ class Interactions:
         @app.action(cards.RETRY)
         async def _retry(ack: AsyncAck, body: dict[str, Any]) -> None:
             await ack_then(ack, body, self.retry)
+
+        @app.action(cards.RETRY_CONFIRMED)
+        async def _retry_confirmed(ack: AsyncAck, body: dict[str, Any]) -> None:
+            await ack_then(ack, body, self.retry, True)
 
         @app.view(cards.DECLINE_MODAL)
         async def _submit_decline(ack: AsyncAck, body: dict[str, Any]) -> None:

@@ -91,6 +91,9 @@ class ToolContext:
     idempotency_key: str | None = None
     pin: str | None = None  # what the approved card was made against (e.g. a head commit)
     links: LinkSigner | None = None  # signed, expiring links to pages this bot serves
+    # When a write of this proposal could first have happened (its approval): a look-up for
+    # an earlier attempt's write reads the destination from here on, however busy it became.
+    since: datetime | None = None
     _names: dict[str, str] = field(default_factory=dict)
     # What the approved revision's preview resolved (see `resolve`); None while previewing.
     pinned: dict[str, Any] | None = None
@@ -150,6 +153,12 @@ class ToolError(Exception):
     """A failure whose message is already in plain words (shown on the card as it is)."""
 
 
+class OutcomeUnknown(Exception):
+    """The write may or may not have happened (the request went out, its answer did not come
+    back or could not be read). A tool raises it to say so; the action becomes `unknown`, never
+    `failed`, and a retry first looks for the earlier write. The message is in plain words."""
+
+
 class ToolArgumentsError(Exception):
     """Arguments that are not JSON or do not fit the schema; the message goes to the model."""
 
@@ -170,6 +179,11 @@ class Tool(Generic[A]):
     # How the destination reads mentions in what is sent (`bot.tools.shown_notes.Mentions`);
     # empty: the pack's default.
     mentions: str = ""
+    # True when `run`, given the same idempotency key, finds the write an earlier attempt made
+    # (or writing again changes nothing) instead of writing twice: a retry after an unknown
+    # outcome then runs at once. False: such a retry needs its clicker to confirm that it may
+    # write twice.
+    finds_earlier_write: bool = False
 
     @property
     def requires_approval(self) -> bool:
@@ -269,6 +283,7 @@ def write_tool(
     destructive: bool = False,
     expires_after: timedelta | None = None,
     mentions: str = "",
+    finds_earlier_write: bool = False,
 ) -> Callable[[Callable[[A, ToolContext], Awaitable[Outcome]]], Tool[A]]:
     def wrap(run: Callable[[A, ToolContext], Awaitable[Outcome]]) -> Tool[A]:
         return Tool(
@@ -280,6 +295,7 @@ def write_tool(
             destructive=destructive,
             expires_after=expires_after,
             mentions=mentions,
+            finds_earlier_write=finds_earlier_write,
         )
 
     return wrap

@@ -9,6 +9,7 @@ returned by `apps.connections.open` is a WebSocket on which tests push envelopes
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import json
 import math
@@ -186,6 +187,9 @@ class FakeSlack:
     # method -> how many of its next calls have their connection reset, unanswered
     resets: dict[str, int] = field(default_factory=dict)
     refuse_cards: int = 0  # how many of the next posts with blocks answer internal_error
+    # method -> how many of its next calls are carried out, then their answer is lost (the
+    # connection drops before Slack's answer reaches the caller)
+    lose_answers: dict[str, int] = field(default_factory=dict)
     # native streaming (see slack_streams.py): ts -> its stream; how long a stream lives
     streams: dict[str, StreamState] = field(default_factory=dict)
     stream_lifetime: float = 300.0
@@ -201,6 +205,7 @@ class FakeSlack:
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._ts = itertools.count(1)
+        self._last_ts = 0.0
         self._windows: dict[tuple[str, str], deque[float]] = defaultdict(deque)
         self._server = ThreadedServer(self._build())
         self._sockets: list[web.WebSocketResponse] = []
@@ -245,8 +250,10 @@ class FakeSlack:
 
     # -- internals ---------------------------------------------------------------------------
     def _next_ts(self) -> str:
-        n = next(self._ts)
-        return f"{1_700_000_000 + n // 1000}.{n % 1000:06d}"
+        """Like Slack's: the time the message was stored, unique and increasing."""
+        next(self._ts)
+        self._last_ts = max(time.time(), self._last_ts + 0.000001)
+        return f"{self._last_ts:.6f}"
 
     def _find(self, channel: str, ts: str) -> StoredMessage | None:
         return next((m for m in self.channels[channel] if m.ts == ts), None)
@@ -321,6 +328,11 @@ class FakeSlack:
             else:
                 body = self._dispatch(method, args, request)
             self.calls.append(Call(method, args, now, 200, bool(body.get("ok"))))
+            if self.lose_answers.get(method, 0) > 0:
+                self.lose_answers[method] -= 1
+                assert request.transport is not None
+                request.transport.abort()  # done, but the answer never arrives
+                return web.Response(status=499)
         return web.json_response(body)
 
     def _dispatch(self, method: str, args: dict[str, Any], request: web.Request) -> dict[str, Any]:
@@ -340,6 +352,7 @@ class FakeSlack:
             "chat.postEphemeral": self._post_ephemeral,
             "chat.getPermalink": self._permalink,
             "chat.scheduleMessage": self._schedule,
+            "chat.scheduledMessages.list": self._scheduled_list,
             "views.open": self._views_open,
             "views.push": self._views_open,
             "views.publish": self._views_publish,
@@ -559,37 +572,80 @@ class FakeSlack:
         self.titles.append(dict(args))
         return {"ok": True}
 
+    @staticmethod
+    def _shown(m: StoredMessage, with_metadata: bool) -> dict[str, Any]:
+        return {
+            "type": "message",
+            "ts": m.ts,
+            "text": m.text,
+            **({"user": m.user} if m.user else {}),
+            **({"bot_id": m.bot_id} if m.bot_id else {}),
+            **({"thread_ts": m.thread_ts} if m.thread_ts else {}),
+            **({"metadata": m.metadata} if with_metadata and m.metadata else {}),
+        }
+
+    @staticmethod
+    def _page(
+        found: list[StoredMessage], args: dict[str, Any], newest_first: bool
+    ) -> tuple[list[StoredMessage], str]:
+        """Slack's paging: `oldest`/`latest` bound the time range (exclusive unless
+        `inclusive`), `limit` (default 100, at most 999) sizes a page, and the answer's
+        `next_cursor` (opaque) continues after the page's last message."""
+        inclusive = str(args.get("inclusive")).lower() in ("1", "true")
+        oldest, latest = float(args.get("oldest") or 0), float(args.get("latest") or 1e12)
+
+        def inside(ts: float) -> bool:
+            if inclusive:
+                return oldest <= ts <= latest
+            return oldest < ts < latest
+
+        found = sorted(
+            (m for m in found if inside(float(m.ts))),
+            key=lambda m: float(m.ts),
+            reverse=newest_first,
+        )
+        cursor = str(args.get("cursor") or "")
+        if cursor:
+            after = float(base64.b64decode(cursor).decode().removeprefix("next_ts:"))
+            found = [
+                m for m in found if (float(m.ts) < after if newest_first else float(m.ts) > after)
+            ]
+        limit = min(int(args.get("limit") or 100), 999)
+        page, rest = found[:limit], found[limit:]
+        more = base64.b64encode(f"next_ts:{page[-1].ts}".encode()).decode() if rest else ""
+        return page, more
+
     def _replies(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
         channel, ts = str(args.get("channel")), str(args.get("ts"))
         with_metadata = str(args.get("include_all_metadata")).lower() in ("1", "true")
-        messages = [
-            {
-                "type": "message",
-                "ts": m.ts,
-                "text": m.text,
-                **({"user": m.user} if m.user else {}),
-                **({"bot_id": m.bot_id} if m.bot_id else {}),
-                **({"thread_ts": m.thread_ts} if m.thread_ts else {}),
-                **({"metadata": m.metadata} if with_metadata and m.metadata else {}),
-            }
-            for m in self.channels[channel]
-            if m.ts == ts or m.thread_ts == ts
-        ]
-        if not messages:
+        parent = self._find(channel, ts)
+        if parent is None:
             return {"ok": False, "error": "thread_not_found"}
-        return {"ok": True, "messages": messages, "has_more": False}
+        replies = [m for m in self.channels[channel] if m.thread_ts == ts and m.ts != ts]
+        page, more = self._page(replies, args, newest_first=False)
+        if not args.get("cursor"):
+            page = [parent, *page]  # the first page starts with the thread's parent
+        return {
+            "ok": True,
+            "messages": [self._shown(m, with_metadata) for m in page],
+            "has_more": bool(more),
+            "response_metadata": {"next_cursor": more},
+        }
 
     def _history(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
         channel = str(args.get("channel"))
         top = [m for m in self.channels[channel] if m.thread_ts is None or m.thread_ts == m.ts]
         with_metadata = str(args.get("include_all_metadata")).lower() in ("1", "true")
+        page, more = self._page(top, args, newest_first=True)
         return {
             "ok": True,
             "messages": [
                 {"type": "message", "ts": m.ts, "text": m.text, "user": m.user}
                 | ({"metadata": m.metadata} if with_metadata and m.metadata else {})
-                for m in reversed(top)
-            ][: int(args.get("limit") or 100)],
+                for m in page
+            ],
+            "has_more": bool(more),
+            "response_metadata": {"next_cursor": more},
         }
 
     def _members(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
@@ -659,6 +715,30 @@ class FakeSlack:
     def _schedule(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
         self.scheduled.append(dict(args))
         return {"ok": True, "scheduled_message_id": f"Q{len(self.scheduled)}"}
+
+    def _scheduled_list(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
+        """Messages still waiting to be posted (Slack lists no metadata), a page at a time."""
+        channel = args.get("channel")
+        waiting = [
+            {
+                "id": f"Q{n}",
+                "channel_id": m.get("channel"),
+                "post_at": int(m.get("post_at") or 0),
+                "date_created": int(time.time()),
+                "text": m.get("text", ""),
+            }
+            for n, m in enumerate(self.scheduled, 1)
+            if not channel or m.get("channel") == channel
+        ]
+        start = int(base64.b64decode(str(args["cursor"])).decode()) if args.get("cursor") else 0
+        limit = min(int(args.get("limit") or 100), 100)
+        end = start + limit
+        more = base64.b64encode(str(end).encode()).decode() if end < len(waiting) else ""
+        return {
+            "ok": True,
+            "scheduled_messages": waiting[start:end],
+            "response_metadata": {"next_cursor": more},
+        }
 
     def _views_open(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
         """views.open and views.push: a modal needs the trigger id of a click (3 s to use it)

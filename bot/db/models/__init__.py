@@ -19,6 +19,7 @@ from bot.db.models.proposals import (
     ProposalState,
     ResumeRequest,
 )
+from bot.db.models.stops import StopEntry
 from bot.db.models.tasks import Task, TaskComment
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "ProposalState",
     "ResumeRequest",
     "Role",
+    "StopEntry",
     "Task",
     "TaskComment",
     "UTCDateTime",

@@ -6,8 +6,10 @@ message can never ping `@channel` or a user by smuggling mention syntax.
 Reach: the bot sees every channel it was invited to, but each tool acts for the person who asked.
 Reading a private channel (or a DM) needs the requester to be a member of it; every write needs
 the requester to be a member of the target channel, checked when the card is prepared and
-again just before the write runs. A message post carries the proposal's idempotency key in its
-message metadata, so a retry finds the earlier post instead of posting twice.
+again just before the write runs. A message post (or a scheduled one) carries the proposal's
+idempotency key in its message metadata, so a retry finds the earlier post instead of posting
+twice: in the channel's history since the approval, however busy it became, and for a message
+still waiting to be posted, among the channel's scheduled messages (same time, same text).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bot.audience import channel as channel_audience
-from bot.keyed_messages import find_keyed, keyed
+from bot.keyed_messages import MAX_PAGES, find_keyed, keyed, slack_ts
 from bot.membership import is_member, reach_of
 from bot.text import escape
 from bot.tools.registry import (
@@ -213,11 +215,12 @@ async def _preview_post(args: PostMessage, ctx: ToolContext) -> Preview:
     PostMessage,
     preview=_preview_post,
     mentions=Mentions.SLACK_ESCAPED,
+    finds_earlier_write=True,
 )
 async def post_message(args: PostMessage, ctx: ToolContext) -> Outcome:
     await _reach(ctx, args.channel, write=True)
     key = ctx.idempotency_key
-    ts = await find_keyed(ctx.slack, args.channel, IDEMPOTENCY_EVENT, key) if key else None
+    ts = await _posted_earlier(ctx, args.channel, key) if key else None
     if ts is None:
         metadata = keyed(IDEMPOTENCY_EVENT, key) if key else None
         posted = await ctx.slack.chat_postMessage(
@@ -226,6 +229,30 @@ async def post_message(args: PostMessage, ctx: ToolContext) -> Outcome:
         ts = str(posted["ts"])
     link = await _permalink(ctx, args.channel, ts)
     return Outcome({"posted": True, "channel": args.channel, "ts": ts}, "Message posted", link)
+
+
+async def _posted_earlier(ctx: ToolContext, channel: str, key: str) -> str | None:
+    """The ts of the message an earlier attempt of this action posted, if any."""
+    oldest = slack_ts(ctx.since) if ctx.since else None
+    return await find_keyed(ctx.slack, channel, IDEMPOTENCY_EVENT, key, oldest=oldest)
+
+
+async def _scheduled_earlier(ctx: ToolContext, channel: str, text: str, post_at: int) -> str | None:
+    """The id of a message still waiting to be posted in `channel` at `post_at` with exactly
+    `text` (Slack's list carries no metadata: the same time and text in the same channel is
+    the same write)."""
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        page = await ctx.slack.chat_scheduledMessages_list(
+            channel=channel, cursor=cursor, limit=100
+        )
+        for message in page.get("scheduled_messages") or []:
+            if int(message.get("post_at") or 0) == post_at and message.get("text") == text:
+                return str(message.get("id"))
+        cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
+        if not cursor:
+            return None
+    return None
 
 
 async def _permalink(ctx: ToolContext, channel: str, ts: str) -> str | None:
@@ -251,19 +278,34 @@ async def _preview_schedule(args: ScheduleMessage, ctx: ToolContext) -> Preview:
     ScheduleMessage,
     preview=_preview_schedule,
     mentions=Mentions.SLACK_ESCAPED,
+    finds_earlier_write=True,
 )
 async def schedule_message(args: ScheduleMessage, ctx: ToolContext) -> Outcome:
     await _reach(ctx, args.channel, write=True)
-    post_at = int(args.post_at.timestamp())
+    post_at, text, key = int(args.post_at.timestamp()), escape(args.text), ctx.idempotency_key
+    if key:  # an earlier attempt's message: still waiting, or posted already
+        waiting = await _scheduled_earlier(ctx, args.channel, text, post_at)
+        if waiting is not None:
+            return _scheduled(waiting)
+        posted = await _posted_earlier(ctx, args.channel, key)
+        if posted is not None:
+            link = await _permalink(ctx, args.channel, posted)
+            return Outcome(
+                {"scheduled": True, "posted": True, "ts": posted}, "Message posted", link
+            )
     if post_at <= int(datetime.now(UTC).timestamp()):
         raise ValueError("post_at is in the past")
     done = await ctx.slack.chat_scheduleMessage(
-        channel=args.channel, text=escape(args.text), post_at=post_at
+        channel=args.channel,
+        text=text,
+        post_at=post_at,
+        metadata=keyed(IDEMPOTENCY_EVENT, key) if key else None,
     )
-    return Outcome(
-        {"scheduled": True, "scheduled_message_id": done.get("scheduled_message_id")},
-        "Message scheduled",
-    )
+    return _scheduled(done.get("scheduled_message_id"))
+
+
+def _scheduled(message_id: object) -> Outcome:
+    return Outcome({"scheduled": True, "scheduled_message_id": message_id}, "Message scheduled")
 
 
 async def _preview_topic(args: SetChannelTopic, ctx: ToolContext) -> Preview:

@@ -196,6 +196,7 @@ async def _preview_create(args: CreateTask, ctx: ToolContext) -> Preview:
     "Create a task on the team's board (a person must approve it first).",
     CreateTask,
     preview=_preview_create,
+    finds_earlier_write=True,
 )
 async def create_task(args: CreateTask, ctx: ToolContext) -> Outcome:
     async with ctx.db.transaction() as session:
@@ -308,6 +309,7 @@ async def _preview_comment(args: CommentOnTask, ctx: ToolContext) -> Preview:
     "Add a comment to a task (a person must approve it first).",
     CommentOnTask,
     preview=_preview_comment,
+    finds_earlier_write=True,
 )
 async def comment_on_task(args: CommentOnTask, ctx: ToolContext) -> Outcome:
     async with ctx.db.transaction() as session:

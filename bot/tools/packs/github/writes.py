@@ -111,6 +111,7 @@ def write_tools(gh: GitHubClient) -> list[Tool[Any]]:
         "Create a GitHub issue (a person must approve it first).",
         CreateIssue,
         preview=preview_create,
+        finds_earlier_write=True,
     )
     async def create(args: CreateIssue, ctx: ToolContext) -> Outcome:
         owner, name = gh.split(args.repo)
@@ -255,6 +256,7 @@ def write_tools(gh: GitHubClient) -> list[Tool[Any]]:
         "Comment on a GitHub issue or pull request (a person must approve it first).",
         Comment,
         preview=preview_comment,
+        finds_earlier_write=True,
     )
     async def comment(args: Comment, ctx: ToolContext) -> Outcome:
         owner, name = gh.split(args.repo)

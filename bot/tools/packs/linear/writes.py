@@ -166,6 +166,7 @@ def write_tools(lc: LinearClient) -> list[Tool[Any]]:
         "Create a Linear issue (a person must approve it first).",
         CreateIssue,
         preview=preview_create,
+        finds_earlier_write=True,
     )
     async def create(args: CreateIssue, ctx: ToolContext) -> Outcome:
         team = await _team(lc, ctx, args.team)
@@ -264,6 +265,7 @@ def write_tools(lc: LinearClient) -> list[Tool[Any]]:
         "Comment on a Linear issue (a person must approve it first).",
         Comment,
         preview=preview_comment,
+        finds_earlier_write=True,
     )
     async def comment(args: Comment, ctx: ToolContext) -> Outcome:
         now = await _pinned_issue(lc, ctx, args.issue)
