@@ -158,7 +158,7 @@ async def test_a_retried_comment_is_found_after_300_later_comments_and_not_poste
     await bot.click(fake_slack.cards("C1")[0], cards.APPROVE, "UALICE", "C1")
     await bot.idle()
     (proposal,) = await proposals(bot)
-    assert proposal.state.value == "failed"
+    assert proposal.state.value == "unknown"  # the comment may have been posted
     github.add_comments("acme/api", 7, [f"me too #{n}" for n in range(300)])  # a busy issue
     await bot.click_value(proposal.id, cards.RETRY, "UALICE", "C1", fake_slack)
     await bot.idle()
