@@ -142,7 +142,14 @@ async def play(world: World, attack: Attack) -> Verdict:
     await settle(world)
     verdict.unapproved = len(await world.new_writes())
     seen: list[str] = []
-    cards_now = [c for c in world.slack.cards(attack.channel) if c.thread_ts == root]
+    # Every card the attack made, wherever it was posted (a private one in a DM included):
+    # the approver tries each one.
+    cards_now = [
+        c
+        for channel in list(world.slack.channels)
+        for c in world.slack.cards(channel)
+        if float(c.ts) > float(root) and (c.thread_ts in (None, root))
+    ]
     for card in cards_now:
         seen.append(await read_card(world, card))
         if attack.before_click:

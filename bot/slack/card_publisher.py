@@ -20,12 +20,14 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot import audience
 from bot.approvals.machine import State
 from bot.approvals.policy import Policies
 from bot.approvals.service import ApprovalsService, UnknownProposal
 from bot.db.models import Proposal
 from bot.errors import retryable, slack_error
 from bot.keyed_messages import find_keyed, keyed
+from bot.membership import reach_of
 from bot.metrics import SLACK_EDITS
 from bot.slack.cards import CardView, approval_card, slack_date
 from bot.slack.edit_budget import EditBudget
@@ -38,6 +40,10 @@ log = logging.getLogger(__name__)
 
 RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 CARD_EVENT = "countersign_card"  # message metadata type of approval cards
+SENT_PRIVATELY = (
+    ":lock: _The approval card for this action went to <@{requester}> privately: it carries "
+    "what not everyone here may read, so only people who can read it may decide on it._"
+)
 
 
 @dataclass
@@ -119,31 +125,34 @@ class CardPublisher:
             return True  # posted (or being posted) by someone else
         text, blocks = approval_card(await self.view(proposal))
         try:
+            where, thread_ts = await self._destination(proposal)
             earlier = (
                 await find_keyed(
                     self.slack,
-                    proposal.channel_id,
+                    where,
                     CARD_EVENT,
                     proposal.idempotency_key,
-                    thread_ts=proposal.thread_ts,
+                    thread_ts=thread_ts,
                     oldest=f"{proposal.created_at.timestamp() - 60:.6f}",
                 )
                 if claim.takeover
                 else None
             )
             if earlier is not None:
-                channel, ts = proposal.channel_id, earlier
+                channel, ts = where, earlier
                 await self.budget.acquire(_CardEdit())
                 await self.slack.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
             else:
                 posted = await self.slack.chat_postMessage(
-                    channel=proposal.channel_id,
-                    thread_ts=proposal.thread_ts,
+                    channel=where,
+                    thread_ts=thread_ts,
                     text=text,
                     blocks=blocks,
                     metadata=keyed(CARD_EVENT, proposal.idempotency_key),
                 )
                 channel, ts = str(posted["channel"]), str(posted["ts"])
+                if where != proposal.channel_id:
+                    await self._say_sent_privately(proposal)
         except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
             reason = slack_error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
             log.error("could not post the card of proposal %s: %s", proposal.id, reason)
@@ -153,6 +162,26 @@ class CardPublisher:
         await self.approvals.set_card(proposal.id, channel, ts)
         await self.approvals.card_shown(proposal.id, proposal.version)
         return True
+
+    async def _destination(self, proposal: Proposal) -> tuple[str, str | None]:
+        """Where the card goes: its thread, unless what the action carries may not be read by
+        everyone there (a private channel's text proposed in a public thread); then to the
+        requester alone, by DM, and only people who may read it can decide on it."""
+        where = audience.place(proposal.channel_id, proposal.requester, is_dm=False)
+        if await reach_of(self.slack).covers(where, proposal.audience):
+            return proposal.channel_id, proposal.thread_ts
+        opened = await self.slack.conversations_open(users=proposal.requester)
+        return str((opened.get("channel") or {}).get("id")), None
+
+    async def _say_sent_privately(self, proposal: Proposal) -> None:
+        try:
+            await self.slack.chat_postMessage(
+                channel=proposal.channel_id,
+                thread_ts=proposal.thread_ts,
+                text=SENT_PRIVATELY.format(requester=proposal.requester),
+            )
+        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("no note for the private card %s: %s", proposal.id, type(exc).__name__)
 
     def refresh(self, proposal_id: int) -> None:
         """Bring the card in line with its proposal soon; returns at once."""
@@ -212,10 +241,11 @@ class CardPublisher:
             f":alarm_clock: <@{proposal.requester}>, an action waits for a decision and "
             f"expires {slack_date(proposal.expires_at)}: {escape(proposal.description[:200])}"
         )
+        # Where the card is: a card sent privately is reminded of privately too.
+        channel = proposal.card_channel or proposal.channel_id
+        thread_ts = proposal.thread_ts if channel == proposal.channel_id else None
         try:
-            await self.slack.chat_postMessage(
-                channel=proposal.channel_id, thread_ts=proposal.thread_ts, text=text
-            )
+            await self.slack.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text)
         except Exception as exc:  # a missed reminder must not stop the sweep
             log.warning("reminder for proposal %s failed: %s", proposal.id, type(exc).__name__)
 

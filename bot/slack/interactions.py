@@ -26,6 +26,7 @@ from bot.approvals.service import (
 )
 from bot.db.models import Proposal
 from bot.errors import plain_error
+from bot.membership import reach_of
 from bot.metrics import DECISIONS
 from bot.slack import cards
 from bot.slack.card_publisher import CardPublisher
@@ -38,6 +39,9 @@ from bot.tools.registry import ToolArgumentsError, ToolContext
 log = logging.getLogger(__name__)
 
 BAD_INPUT = "That button or form was not made by Countersign, so nothing changed."
+UNREADABLE = (
+    "this action carries what you may not read in Slack, so only people who can may decide on it"
+)
 
 
 @dataclass
@@ -60,15 +64,22 @@ class Interactions:
         return self.policy_for(proposal.tool_name)
 
     async def _refusal(self, proposal: Proposal, user: str, action: str) -> str | None:
-        """None if `user` may decide on `proposal`; else the reason (already audited)."""
+        """None if `user` may decide on `proposal`; else the reason (already audited). Nobody
+        decides on what they may not read: an action carrying a private channel's text is
+        decided only by people who can read that channel."""
         verdict = await may_approve(
             self._policy(proposal), proposal.requester, user, self.groups, proposal.revised_by
         )
-        if verdict.allowed:
+        reason = None if verdict.allowed else verdict.reason
+        if reason is None and not await reach_of(self.cards.slack).may_read(
+            user, proposal.audience
+        ):
+            reason = UNREADABLE
+        if reason is None:
             return None
-        await self.approvals.refuse(proposal.id, user, action, verdict.reason)
+        await self.approvals.refuse(proposal.id, user, action, reason)
         DECISIONS.labels(action=action, result="refused").inc()
-        return verdict.reason
+        return reason
 
     async def _tell(self, click: Click, text: str) -> None:
         if click.channel:

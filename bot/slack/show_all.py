@@ -73,7 +73,10 @@ class ShowAll:
             await self._tell(click, None, exc.user_message)
             return
         channel = proposal.card_channel or proposal.channel_id
-        if not await self.access.can_read(channel, click.user):
+        if not (
+            await self.access.can_read(channel, click.user)
+            and await self.access.may_read(click.user, proposal.audience)
+        ):
             await self.approvals.refuse(proposal.id, click.user, "show_all", "cannot read")
             DECISIONS.labels(action="show_all", result="refused").inc()
             await self._tell(click, proposal, NOT_YOURS)

@@ -345,6 +345,7 @@ class FakeSlack:
             "conversations.info": self._info,
             "conversations.members": self._members,
             "conversations.setTopic": self._set_topic,
+            "conversations.open": self._open_dm,
             "apps.connections.open": self._connections_open,
             "users.info": self._users_info,
             "users.lookupByEmail": self._lookup_by_email,
@@ -664,6 +665,16 @@ class FakeSlack:
                 "is_private": False,
             },
         )
+
+    def _open_dm(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
+        """The bot's DM with one person (`users` names one user): its id, the same every time."""
+        users = str(args.get("users", ""))
+        if not users or "," in users:
+            return {"ok": False, "error": "users_list_not_supplied" if not users else "not_found"}
+        dm = "D" + users.lstrip("UW")
+        self.members.setdefault(dm, [users, BOT_USER_ID])
+        self.channel_info.setdefault(dm, {"id": dm, "is_im": True, "user": users})
+        return {"ok": True, "channel": {"id": dm}}
 
     def _info(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
         return {"ok": True, "channel": self._channel(str(args.get("channel")))}
