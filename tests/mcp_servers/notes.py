@@ -17,7 +17,7 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
 KEY = "countersign/idempotency_key"
 LOG = Path(os.environ.get("NOTES_LOG", "notes.jsonl"))
@@ -88,6 +88,25 @@ def archive(ctx: Context) -> str:
     """Always fails, the way a server reports a failure: an isError result."""
     record("archive", {}, ctx)
     raise ToolError("the archive is read-only today")
+
+
+@app.tool(title="Pin a note", annotations=ToolAnnotations(destructiveHint=False))
+def pin_note(title: str, ctx: Context, answer: str = "empty") -> CallToolResult:
+    """Pin a note. Answers with blank text: `answer` "empty" gives an empty content list,
+    "blank" one text item that is "" (both are how real servers say "done")."""
+    record("pin_note", {"title": title}, ctx)
+    return CallToolResult(content=[] if answer == "empty" else [TextContent(text="")])
+
+
+@app.tool(title="Publish slowly", annotations=ToolAnnotations(destructiveHint=False))
+async def publish(title: str, ctx: Context, seconds: float = 30.0) -> str:
+    """A write that records the call at once and answers only after `seconds`: the call
+    reached the server, its answer never comes back in time."""
+    import anyio
+
+    record("publish", {"title": title}, ctx)
+    await anyio.sleep(seconds)
+    return f"published {title!r}"
 
 
 @app.tool(title="Think very slowly", annotations=ToolAnnotations(readOnlyHint=True))

@@ -38,6 +38,11 @@ class Unreachable(ToolError):
     """The server is down or the connection broke; nothing was sent, or it is unknown."""
 
 
+class TimedOut(ToolError, TimeoutError):
+    """The call was sent and no answer came in time: it may have run on the server. A
+    `TimeoutError` too, so whatever treats a time-out as an unknown outcome sees it as one."""
+
+
 def describe(exc: BaseException, http_status: int | None = None) -> str:
     """A failure in words, without the URL's or headers' secrets (only types and codes).
     `http_status`: the last HTTP error status seen (the SDK reports a refused request only as
@@ -217,6 +222,12 @@ class McpConnection:
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
                 raise self._lost(exc) from None
+            if exc.code == types.REQUEST_TIMEOUT:
+                raise TimedOut(
+                    f"the MCP server {self.name} did not answer within "
+                    f"{self.config.timeout_seconds:g} s; the call was sent and may have run "
+                    "there (check before trying again)"
+                ) from None
             raise ToolError(
                 f"the MCP server {self.name} refused the call: {exc.message[:500]}"
             ) from None

@@ -97,8 +97,9 @@ def _result(server: str, result: types.CallToolResult) -> Outcome:
         body["structured"] = result.structured_content
     if others:
         body["omitted"] = f"{len(others)} non-text item(s) ({', '.join(sorted(set(others)))})"
-    summary = clip(" ".join(texts).strip().splitlines()[0] if texts else "done", 300)
-    return Outcome(body, summary or "done")
+    # A blank answer (no content, or text "") is how many servers say "done".
+    lines = " ".join(texts).strip().splitlines()
+    return Outcome(body, clip(lines[0], 300) if lines else "done")
 
 
 def make_tool(connection: McpConnection, tool: types.Tool) -> Tool[SchemaArguments]:
