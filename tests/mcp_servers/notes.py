@@ -4,6 +4,8 @@ Run as `python -m tests.mcp_servers.notes stdio` or `... http PORT`. Every call 
 appended to the JSON-lines file `NOTES_LOG` (tool, arguments, the idempotency key from `_meta`),
 so a test sees exactly what reached the server. `NOTES_SCHEMA=v2` gives `add_note` one more
 optional argument: the same server, changed in a way the old arguments still fit.
+`NOTES_CHATTY=1` makes the stdio server print `NOTES_CREDENTIAL` and `NOTES_PIN` to its stderr,
+as careless servers do.
 """
 
 from __future__ import annotations
@@ -143,4 +145,11 @@ if __name__ == "__main__":
         asgi = require_token(served, token) if token else served
         uvicorn.run(asgi, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
     else:
+        if os.environ.get("NOTES_CHATTY"):  # a server that prints its credentials when starting
+            print(
+                f"notes: connecting with {os.environ.get('NOTES_CREDENTIAL')} "
+                f"(pin {os.environ.get('NOTES_PIN')})",
+                file=sys.stderr,
+                flush=True,
+            )
         app.run()

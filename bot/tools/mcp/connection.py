@@ -27,6 +27,7 @@ from mcp.shared.exceptions import MCPError
 
 from bot.metrics import MCP_SERVER_UP
 from bot.tools.mcp.config import McpServerConfig
+from bot.tools.mcp.stderr import StderrToLog
 from bot.tools.registry import ToolError
 
 log = logging.getLogger(__name__)
@@ -118,8 +119,14 @@ class McpConnection:
                 env=self.config.env or None,
                 cwd=self.config.cwd,
             )
-            async with Client(stdio_client(params), read_timeout_seconds=timeout) as client:
-                yield client
+            stderr = StderrToLog(self.name)  # never straight to the bot's stderr: redacted
+            try:
+                async with Client(
+                    stdio_client(params, errlog=stderr.file), read_timeout_seconds=timeout
+                ) as client:
+                    yield client
+            finally:
+                stderr.close()
             return
         assert self.config.url is not None
         http = create_mcp_http_client(
