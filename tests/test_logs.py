@@ -148,7 +148,7 @@ async def test_a_running_bot_logs_no_secret_from_mcp_servers_urls_or_http_client
     assert "MCP server web is up" in err
 
 
-async def wait_healthy(process: subprocess.Popen[str], port: int) -> None:
+async def wait_healthy(process: subprocess.Popen[bytes], port: int) -> None:
     deadline = time.monotonic() + 30
     async with aiohttp.ClientSession() as session:
         while True:
