@@ -99,7 +99,8 @@ async def prepare_calls(
             )
             continue
         try:
-            arguments = tool.parse(call.arguments)
+            # Off the event loop: a tool server's schema may hold slow patterns.
+            arguments = await asyncio.to_thread(tool.parse, call.arguments)
         except ToolArgumentsError as exc:
             if not tool.requires_approval:  # its pending step ends here
                 label = tool.running_label or f"Running {tool.name}"

@@ -15,11 +15,12 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
 
 KEY = "countersign/idempotency_key"
 LOG = Path(os.environ.get("NOTES_LOG", "notes.jsonl"))
@@ -109,6 +110,14 @@ async def publish(title: str, ctx: Context, seconds: float = 30.0) -> str:
     record("publish", {"title": title}, ctx)
     await anyio.sleep(seconds)
     return f"published {title!r}"
+
+
+@app.tool(title="Tag a note", annotations=ToolAnnotations(destructiveHint=False))
+def tag_note(title: str, tag: Annotated[str, Field(pattern=r"^(a|a)*$")], ctx: Context) -> str:
+    """Tag a note. The tag's pattern backtracks catastrophically in Python's `re`: a hostile
+    schema (this server checks it with pydantic's linear-time engine)."""
+    record("tag_note", {"title": title, "tag": tag}, ctx)
+    return f"tagged {title!r}"
 
 
 @app.tool(title="Think very slowly", annotations=ToolAnnotations(readOnlyHint=True))
