@@ -290,7 +290,7 @@ async def test_a_stdio_server_stops_with_the_bot(
     assert hub is not None
     assert hub.connections["notes"].up
     status = {row.name: row for row in hub.status()}["notes"]
-    assert (status.up, status.reads, status.writes) == (True, 0, 9)
+    assert (status.up, status.reads, status.writes) == (True, 0, 10)
     assert server_processes(), "the bot started its stdio server"
     await stop_bot(bot)
     await until(lambda: not server_processes(), timeout=10)

@@ -107,10 +107,10 @@ async def test_doctor_names_each_server_whether_it_answered_and_its_tools(
     lines = {c.name: c for c in await check_mcp(settings)}
     cost = lines["mcp tools"]
     assert cost.ok
-    assert cost.detail.startswith("9 tool schema(s) take about ")
+    assert cost.detail.startswith("10 tool schema(s) take about ")
     notes, away = lines["mcp notes (stdio)"], lines["mcp away (http)"]
     assert notes.ok
-    assert "9 tool(s): 1 run at once (read-only), 8 need approval" in notes.detail
+    assert "10 tool(s): 1 run at once (read-only), 9 need approval" in notes.detail
     assert not away.ok
     assert "did not answer: it could not be reached (ConnectError)" in away.detail
     assert "check its url, headers and that it is running" in away.detail

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import openai
 from pydantic import BaseModel, ValidationError
 
+from bot.caches import BoundedCache
 from bot.tools import schema_arguments
 from bot.tools.schema_arguments import FieldSpec
 
@@ -79,7 +80,7 @@ class ToolContext:
     idempotency_key: str | None = None
     pin: str | None = None  # what the approved card was made against (e.g. a head commit)
     links: LinkSigner | None = None  # signed, expiring links to pages this bot serves
-    _names: dict[str, str] = field(default_factory=dict)
+    _names: dict[str, str] = field(default_factory=lambda: BoundedCache[str, str](1_000))
 
     async def user_label(self, user_id: str | None) -> str:
         """`@name` for display without pinging anyone (a `<@U…>` would notify them)."""

@@ -129,6 +129,31 @@ async def stall(seconds: float = 30.0) -> str:
     return "finally"
 
 
+@app.tool(title="Dump the notebook", annotations=ToolAnnotations(readOnlyHint=True))
+def dump(size: int, ctx: Context) -> str:
+    """`size` characters of numbered lines: a server that answers far too much."""
+    record("dump", {"size": size}, ctx)
+    lines = "".join(f"line {i:07d} of the dump\n" for i in range(size // 25 + 1))
+    return lines[:size]
+
+
+def bulky(name: str, size: int) -> None:
+    """A tool whose input schema is about `size` characters (its one argument's description)."""
+
+    def tool(text: str = "") -> str:
+        return f"{name} got {len(text)} characters"
+
+    words = f"{name} " * (size // (len(name) + 1))
+    tool.__annotations__ = {"text": Annotated[str, Field(description=words)], "return": str}
+    tool.__doc__ = f"A tool with a schema of about {size} characters."
+    app.tool(name=name, annotations=ToolAnnotations(readOnlyHint=True))(tool)
+
+
+# `NOTES_BULKY=giant:40000,big:9000`: tools whose schemas crowd out everything else.
+for spec in filter(None, os.environ.get("NOTES_BULKY", "").split(",")):
+    bulky(spec.split(":")[0], int(spec.split(":")[1]))
+
+
 def require_token(inner: Any, token: str) -> Any:
     """Streamable HTTP behind `Authorization: Bearer TOKEN` (`NOTES_TOKEN`), as a hosted
     server would be: anything else is answered 401."""
