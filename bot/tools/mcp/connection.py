@@ -33,6 +33,7 @@ from bot.tools.registry import ToolError
 log = logging.getLogger(__name__)
 
 MAX_PAGES = 20
+MAX_LISTED = 1_000  # tools kept of one listing (a request carries at most 128 anyway)
 
 
 class Unreachable(ToolError):
@@ -189,9 +190,9 @@ class McpConnection:
         cursor: str | None = None
         for _ in range(MAX_PAGES):
             page = await client.list_tools(cursor=cursor, cache_mode="refresh")
-            tools.extend(page.tools)
+            tools.extend(page.tools[: MAX_LISTED - len(tools)])
             cursor = page.next_cursor
-            if cursor is None:
+            if cursor is None or len(tools) >= MAX_LISTED:
                 break
         self.definitions = tools
         return tools
