@@ -33,7 +33,7 @@ _SHAPES = re.compile(
     r"|sk-[A-Za-z0-9_-]{8,}|gh[pousr]_[A-Za-z0-9]{20,}|lin_api_[A-Za-z0-9]{20,})"
 )
 _BEARER = re.compile(
-    r"(?i)(\bbearer\s+|(?:token|authorization|api[_-]?key|password|secret|signature|sig)"
+    r"(?i)(\bbearer\s+|(?:token|authorization|api[_-]?key|password|secret|signature)"
     r"[\"']?\s*[:=]\s*[\"']?)([^\s\"',&]{6,})"
 )
 SHORTEST_SECRET = 4
