@@ -135,6 +135,8 @@ class Countersign:
                 settings.link_ttl_hours * 3600,
             )
         registry = ToolRegistry.from_packs(settings.tool_packs)
+        # Tools may take half of what the reply leaves (the rule `doctor` checks), no more.
+        registry.max_tool_tokens = (settings.token_budget - settings.reply_tokens) // 2
         integrations = Integrations.attach(registry, settings)
         policies = Policies.parse(settings.approval_policies)
         approvals = ApprovalsService(

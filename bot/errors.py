@@ -54,7 +54,7 @@ def plain_error(exc: BaseException) -> str:
 
     if isinstance(exc, SlackApiError):
         return f"Slack refused the request ({slack_error(exc)})"
-    if isinstance(exc, TimeoutError):
+    if isinstance(exc, TimeoutError) and not isinstance(exc, ToolError):
         return "the tool did not finish in time"
     if isinstance(exc, aiohttp.ClientError | httpx2.TransportError | ConnectionError):
         return "a service the tool needs could not be reached; try again in a moment"

@@ -3,7 +3,15 @@
 Redaction happens on the finished line, after the formatter has added the traceback, so a token
 inside an exception's text or a local variable's repr is caught too. Two nets: the exact values
 of this process's configured secrets, and the shapes of secrets (Slack tokens of every kind,
-`sk-` keys, bearer headers, passwords inside URLs).
+`sk-` keys, bearer headers, passwords inside URLs, `token=`-like query parameters).
+
+Configured secrets count from 4 characters. One of 8 or more is replaced wherever it appears; a
+shorter one only where it stands on its own (not inside a longer run of letters and digits), so
+a 4-character PIN hides in `pin=4711` or `"4711"` without blanking every word that contains it.
+Shorter values are not redacted at all: they would blank half of every line.
+
+HTTP clients (httpx, httpcore, the `mcp` SDK) log each request's URL at INFO, and a URL may carry
+a token: they log at WARNING and above only.
 
 `LOG_FORMAT=json` writes one JSON object per line; lines written inside `log_context(...)`
 carry the conversation and proposal ids they concern.
@@ -25,9 +33,12 @@ _SHAPES = re.compile(
     r"|sk-[A-Za-z0-9_-]{8,}|gh[pousr]_[A-Za-z0-9]{20,}|lin_api_[A-Za-z0-9]{20,})"
 )
 _BEARER = re.compile(
-    r"(?i)\b(bearer\s+|(?:token|authorization|api[_-]?key|password|secret)[\"']?\s*[:=]\s*[\"']?)"
-    r"([^\s\"',]{6,})"
+    r"(?i)(\bbearer\s+|(?:token|authorization|api[_-]?key|password|secret|signature)"
+    r"[\"']?\s*[:=]\s*[\"']?)([^\s\"',&]{6,})"
 )
+SHORTEST_SECRET = 4
+ANYWHERE = 8  # secrets this long are replaced even inside longer words
+QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "mcp", "hpack", "uvicorn.access")
 _URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^:/@\s]+:)([^@/\s]+)(@)")
 
 _context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
@@ -47,11 +58,27 @@ def log_context(**ids: Any) -> Iterator[None]:
 
 class Redactor:
     def __init__(self, secrets: Sequence[str] = ()) -> None:
-        self.secrets = sorted({s for s in secrets if s and len(s) >= 6}, key=len, reverse=True)
+        self.secrets = sorted(
+            {s for s in secrets if s and len(s) >= ANYWHERE}, key=len, reverse=True
+        )
+        short = sorted(
+            {s for s in secrets if s and SHORTEST_SECRET <= len(s) < ANYWHERE},
+            key=len,
+            reverse=True,
+        )
+        self._short = (
+            re.compile(
+                r"(?<![A-Za-z0-9])(?:" + "|".join(map(re.escape, short)) + r")(?![A-Za-z0-9])"
+            )
+            if short
+            else None
+        )
 
     def __call__(self, text: str) -> str:
         for secret in self.secrets:
             text = text.replace(secret, "[redacted]")
+        if self._short is not None:
+            text = self._short.sub("[redacted]", text)
         text = _SHAPES.sub(lambda m: m.group(0)[:5] + "[redacted]", text)
         text = _BEARER.sub(lambda m: f"{m.group(1)}[redacted]", text)
         return _URL_PASSWORD.sub(r"\1[redacted]\3", text)
@@ -103,3 +130,5 @@ def configure(level: str, secrets: Sequence[str] = (), json_lines: bool = False)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    for name in QUIET_LOGGERS:  # their INFO lines carry request URLs
+        logging.getLogger(name).setLevel(max(logging.WARNING, root.level))

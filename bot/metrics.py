@@ -54,6 +54,12 @@ TOOL_READS = Counter(
     "Read tool calls run at once, by pack",
     ["pack", "outcome"],  # outcome: ok | error | invalid_arguments
 )
+TOOLS_WITHHELD = Gauge(
+    "countersign_tools_withheld",
+    "Tools left out of model requests now, by pack and why (schema_too_large, over_budget, "
+    "too_many)",
+    ["pack", "reason"],
+)
 MCP_SERVER_UP = Gauge(
     "countersign_mcp_server_up", "1 while an MCP server answers, 0 while it is down", ["server"]
 )

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -78,29 +79,43 @@ async def test_a_marked_read_only_tool_runs_at_once_and_an_unmarked_one_needs_a_
     assert "count_notes" in card_text(card) or "How many notes" in card_text(card)
 
 
+def shown(text: str) -> str:
+    """`text` as it appears inside `card_text` (JSON-encoded blocks)."""
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
 async def test_an_mcp_write_card_shows_every_argument_and_runs_once_with_the_key_in_meta(
     stdio_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI, tmp_path: Path
 ) -> None:
     log = tmp_path / "notes.jsonl"
+    title = "Quarterly planning: Zoë's room 4.2, then lunch at 12:30 (bring laptops)"
+    # Long and different everywhere, so a cut anywhere would show.
+    body = "".join(
+        f"Paragraph {i:03d}: the plan for week {i % 13} is step {i * 7} of {i * 11 + 5}.\n"
+        for i in range(120)
+    )
+    assert len(body) > 6_000
     fake_model.script(
-        Script(tool_calls=[call("notes__add_note", {"title": "Standup", "body": "at 10"})]),
+        Script(tool_calls=[call("notes__add_note", {"title": title, "body": body})]),
         Script(text="Added."),
     )
-    await stdio_bot.mention("C1", "note the standup time", fake_slack)
+    await stdio_bot.mention("C1", "note the planning", fake_slack)
     await stdio_bot.idle()
     (card,) = fake_slack.cards("C1")
-    shown = card_text(card)
-    assert "Add a note on the MCP server notes" in shown
-    assert "Current state unknown" in shown
-    assert "*title*\\nStandup" in shown
-    assert "*body*\\nat 10" in shown
+    text = card_text(card)
+    assert "Add a note on the MCP server notes" in text
+    assert "Current state unknown" in text
+    assert shown(title) in text  # a short value: every character, as sent
+    # A long value is never cut silently: its start and its full length are on the card.
+    assert shown(body[:300]) in text
+    assert shown(body) in text or str(len(body)) in text or f"{len(body):,}" in text
     assert calls(log, "add_note") == []  # nothing before the click
     assert await stdio_bot.click(card, cards.APPROVE, "UALICE", "C1") == 200
     await stdio_bot.idle()
     (proposal,) = await proposals(stdio_bot)
     assert proposal.state.value == "succeeded"
     (made,) = calls(log, "add_note")
-    assert made["arguments"] == {"title": "Standup", "body": "at 10"}
+    assert made["arguments"] == {"title": title, "body": body}
     assert made["key"] == proposal.idempotency_key
     # A second click on the settled card changes nothing and writes nothing.
     await stdio_bot.click_value(proposal.id, cards.APPROVE, "UALICE", "C1", fake_slack)
@@ -290,7 +305,7 @@ async def test_a_stdio_server_stops_with_the_bot(
     assert hub is not None
     assert hub.connections["notes"].up
     status = {row.name: row for row in hub.status()}["notes"]
-    assert (status.up, status.reads, status.writes) == (True, 0, 6)
+    assert (status.up, status.reads, status.writes) == (True, 0, 10)
     assert server_processes(), "the bot started its stdio server"
     await stop_bot(bot)
     await until(lambda: not server_processes(), timeout=10)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from bot.config import SettingsError, load_settings
 from bot.doctor_integrations import check_mcp
 from bot.integration_settings import IntegrationSettings
+from bot.logs import configure
 from bot.tools.mcp.tools import exposed_name
 from tests.mcp_helpers import free_port, stdio_server
 
@@ -105,10 +107,10 @@ async def test_doctor_names_each_server_whether_it_answered_and_its_tools(
     lines = {c.name: c for c in await check_mcp(settings)}
     cost = lines["mcp tools"]
     assert cost.ok
-    assert cost.detail.startswith("6 tool schema(s) take about ")
+    assert cost.detail.startswith("10 tool schema(s) take about ")
     notes, away = lines["mcp notes (stdio)"], lines["mcp away (http)"]
     assert notes.ok
-    assert "6 tool(s): 1 run at once (read-only), 5 need approval" in notes.detail
+    assert "10 tool(s): 1 run at once (read-only), 9 need approval" in notes.detail
     assert not away.ok
     assert "did not answer: it could not be reached (ConnectError)" in away.detail
     assert "check its url, headers and that it is running" in away.detail
@@ -175,18 +177,47 @@ async def test_an_http_server_behind_a_token_gets_it_from_headers_and_a_wrong_on
     assert "wrong-token" not in checks["mcp bad (http)"].detail
 
 
-def test_integration_credentials_are_redacted_by_value_in_logs() -> None:
+def test_integration_credentials_are_redacted_by_value_in_logs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every credential the settings hold, including what `${VAR}`s brought into a URL and a
+    5-character env value, is logged through the bot's logging set-up: none comes out."""
+    monkeypatch.setenv("DOCS_TEAM", "team-7c1f0a")
+    monkeypatch.setenv("DOCS_PIN", "p9Q2x")
+    servers = {
+        "mcpServers": {
+            "s": {"command": "x", "env": {"API_KEY": "mcp-env-secret", "PIN": "${DOCS_PIN}"}},
+            "docs": {"url": "https://mcp.example.com/mcp?team=${DOCS_TEAM}"},
+        }
+    }
     settings = load_settings(
         **BASE,
         github_token="ghp_secret_value_123456",
         linear_api_key="lin_api_secret_value_123456",
-        mcp_servers='{"mcpServers": {"s": {"command": "x", "env": {"API_KEY": "mcp-env-secret"}}}}',
+        mcp_servers=servers,
     )
-    assert {"ghp_secret_value_123456", "lin_api_secret_value_123456", "mcp-env-secret"} <= set(
-        settings.secret_values()
-    )
+    secrets = [
+        "ghp_secret_value_123456",
+        "lin_api_secret_value_123456",
+        "mcp-env-secret",
+        "p9Q2x",
+        "team-7c1f0a",
+    ]
     assert "ghp_secret_value_123456" not in repr(settings)
     assert "mcp-env-secret" not in repr(settings)
+    try:
+        configure("INFO", settings.secret_values())
+        log = logging.getLogger("countersign.test")
+        for secret in secrets:
+            log.warning("calling with %s.", secret)
+        log.warning("connecting to %s", settings.mcp_servers["docs"].url)
+    finally:
+        logging.getLogger().handlers.clear()
+    out = capsys.readouterr().err
+    assert out.count("[redacted]") == len(secrets) + 1
+    for secret in secrets:
+        assert secret not in out, secret
+    assert "https://mcp.example.com/mcp?team=[redacted]" in out
 
 
 def test_doctor_fails_when_tool_schemas_would_crowd_out_the_conversation() -> None:

@@ -203,11 +203,8 @@ class Executor:
             # The check resolves names afresh to compare identities; the run only sends the
             # ids pinned with the approved revision.
             ctx = replace(
-                self.context(proposal),
-                pinned=proposal.resolved or {},
-                proposed_at=proposal.created_at,
+                self.context(proposal), pinned=proposal.resolved or {}, since=proposal.decided_at
             )
-            ctx.since = proposal.decided_at
             ctx.slack = single_attempt(ctx.slack)  # a lost answer is never sent again
             await self._check_fresh(tool, arguments, ctx, proposal)
             progress.running = True

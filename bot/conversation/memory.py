@@ -12,6 +12,7 @@ so a long thread is summarised now and then, not on every turn.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from openai.types.chat import ChatCompletionMessageParam
 from sqlalchemy import select
 
 from bot.audience import narrowest_of
+from bot.caches import BoundedCache
 from bot.conversation.audiences import WITHHELD, Reader, readable
 from bot.conversation.history import StoredMessage, to_openai
 from bot.conversation.tokens import TokenCounter
@@ -97,13 +99,24 @@ async def _everyone(_audience: str | None) -> bool:
     return True
 
 
+def _tool_tail(messages: Sequence[Any]) -> int | None:
+    """Where the conversation's closing tool exchange begins (the assistant message whose
+    calls the last messages answer), if it ends with one."""
+    i = len(messages) - 1
+    while i >= 0 and messages[i]["role"] == "tool":
+        i -= 1
+    if i == len(messages) - 1 or i < 0:
+        return None
+    return i if messages[i]["role"] == "assistant" and messages[i].get("tool_calls") else None
+
+
 class Memory:
     def __init__(self, db: Database, llm: LLM, counter: TokenCounter, budget: Budget) -> None:
         self.db = db
         self.llm = llm
         self.counter = counter
         self.budget = budget
-        self._fixed: dict[tuple[str, str], int] = {}
+        self._fixed: BoundedCache[str, int] = BoundedCache(32)  # tool sets change at run time
 
     async def prompt(
         self,
@@ -134,13 +147,16 @@ class Memory:
         summary_audience = latest.audience if summary is not None and latest else None
         kept = await readable(loaded, reader)
         stored = [k.message for k in kept]
+        raw = [to_openai(k.message) if k.shown else _withheld(k.message) for k in kept]
+        caps = [self.budget.tool_result] * len(raw)
+        tail = _tool_tail(raw)
+        if tail is not None:
+            # A turn resumed after its tools ran must see those calls and results: however
+            # large, each result is cut to its share so the whole exchange stays in the window.
+            share = self._result_share(raw[tail:], int(history_budget * self.budget.headroom))
+            caps[tail + 1 :] = [min(cap, share) for cap in caps[tail + 1 :]]
         rendered = [
-            _cap_tool_result(
-                to_openai(k.message) if k.shown else _withheld(k.message),
-                self.counter,
-                self.budget.tool_result,
-            )
-            for k in kept
+            _cap_tool_result(m, self.counter, cap) for m, cap in zip(raw, caps, strict=True)
         ]
         if rendered and rendered[-1]["role"] != "tool":
             # The newest message is what the model must answer: however large (a long paste),
@@ -151,11 +167,15 @@ class Memory:
         costs = [self.counter.message(m) for m in rendered]
         roles = [str(m.role) for m in stored]
         start = _window_start(costs, roles, history_budget, max_messages)
+        if tail is not None:
+            start = min(start, tail)
         if start > 0:
             # Older messages do not fit: fold them into the summary, with headroom.
             roomy = _window_start(
                 costs, roles, int(history_budget * self.budget.headroom), max_messages // 2 or 1
             )
+            if tail is not None:
+                roomy = min(roomy, tail)
             older = [k for k in kept[:roomy] if k.shown]
             folded = narrowest_of([summary_audience, *(k.message.audience for k in older)])
             try:
@@ -177,6 +197,12 @@ class Memory:
             [m.source for m in shown if m.source],
         )
 
+    def _result_share(self, tail: Sequence[Any], limit: int) -> int:
+        """Tokens each tool result of `tail` (an assistant's calls, then their results) may
+        take so that all of it fits `limit`."""
+        room = limit - self.counter.message(tail[0])
+        return max(50, room // max(len(tail) - 1, 1) - 30)  # 30: the cut note and overhead
+
     def _fit_newest(self, message: Any, limit: int) -> Any:
         if self.counter.message(message) <= limit:
             return message
@@ -189,9 +215,10 @@ class Memory:
     def _fixed_cost(self, system_prompt: str, tools: list[dict[str, Any]] | None) -> int:
         """Tokens of the system prompt and tool schemas: the same on every request, so
         counted once."""
-        key = (system_prompt, json.dumps(tools, sort_keys=True) if tools else "")
+        schemas = json.dumps(tools, sort_keys=True) if tools else ""
+        key = hashlib.sha256(f"{len(system_prompt)}:{system_prompt}{schemas}".encode()).hexdigest()
         if key not in self._fixed:
-            self._fixed[key] = self.counter.text(key[0]) + self.counter.text(key[1])
+            self._fixed[key] = self.counter.text(system_prompt) + self.counter.text(schemas)
         return self._fixed[key]
 
     async def _load(self, conversation_id: int) -> tuple[ConversationSummary | None, list[Message]]:

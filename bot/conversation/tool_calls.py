@@ -36,7 +36,31 @@ class Prepared:
         return self.result is None
 
     def content(self) -> str | None:
-        return None if self.result is None else json.dumps(self.result, ensure_ascii=False)
+        return None if self.result is None else stored_result(self.result)
+
+
+MAX_STORED_RESULT = 24_000  # characters of one tool result kept in the conversation
+
+
+def stored_result(result: dict[str, Any]) -> str:
+    """A tool result as it is stored: at most `MAX_STORED_RESULT` characters of JSON. Every
+    later prompt loads it again (the model is shown a part anyway, see `Memory`), so a tool
+    that answers megabytes must not fill the database and each turn's reading with them."""
+    text = json.dumps(result, ensure_ascii=False)
+    keep = MAX_STORED_RESULT - 300
+    while len(text) > MAX_STORED_RESULT:
+        status = result.get("status")
+        text = json.dumps(
+            {
+                "status": status if isinstance(status, str) else "ok",
+                "truncated": f"the result had {len(json.dumps(result, ensure_ascii=False))} "
+                f"characters; only its start was kept",
+                "start": json.dumps(result, ensure_ascii=False)[:keep],
+            },
+            ensure_ascii=False,
+        )
+        keep = keep * 3 // 4
+    return text
 
 
 # (task id, title, pending|in_progress|complete|error, details): how the reply shows a step
@@ -109,7 +133,8 @@ async def prepare_calls(
             )
             continue
         try:
-            arguments = tool.parse(call.arguments)
+            # Off the event loop: a tool server's schema may hold slow patterns.
+            arguments = await asyncio.to_thread(tool.parse, call.arguments)
         except ToolArgumentsError as exc:
             if not tool.requires_approval:  # its pending step ends here
                 label = tool.running_label or f"Running {tool.name}"

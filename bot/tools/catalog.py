@@ -10,14 +10,20 @@ offers, so a server that goes down withholds its tools and gets them back when i
 from __future__ import annotations
 
 import importlib
+import json
 import logging
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any, Protocol
 
+from bot.caches import BoundedCache
+from bot.metrics import TOOLS_WITHHELD
 from bot.tools.registry import Tool
 
 MAX_TOOLS = 128  # the most tools one chat completions request may carry
+MAX_SCHEMA_CHARS = 16_000  # one run-time tool's schema, as JSON
+CHARS_PER_TOKEN = 3  # an over-estimate of a schema's tokens, as TokenCounter's for other models
 log = logging.getLogger(__name__)
 
 
@@ -40,11 +46,19 @@ class ToolSource(Protocol):
 
 
 class ToolRegistry:
-    def __init__(self, tools: Iterable[Tool[Any]] = ()) -> None:
+    def __init__(
+        self, tools: Iterable[Tool[Any]] = (), *, max_tool_tokens: int | None = None
+    ) -> None:
         self._tools: dict[str, Tool[Any]] = {}
         self._schemas: list[dict[str, Any]] | None = None
+        self._fixed_chars = 0
         self._sources: list[ToolSource] = []
-        self._warned = False
+        # What the run-time tools' schemas may take of every request, in tokens (None: no cap).
+        self.max_tool_tokens = max_tool_tokens
+        self._sized: BoundedCache[int, tuple[Tool[Any], dict[str, Any], int]] = BoundedCache(
+            4 * MAX_TOOLS
+        )
+        self._withheld: dict[tuple[str, str], str] = {}  # (pack, tool) -> reason, last round
         for tool in tools:
             self.add(tool)
 
@@ -77,24 +91,70 @@ class ToolRegistry:
     def __len__(self) -> int:
         return len(self.offered())
 
+    def _schema(self, tool: Tool[Any]) -> tuple[dict[str, Any], int]:
+        """A run-time tool's schema and its size in characters (kept while the tool is)."""
+        known = self._sized.get(id(tool))
+        if known is None or known[0] is not tool:
+            schema = tool.schema()
+            known = (tool, schema, len(json.dumps(schema, ensure_ascii=False)))
+            self._sized[id(tool)] = known
+        return known[1], known[2]
+
     def schemas(self) -> list[dict[str, Any]]:
         """The JSON schemas of the tools offered now (the fixed ones built once; they go with
-        every model request), at most `MAX_TOOLS`: the model's API refuses a request with
-        more, so the first ones (built-in packs, then servers in their configured order) win."""
+        every model request). Run-time tools (an MCP server's) are held to limits a server
+        cannot talk its way past: one schema of more than `MAX_SCHEMA_CHARS` is left out, the
+        largest are left out until all fit `max_tool_tokens`, and a request carries at most
+        `MAX_TOOLS` (the model's API refuses more; built-in packs, then servers in their
+        configured order, win). What is left out is logged and counted (`TOOLS_WITHHELD`)."""
         if self._schemas is None:
             self._schemas = [tool.schema() for tool in self._tools.values()]
+            self._fixed_chars = len(json.dumps(self._schemas, ensure_ascii=False))
         if not self._sources:
             return self._schemas[:MAX_TOOLS]
-        every = [*self._schemas, *(t.schema() for s in self._sources for t in s.offered())]
-        if len(every) > MAX_TOOLS and not self._warned:
-            self._warned = True
+        withheld: dict[tuple[str, str], str] = {}
+        kept: list[tuple[Tool[Any], dict[str, Any], int]] = []
+        for tool in (t for s in self._sources for t in s.offered()):
+            schema, size = self._schema(tool)
+            if size > MAX_SCHEMA_CHARS:
+                withheld[(tool.pack or "-", tool.name)] = "schema_too_large"
+            else:
+                kept.append((tool, schema, size))
+        if self.max_tool_tokens is not None:
+            room = self.max_tool_tokens * CHARS_PER_TOKEN - self._fixed_chars
+            total = sum(size for _, _, size in kept)
+            for tool, _, size in sorted(kept, key=lambda k: k[2], reverse=True):
+                if total <= room:
+                    break
+                total -= size
+                withheld[(tool.pack or "-", tool.name)] = "over_budget"
+            kept = [k for k in kept if (k[0].pack or "-", k[0].name) not in withheld]
+        for tool, _, _ in kept[max(0, MAX_TOOLS - len(self._schemas)) :]:
+            withheld[(tool.pack or "-", tool.name)] = "too_many"
+        self._report(withheld)
+        return [*self._schemas, *(schema for _, schema, _ in kept)][:MAX_TOOLS]
+
+    def _report(self, withheld: dict[tuple[str, str], str]) -> None:
+        if withheld == self._withheld:
+            return
+        for pack, reason in {(p, r) for (p, _), r in self._withheld.items()}:
+            TOOLS_WITHHELD.labels(pack=pack, reason=reason).set(0)
+        counts = Counter((pack, reason) for (pack, _), reason in withheld.items())
+        for (pack, reason), count in counts.items():
+            TOOLS_WITHHELD.labels(pack=pack, reason=reason).set(count)
+        fresh = sorted(set(withheld.items()) - set(self._withheld.items()))
+        self._withheld = withheld
+        if fresh:
             log.warning(
-                "%d tools are offered but a request may carry %d; the rest are left out "
-                "(narrow them with allowed_tools in MCP_SERVERS)",
-                len(every),
+                "%d tool(s) are left out of model requests: %s (a schema may take %d "
+                "characters; all tools' schemas %s tokens; a request %d tools; narrow the "
+                "servers with allowed_tools in MCP_SERVERS)",
+                len(fresh),
+                ", ".join(f"{name[:64]} ({reason})" for (_, name), reason in fresh[:20]),
+                MAX_SCHEMA_CHARS,
+                self.max_tool_tokens,
                 MAX_TOOLS,
             )
-        return every[:MAX_TOOLS]
 
     @classmethod
     def from_packs(cls, modules: Iterable[str]) -> ToolRegistry:

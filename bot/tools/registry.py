@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 import openai
 from pydantic import BaseModel, ValidationError
 
+from bot.caches import BoundedCache
 from bot.tools import schema_arguments
 from bot.tools.schema_arguments import FieldSpec
 from bot.tools.shown import unshowable
@@ -94,12 +95,11 @@ class ToolContext:
     # When a write of this proposal could first have happened (its approval): a look-up for
     # an earlier attempt's write reads the destination from here on, however busy it became.
     since: datetime | None = None
-    _names: dict[str, str] = field(default_factory=dict)
+    _names: dict[str, str] = field(default_factory=lambda: BoundedCache[str, str](1_000))
     # What the approved revision's preview resolved (see `resolve`); None while previewing.
     pinned: dict[str, Any] | None = None
     # At run: names are never looked up again; `resolve` answers from `pinned` only.
     use_pinned: bool = False
-    proposed_at: datetime | None = None  # when the proposal was made (look-ups of earlier writes)
     _resolved: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     async def resolve(self, key: str, lookup: Callable[[], Awaitable[R]]) -> R:

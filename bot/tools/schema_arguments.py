@@ -3,17 +3,146 @@
 The schema goes to the model as the server wrote it; what the model sends back is checked with
 `jsonschema` (the validator the `mcp` SDK itself uses) before anything is shown or run, and the
 problems are put in the same plain `field: problem` form as a pydantic tool's.
+
+A schema's regular expressions (`pattern`, `patternProperties`) come from the server, which may
+be hostile: with Python's `re` one pattern of 25 characters held the event loop for a second,
+twice as long with each character more. Here they run on the `regex` engine, which gives the
+interpreter lock back while it matches and stops at a deadline: one validation spends at most
+`PATTERN_SECONDS` on patterns in all, and a value that could not be checked in time is refused
+with a plain problem ("the tool's pattern is too slow"), like any value that does not fit.
 """
 
 from __future__ import annotations
 
+import contextvars
 import json
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
+import regex
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import SchemaError, ValidationError
 from pydantic import BaseModel, ConfigDict
+
+PATTERN_SECONDS = 0.25  # all of one validation's pattern matching
+_deadline: contextvars.ContextVar[float] = contextvars.ContextVar("pattern_deadline", default=0.0)
+
+
+class PatternTooSlow(Exception):
+    pass
+
+
+def _search(pattern: str, text: str) -> bool:
+    """`pattern` found in `text`, within what is left of the validation's time; `PatternTooSlow`
+    when it could not be decided in time, `regex.error` when the pattern is not one."""
+    left = _deadline.get() - time.monotonic()
+    if left <= 0:
+        raise PatternTooSlow
+    try:
+        return regex.search(pattern, text, timeout=left, concurrent=True) is not None
+    except TimeoutError:
+        raise PatternTooSlow from None
+
+
+def _unmatchable(pattern: str, exc: Exception) -> ValidationError:
+    if isinstance(exc, PatternTooSlow):
+        return ValidationError(
+            f"could not be checked against the tool's pattern {pattern[:100]!r} in time (the "
+            "pattern is too slow to match); nothing was done"
+        )
+    return ValidationError(f"the tool's pattern {pattern[:100]!r} is not a usable regex")
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
+    if not validator.is_type(instance, "string"):
+        return
+    try:
+        found = _search(pattern, instance)
+    except (PatternTooSlow, regex.error) as exc:
+        yield _unmatchable(pattern, exc)
+        return
+    if not found:
+        yield ValidationError(f"{instance[:200]!r} does not match {pattern[:200]!r}")
+
+
+def _matching(patterns: dict[str, Any], key: str) -> tuple[list[str], Exception | None, str]:
+    hits: list[str] = []
+    for pattern in patterns:
+        try:
+            if _search(pattern, key):
+                hits.append(pattern)
+        except (PatternTooSlow, regex.error) as exc:
+            return hits, exc, pattern
+    return hits, None, ""
+
+
+def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    if not validator.is_type(instance, "object") or not isinstance(patterns, dict):
+        return
+    for key, value in instance.items():
+        hits, failed, pattern = _matching(patterns, key)
+        if failed is not None:
+            yield _unmatchable(pattern, failed)
+            return
+        for hit in hits:
+            yield from validator.descend(value, patterns[hit], path=key, schema_path=hit)
+
+
+def _additional_properties(validator: Any, extra: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    properties = schema.get("properties", {})
+    patterns = schema.get("patternProperties", {})
+    extras = []
+    for key in instance:
+        if key in properties:
+            continue
+        hits, failed, pattern = _matching(patterns, key)
+        if failed is not None:
+            yield _unmatchable(pattern, failed)
+            return
+        if not hits:
+            extras.append(key)
+    if validator.is_type(extra, "object"):
+        for key in extras:
+            yield from validator.descend(instance[key], extra, path=key)
+    elif not extra and extras:
+        names = ", ".join(repr(k)[:100] for k in sorted(extras)[:10])
+        yield ValidationError(f"Additional properties are not allowed ({names} unexpected)")
+
+
+# `unevaluatedProperties` would match `patternProperties` with `re` inside jsonschema: a schema
+# with both is not checked with `re`, it is refused (`usable`).
+_Checker = validators.extend(  # type: ignore[no-untyped-call]
+    Draft202012Validator,
+    {
+        "pattern": _pattern,
+        "patternProperties": _pattern_properties,
+        "additionalProperties": _additional_properties,
+    },
+)
+
+
+def _mentions(schema: Any, keyword: str) -> bool:
+    if isinstance(schema, dict):
+        return keyword in schema or any(_mentions(v, keyword) for v in schema.values())
+    if isinstance(schema, list):
+        return any(_mentions(v, keyword) for v in schema)
+    return False
+
+
+def usable(schema: dict[str, Any]) -> str | None:
+    """Why a tool's input schema cannot be offered, or None: it must be a valid schema, and
+    its patterns must be checkable off Python's backtracking `re`."""
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        return f"its input schema is invalid ({exc.message[:200]})"
+    if _mentions(schema, "unevaluatedProperties") and _mentions(schema, "patternProperties"):
+        return "its input schema mixes unevaluatedProperties with patternProperties"
+    return None
 
 
 class SchemaArguments(BaseModel):
@@ -41,11 +170,16 @@ def object_schema(schema: dict[str, Any] | None) -> dict[str, Any]:
 
 def problems(schema: dict[str, Any], data: dict[str, Any]) -> list[str]:
     """Each way `data` misses the schema, as `field: problem`; empty when it fits."""
+    if _mentions(schema, "unevaluatedProperties") and _mentions(schema, "patternProperties"):
+        return ["arguments: the tool's schema mixes unevaluatedProperties and patternProperties"]
+    token = _deadline.set(time.monotonic() + PATTERN_SECONDS)
     try:
-        validator = Draft202012Validator(schema)
+        validator = _Checker(schema)
         errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
     except SchemaError as exc:
         return [f"arguments: the tool's own schema is invalid ({exc.message})"]
+    finally:
+        _deadline.reset(token)
     found = []
     for error in errors[:10]:
         where = ".".join(str(p) for p in error.absolute_path) or "arguments"

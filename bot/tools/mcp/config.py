@@ -4,7 +4,8 @@ clients, plus Countersign's gating keys per server.
 A server is either `{"command", "args", "env", "cwd"}` (stdio: started and stopped with the
 bot) or `{"url", "headers"}` (Streamable HTTP). `${VAR}` in `env`, `headers` or `url` is read
 from the bot's environment, so tokens stay out of the file. Every value that came from `env` or
-`headers` counts as a secret: logs redact it.
+`headers`, and every value a `${VAR}` brought in (a token in a URL's query, say), counts as a
+secret: logs redact it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StringConstraints,
+    model_validator,
+)
 
 ServerName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,32}$")]
 # A server's name is its pack's name in APPROVAL_POLICIES: it may not borrow a built-in pack's.
@@ -41,6 +49,8 @@ class McpServerConfig(BaseModel):
     destructive_tools: list[str] = Field(default_factory=list)
     allowed_tools: list[str] | None = None  # None: all; otherwise only these are offered
     timeout_seconds: Annotated[float, Field(gt=0, le=600)] = 30.0
+    # What `${VAR}`s expanded to: secrets wherever they went (url, env, headers).
+    _expanded: tuple[str, ...] = PrivateAttr(default=())
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:
@@ -61,7 +71,7 @@ class McpServerConfig(BaseModel):
     def secrets(self) -> list[str]:
         """Values to redact from logs: each env and header value, and a header's credential
         alone (the part after `Bearer `)."""
-        values = [*self.env.values(), *self.headers.values()]
+        values = [*self.env.values(), *self.headers.values(), *self._expanded]
         values += [v.split()[-1] for v in self.headers.values() if " " in v.strip()]
         return [v for v in values if len(v) >= 4]
 
@@ -71,17 +81,19 @@ class McpServersFile(BaseModel):
     mcp_servers: dict[ServerName, McpServerConfig] = Field(alias="mcpServers")
 
 
-def _expand(value: str, where: str) -> str:
+def _expand(value: str, where: str, found: list[str]) -> str:
     def one(match: re.Match[str]) -> str:
         name = match.group(1)
         if name not in os.environ:
             raise ValueError(f"{where} uses ${{{name}}}, which is not set in the environment")
+        found.append(os.environ[name])
         return os.environ[name]
 
     return _VARIABLE.sub(one, value)
 
 
-def _expanded(raw: dict[str, Any]) -> dict[str, Any]:
+def _expanded(raw: dict[str, Any], found: dict[str, list[str]]) -> dict[str, Any]:
+    """`raw` with every `${VAR}` replaced; `found[server]` gets the values brought in."""
     servers = raw.get("mcpServers")
     if not isinstance(servers, dict):
         return raw
@@ -91,14 +103,15 @@ def _expanded(raw: dict[str, Any]) -> dict[str, Any]:
             out[name] = server
             continue
         server = dict(server)
+        values = found.setdefault(str(name), [])
         for key in ("env", "headers"):
             if isinstance(server.get(key), dict):
                 server[key] = {
-                    k: _expand(v, f"{name}.{key}.{k}") if isinstance(v, str) else v
+                    k: _expand(v, f"{name}.{key}.{k}", values) if isinstance(v, str) else v
                     for k, v in server[key].items()
                 }
         if isinstance(server.get("url"), str):
-            server["url"] = _expand(server["url"], f"{name}.url")
+            server["url"] = _expand(server["url"], f"{name}.url", values)
         out[name] = server
     return {**raw, "mcpServers": out}
 
@@ -123,7 +136,10 @@ def read_mcp_servers(value: str | dict[str, Any] | None) -> dict[str, McpServerC
             raise ValueError(f"not valid JSON ({exc.msg} at character {exc.pos})") from None
     if not isinstance(raw, dict):
         raise ValueError('must be a JSON object {"mcpServers": {...}}')
-    servers = McpServersFile.model_validate(_expanded(raw)).mcp_servers
+    found: dict[str, list[str]] = {}
+    servers = McpServersFile.model_validate(_expanded(raw, found)).mcp_servers
+    for name, server in servers.items():
+        server._expanded = tuple(found.get(name, ()))
     for name in servers:  # NAME__TOOL must split back into the server's name
         if "__" in name or name.endswith("_"):
             raise ValueError(f"{name!r}: a server's name may not contain '__' or end with '_'")

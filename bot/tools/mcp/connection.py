@@ -27,15 +27,22 @@ from mcp.shared.exceptions import MCPError
 
 from bot.metrics import MCP_SERVER_UP
 from bot.tools.mcp.config import McpServerConfig
+from bot.tools.mcp.stderr import StderrToLog
 from bot.tools.registry import ToolError
 
 log = logging.getLogger(__name__)
 
 MAX_PAGES = 20
+MAX_LISTED = 1_000  # tools kept of one listing (a request carries at most 128 anyway)
 
 
 class Unreachable(ToolError):
     """The server is down or the connection broke; nothing was sent, or it is unknown."""
+
+
+class TimedOut(ToolError, TimeoutError):
+    """The call was sent and no answer came in time: it may have run on the server. A
+    `TimeoutError` too, so whatever treats a time-out as an unknown outcome sees it as one."""
 
 
 def describe(exc: BaseException, http_status: int | None = None) -> str:
@@ -113,8 +120,14 @@ class McpConnection:
                 env=self.config.env or None,
                 cwd=self.config.cwd,
             )
-            async with Client(stdio_client(params), read_timeout_seconds=timeout) as client:
-                yield client
+            stderr = StderrToLog(self.name)  # never straight to the bot's stderr: redacted
+            try:
+                async with Client(
+                    stdio_client(params, errlog=stderr.file), read_timeout_seconds=timeout
+                ) as client:
+                    yield client
+            finally:
+                stderr.close()
             return
         assert self.config.url is not None
         http = create_mcp_http_client(
@@ -177,9 +190,9 @@ class McpConnection:
         cursor: str | None = None
         for _ in range(MAX_PAGES):
             page = await client.list_tools(cursor=cursor, cache_mode="refresh")
-            tools.extend(page.tools)
+            tools.extend(page.tools[: MAX_LISTED - len(tools)])
             cursor = page.next_cursor
-            if cursor is None:
+            if cursor is None or len(tools) >= MAX_LISTED:
                 break
         self.definitions = tools
         return tools
@@ -217,6 +230,12 @@ class McpConnection:
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
                 raise self._lost(exc) from None
+            if exc.code == types.REQUEST_TIMEOUT:
+                raise TimedOut(
+                    f"the MCP server {self.name} did not answer within "
+                    f"{self.config.timeout_seconds:g} s; the call was sent and may have run "
+                    "there (check before trying again)"
+                ) from None
             raise ToolError(
                 f"the MCP server {self.name} refused the call: {exc.message[:500]}"
             ) from None

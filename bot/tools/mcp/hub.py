@@ -13,23 +13,13 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-
 from bot.tools.mcp.config import McpServerConfig
 from bot.tools.mcp.connection import McpConnection
 from bot.tools.mcp.tools import make_tool, unreachable_tool
 from bot.tools.registry import Tool
+from bot.tools.schema_arguments import usable
 
 log = logging.getLogger(__name__)
-
-
-def valid_schema(schema: dict[str, Any]) -> bool:
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError:
-        return False
-    return True
 
 
 @dataclass(frozen=True)
@@ -77,12 +67,14 @@ class McpHub:
             if allowed is not None and definition.name not in allowed:
                 continue
             tool = make_tool(connection, definition)
-            if tool.input_schema is not None and not valid_schema(tool.input_schema):
+            unfit = usable(tool.input_schema) if tool.input_schema is not None else None
+            if unfit is not None:
                 # One bad schema in a request makes the model's API refuse the whole request.
                 log.warning(
-                    "MCP server %s: tool %s has an invalid input schema; it is not offered",
+                    "MCP server %s: tool %s is not offered: %s",
                     connection.name,
                     definition.name[:100],
+                    unfit,
                 )
                 continue
             tools.setdefault(tool.name, tool)

@@ -28,6 +28,7 @@ from bot.tools.registry import Change, Outcome, Preview, Tool, ToolContext, Tool
 from bot.tools.schema_arguments import SchemaArguments, object_schema
 
 MAX_NAME = 64
+MAX_RESULT_CHARS = 20_000
 IDEMPOTENCY_META_KEY = "countersign/idempotency_key"
 _INVALID = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -86,19 +87,43 @@ def _value(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+def _kept(texts: list[str], limit: int) -> tuple[list[str], int]:
+    """The texts, in order, up to `limit` characters in all; and how many characters were cut."""
+    kept: list[str] = []
+    room, cut = limit, 0
+    for text in texts:
+        if room <= 0 and text:
+            cut += len(text)
+            continue
+        kept.append(text[:room])
+        cut += len(text) - len(kept[-1])
+        room -= len(kept[-1])
+    return kept, cut
+
+
 def _result(server: str, result: types.CallToolResult) -> Outcome:
+    """What is kept of a server's answer: at most `MAX_RESULT_CHARS` (it is stored with the
+    conversation or the proposal, and a server may answer megabytes)."""
     texts = [c.text for c in result.content if isinstance(c, types.TextContent)]
     others = [c.type for c in result.content if not isinstance(c, types.TextContent)]
     if result.is_error:
-        message = " ".join(texts).strip() or "no message"
+        message = " ".join(texts[:20]).strip() or "no message"
         raise ToolError(f"the MCP server {server} reported an error: {clip(message, 800)}")
+    texts, cut = _kept(texts, MAX_RESULT_CHARS)
     body: dict[str, Any] = {"status": "ok", "content": texts}
     if result.structured_content is not None:
-        body["structured"] = result.structured_content
+        structured = json.dumps(result.structured_content, ensure_ascii=False, default=str)
+        if len(structured) + sum(map(len, texts)) <= MAX_RESULT_CHARS:
+            body["structured"] = result.structured_content
+        else:
+            cut += len(structured)
+    if cut:
+        body["truncated"] = f"{cut} characters of the server's answer were not kept"
     if others:
         body["omitted"] = f"{len(others)} non-text item(s) ({', '.join(sorted(set(others)))})"
-    summary = clip(" ".join(texts).strip().splitlines()[0] if texts else "done", 300)
-    return Outcome(body, summary or "done")
+    # A blank answer (no content, or text "") is how many servers say "done".
+    lines = " ".join(texts).strip().splitlines()
+    return Outcome(body, clip(lines[0], 300) if lines else "done")
 
 
 def make_tool(connection: McpConnection, tool: types.Tool) -> Tool[SchemaArguments]:

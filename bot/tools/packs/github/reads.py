@@ -73,11 +73,12 @@ async def last_comments(
     return found
 
 
-def since(proposed_at: datetime | None) -> datetime | None:
-    """Where a look-up for an earlier write of a proposal starts (GitHub's `since`)."""
-    if proposed_at is None:
+def since(approved_at: datetime | None) -> datetime | None:
+    """Where a look-up for an earlier write of a proposal starts (GitHub's `since`): no write
+    happened before its approval."""
+    if approved_at is None:
         return None
-    at = proposed_at if proposed_at.tzinfo else proposed_at.replace(tzinfo=UTC)
+    at = approved_at if approved_at.tzinfo else approved_at.replace(tzinfo=UTC)
     return at.astimezone(UTC) - CLOCK_SKEW
 
 

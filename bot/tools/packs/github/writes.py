@@ -118,7 +118,7 @@ def write_tools(gh: GitHubClient) -> list[Tool[Any]]:
         tag = marker(ctx.idempotency_key) if ctx.idempotency_key else ""
         if tag:  # a retry: the issue may exist already (GitHub has no idempotency keys)
             login = await gh.login()
-            after = since(ctx.proposed_at)
+            after = since(ctx.since)
 
             async def page(n: int) -> Any:
                 return await gh.rest.issues.async_list_for_repo(
@@ -262,7 +262,7 @@ def write_tools(gh: GitHubClient) -> list[Tool[Any]]:
         owner, name = gh.split(args.repo)
         tag = marker(ctx.idempotency_key) if ctx.idempotency_key else ""
         if tag:  # a retry: the comment may exist, however many came after it
-            after = since(ctx.proposed_at)
+            after = since(ctx.since)
 
             async def page(n: int) -> Any:
                 return await gh.rest.issues.async_list_comments(
