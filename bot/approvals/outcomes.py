@@ -94,8 +94,8 @@ def unknown_error(exc: BaseException, finds_earlier_write: bool) -> str:
     """What the card and the model are told about an unknown outcome."""
     if isinstance(exc, OutcomeUnknown) and exc.args:
         why = str(exc.args[0])[:500]
-    elif isinstance(exc, TimeoutError):
-        why = "the tool did not finish in time once it had begun writing"
+    elif isinstance(exc, TimeoutError):  # a tool's own time-out says what it waited for
+        why = str(exc)[:500] or "the tool did not finish in time once it had begun writing"
     else:
         why = f"the answer was lost ({plain_error(exc)})"
     then = (
