@@ -108,8 +108,16 @@ class FakeGitHub:
             repo.labels.append(found)
         return found
 
-    def add_comments(self, full: str, number: int, bodies: list[str], login: str = "dana") -> None:
-        """Comments by someone else, as if posted now."""
+    def add_comments(
+        self,
+        full: str,
+        number: int,
+        bodies: list[str],
+        login: str = "dana",
+        association: str = "MEMBER",
+    ) -> None:
+        """Comments by someone else, as if posted now (`association`: GitHub's
+        `author_association`, e.g. NONE for an outside contributor)."""
         repo = self.repo(full)
         issue = repo.issues[number]
         for body in bodies:
@@ -119,6 +127,7 @@ class FakeGitHub:
                     "id": cid,
                     "body": body,
                     "user": self.user(login),
+                    "author_association": association,
                     "created_at": stamp(),
                     "updated_at": stamp(),
                     "html_url": f"{issue['html_url']}#issuecomment-{cid}",
@@ -134,6 +143,7 @@ class FakeGitHub:
             "state": "open",
             "body": "",
             "user": {"login": "dana"},
+            "author_association": "MEMBER",
             "labels": [],
             "assignees": [],
             "milestone": None,
@@ -349,6 +359,7 @@ class FakeGitHub:
             "id": cid,
             "body": (await request.json())["body"],
             "user": {"login": LOGIN, "id": 1},
+            "author_association": "MEMBER",
             "created_at": stamp(),
             "updated_at": stamp(),
             "html_url": f"{issue['html_url']}#issuecomment-{cid}",

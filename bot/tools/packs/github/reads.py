@@ -15,6 +15,7 @@ from bot.tools.packs.github.shapes import (
     Repo,
     clip,
     issue_json,
+    provenance,
     without_markers,
 )
 from bot.tools.registry import Outcome, Tool, ToolContext, ToolError, read_tool
@@ -147,7 +148,8 @@ def read_tools(gh: GitHubClient) -> list[Tool[Any]]:
     )
     async def get(args: GetIssue, ctx: ToolContext) -> Outcome:
         owner, name = gh.split(args.repo)
-        data = issue_json(await issue(gh, owner, name, args.number))
+        raw = await issue(gh, owner, name, args.number)
+        data = issue_json(raw)
         comments = await last_comments(gh, owner, name, args.number, data["comments"] or 0)
         data["recent_comments"] = [
             {
@@ -165,7 +167,12 @@ def read_tools(gh: GitHubClient) -> list[Tool[Any]]:
                 "draft": pr.get("draft"),
                 "requested_reviewers": [r.get("login") for r in pr.get("requested_reviewers", [])],
             }
-        return Outcome(data, f"{args.repo}#{args.number}", data.get("url"))
+        return Outcome(
+            data,
+            f"{args.repo}#{args.number}",
+            data.get("url"),
+            source=provenance(args.repo, raw, comments[-10:]),
+        )
 
     @read_tool(
         "github_list_labels", "List a GitHub repository's labels.", RepoOnly, label="Reading labels"

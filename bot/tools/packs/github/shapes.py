@@ -51,6 +51,27 @@ def clip(text: str | None, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+# GitHub's `author_association` of people who belong to the repository; anyone else (NONE,
+# CONTRIBUTOR, FIRST_TIME_CONTRIBUTOR, …) wrote from outside it.
+INSIDERS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
+
+
+def author_of(item: dict[str, Any]) -> str:
+    """Who wrote an issue or comment, saying so when they are from outside the repository:
+    their text may try to steer the assistant."""
+    login = (item.get("user") or {}).get("login") or "someone"
+    inside = str(item.get("author_association") or "NONE") in INSIDERS
+    return f"@{login}" if inside else f"@{login} (an outside contributor)"
+
+
+def provenance(repo: str, issue: dict[str, Any], comments: list[dict[str, Any]]) -> str:
+    """What a read of an issue took in, for the cards of writes proposed after it."""
+    kind = "pull request" if issue.get("pull_request") else "issue"
+    line = f"{kind} {repo}#{issue.get('number')} by {author_of(issue)}"
+    others = sorted({author_of(c) for c in comments} - {author_of(issue)})
+    return line + (f", comments by {', '.join(others)}" if others else "")
+
+
 def issue_json(issue: dict[str, Any], body_chars: int = 2000) -> dict[str, Any]:
     milestone = issue.get("milestone") or {}
     return {

@@ -77,7 +77,14 @@ def read_tools(lc: LinearClient) -> list[Tool[Any]]:
             }
             for c in (found.get("comments") or {}).get("nodes", [])
         ]
-        return Outcome(data, str(found.get("identifier")), found.get("url"))
+        authors = sorted({str(c["author"]) for c in data["recent_comments"] if c["author"]})
+        said = f", comments by {', '.join(authors)}" if authors else ""
+        return Outcome(
+            data,
+            str(found.get("identifier")),
+            found.get("url"),
+            source=f"Linear issue {found.get('identifier')}{said}",
+        )
 
     @read_tool("linear_list_teams", "List Linear teams.", NoArgs, label="Reading Linear teams")
     async def teams(args: NoArgs, ctx: ToolContext) -> Outcome:
