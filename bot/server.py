@@ -9,9 +9,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
+from typing import Any
 
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.adapter.socket_mode.async_internals import run_async_bolt_app, send_async_response
+from slack_bolt.response import BoltResponse
+from slack_sdk.socket_mode.aiohttp import SocketModeClient
+from slack_sdk.socket_mode.request import SocketModeRequest
+from slack_sdk.socket_mode.response import SocketModeResponse
 
 from bot.app import Countersign
 from bot.front_door import EVENTS_PATH, FrontDoor, metrics
@@ -30,6 +37,40 @@ async def serve_metrics(host: str, port: int) -> web.AppRunner:
     await web.TCPSite(runner, host, port).start()
     log.info("metrics on http://%s:%s/metrics", host, port)
     return runner
+
+
+class AcknowledgingHandler(AsyncSocketModeHandler):
+    """Bolt's handler acknowledges an envelope only when a listener answered it with 200, and
+    Slack's SDK drops an envelope whose payload is not an object without a word: Slack then
+    delivers it again and again. Here every envelope is acknowledged, whatever it holds; what
+    no listener wanted (an unknown action id, a view nobody opened, junk) changes nothing."""
+
+    def __init__(self, app: Any, app_token: str) -> None:
+        super().__init__(app, app_token)
+        self.client.message_listeners.append(self._acknowledge_unreadable)
+
+    async def handle(self, client: SocketModeClient, req: SocketModeRequest) -> None:  # type: ignore[override]
+        started = time.time()
+        try:
+            response: BoltResponse = await run_async_bolt_app(self.app, req)
+        except Exception as exc:  # a payload Bolt could not read: acknowledge, change nothing
+            log.warning("unreadable Socket Mode envelope acknowledged: %s", type(exc).__name__)
+            response = BoltResponse(status=200, body="")
+        if response.status != 200:
+            log.info("Socket Mode envelope no listener took (%s) acknowledged", response.status)
+            response = BoltResponse(status=200, body="")
+        await send_async_response(client, req, response, started)
+
+    @staticmethod
+    async def _acknowledge_unreadable(
+        client: SocketModeClient, message: dict[str, Any], _raw: str | None
+    ) -> None:
+        """An envelope whose payload is missing or not an object never reaches `handle`."""
+        envelope_id = message.get("envelope_id")
+        if not isinstance(envelope_id, str) or isinstance(message.get("payload"), dict | str):
+            return
+        log.warning("Socket Mode envelope without a readable payload acknowledged")
+        await client.send_socket_mode_response(SocketModeResponse(envelope_id=envelope_id))
 
 
 def _stop_on_signals(stop: asyncio.Event) -> None:
@@ -72,7 +113,7 @@ async def run_socket_mode(countersign: Countersign, stop: asyncio.Event | None =
     own_stop = stop is None
     stop = stop or asyncio.Event()
     await countersign.start()
-    handler = AsyncSocketModeHandler(countersign.bolt, token.get_secret_value())
+    handler = AcknowledgingHandler(countersign.bolt, token.get_secret_value())
     port = countersign.settings.metrics_port
     metrics_runner = await serve_metrics("0.0.0.0", port) if port is not None else None  # noqa: S104
     if own_stop:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 from collections.abc import AsyncIterator, Iterator
@@ -9,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.openai import FakeOpenAI
-from tests.fakes.slack import FakeSlack
+from bot.app import Countersign
+from bot.server import run_socket_mode
+from tests.fakes.openai import FakeOpenAI, Script
+from tests.fakes.slack import APP_TOKEN, FakeSlack, wait_until
 from tests.harness import RunningBot, make_settings, start_bot, stop_bot
 from tests.pg import temporary_database
 
@@ -107,3 +110,21 @@ async def native_bot(
     running = await start_bot(make_settings(fake_slack, fake_model, sqlite_url, streaming="auto"))
     yield running
     await stop_bot(running)
+
+
+@pytest.fixture
+async def socket_bot(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
+) -> AsyncIterator[asyncio.Task[None]]:
+    """The bot in Socket Mode against the fake's WebSocket; the model's default answer tries to
+    ping the channel, so a junk event that started a reply would show."""
+    fake_model.default = Script(text="<!channel> hi")
+    countersign = Countersign.build(
+        make_settings(fake_slack, fake_model, sqlite_url, slack_app_token=APP_TOKEN)
+    )
+    stop = asyncio.Event()
+    runner = asyncio.create_task(run_socket_mode(countersign, stop))
+    await wait_until(fake_slack.socket_connected.is_set, timeout=15)
+    yield runner
+    stop.set()
+    await asyncio.wait_for(runner, 30)

@@ -9,22 +9,18 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select
 
-from bot.app import Countersign
 from bot.db.models import Proposal, Task
-from bot.server import run_socket_mode
 from bot.slack import cards
 from bot.slack import record_views as views
 from tests.fakes.openai import FakeOpenAI, Script
-from tests.fakes.slack import APP_TOKEN, FakeSlack, event_body, wait_until
-from tests.harness import RunningBot, make_settings
+from tests.fakes.slack import FakeSlack, event_body, wait_until
+from tests.harness import RunningBot
 from tests.test_approvals_flow import CREATE, call
 
 ACTIONS = [
@@ -200,22 +196,6 @@ async def test_generated_payloads_over_http_change_nothing(
         )
     async with bot.session.get(bot.url + "/healthz") as response:
         assert response.status == 200
-
-
-@pytest.fixture
-async def socket_bot(
-    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
-) -> AsyncIterator[asyncio.Task[None]]:
-    fake_model.default = Script(text="<!channel> hi")
-    countersign = Countersign.build(
-        make_settings(fake_slack, fake_model, sqlite_url, slack_app_token=APP_TOKEN)
-    )
-    stop = asyncio.Event()
-    runner = asyncio.create_task(run_socket_mode(countersign, stop))
-    await wait_until(fake_slack.socket_connected.is_set, timeout=15)
-    yield runner
-    stop.set()
-    await asyncio.wait_for(runner, 30)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))

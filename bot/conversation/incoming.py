@@ -55,29 +55,52 @@ def strip_mention(text: str, bot_user_id: str | None) -> str:
     return unescape(text).strip()
 
 
+SLACK_ID = re.compile(r"[A-Z0-9][A-Z0-9_-]{0,31}")
+SLACK_TS = re.compile(r"\d{1,12}\.\d{1,9}")
+
+
+def _well_formed(value: object, pattern: re.Pattern[str]) -> str | None:
+    """`value` if it is a string in Slack's shape for it, else None: junk never reaches a turn
+    (a dict where a ts belongs once started a reply in the channel)."""
+    return value if isinstance(value, str) and pattern.fullmatch(value) else None
+
+
 def parse_event(body: dict[str, Any], bot_user_id: str | None) -> Incoming | None:
-    """The Incoming message of an `app_mention` or `message` event, or None to ignore it."""
-    event = body.get("event") or {}
+    """The Incoming message of an `app_mention` or `message` event, or None to ignore it
+    (including anything not in the shape Slack sends)."""
+    event = body.get("event")
+    if not isinstance(event, dict):
+        return None
     subtype = event.get("subtype")
     if subtype not in (None, "file_share", "thread_broadcast"):
         return None  # edits, deletions, joins, bot messages…
-    user = event.get("user")
-    if not user or event.get("bot_id") or user == bot_user_id:
+    user = _well_formed(event.get("user"), SLACK_ID)
+    if user is None or event.get("bot_id") or user == bot_user_id:
         return None
-    raw = str(event.get("text") or "")
+    channel = _well_formed(event.get("channel"), SLACK_ID)
+    ts = _well_formed(event.get("ts"), SLACK_TS)
+    team = _well_formed(body.get("team_id") or event.get("team"), SLACK_ID)
+    raw_thread = event.get("thread_ts")
+    thread_ts = _well_formed(raw_thread, SLACK_TS)
+    raw = event.get("text")
+    if channel is None or ts is None or team is None or not isinstance(raw, str | None):
+        return None
+    if raw_thread is not None and thread_ts is None:
+        return None
+    raw = raw or ""
     mentions = event.get("type") == "app_mention" or (
         bool(bot_user_id) and f"<@{bot_user_id}" in raw
     )
     channel_type = event.get("channel_type")
-    channel = str(event.get("channel") or "")
+    event_id = body.get("event_id")
     return Incoming(
-        team_id=str(body.get("team_id") or event.get("team") or ""),
+        team_id=team,
         channel_id=channel,
-        user_id=str(user),
+        user_id=user,
         text=strip_mention(raw, bot_user_id),
-        ts=str(event.get("ts") or ""),
-        thread_ts=event.get("thread_ts"),
-        event_id=body.get("event_id"),
+        ts=ts,
+        thread_ts=thread_ts,
+        event_id=event_id if isinstance(event_id, str) else None,
         is_dm=channel_type == "im" or (channel_type is None and channel.startswith("D")),
         mentions_bot=mentions,
     )

@@ -837,9 +837,7 @@ class FakeSlack:
                 self.socket_acks.append(json.loads(message.data))
         return ws
 
-    def push_socket_event(
-        self, body: dict[str, Any], envelope_id: str, kind: str = "events_api"
-    ) -> None:
+    def push_socket_event(self, body: Any, envelope_id: str, kind: str = "events_api") -> None:
         """Deliver a payload over Socket Mode, as Slack does (`events_api`, `interactive`)."""
         envelope = {
             "envelope_id": envelope_id,
