@@ -26,6 +26,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+METRICS_TOKEN = "bench-operator-token"  # noqa: S105 - a local benchmark's own token
+
+
 async def start_processes(
     count: int, env: dict[str, str], workdir: Path
 ) -> list[tuple[subprocess.Popen[str], int]]:
@@ -35,7 +38,7 @@ async def start_processes(
         log = open(workdir / f"bot-{port}.log", "w")  # noqa: SIM115 - lives as long as the process
         process = subprocess.Popen(
             [sys.executable, "-m", "bot", "serve", "--host", "127.0.0.1", "--port", str(port)],
-            env=env,
+            env={**env, "METRICS_TOKEN": METRICS_TOKEN},
             stdout=log,
             stderr=subprocess.STDOUT,
             text=True,
@@ -62,7 +65,10 @@ async def scrape(ports: list[int]) -> list[str]:
     texts = []
     async with aiohttp.ClientSession() as session:
         for port in ports:
-            async with session.get(f"http://127.0.0.1:{port}/metrics") as response:
+            async with session.get(
+                f"http://127.0.0.1:{port}/metrics",
+                headers={"Authorization": f"Bearer {METRICS_TOKEN}"},
+            ) as response:
                 texts.append(await response.text())
     return texts
 

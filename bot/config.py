@@ -138,6 +138,8 @@ class Settings(IntegrationSettings, BaseSettings):
 
     shutdown_grace_seconds: Annotated[float, Field(ge=0, le=600)] = 20.0
     metrics_port: Annotated[int, Field(ge=0, le=65535)] | None = None
+    metrics_host: str = "127.0.0.1"
+    metrics_token: SecretStr | None = None
     log_format: Literal["text", "json"] = "text"
     log_level: str = Field(default="INFO", validation_alias=AliasChoices("LOG_LEVEL"))
 

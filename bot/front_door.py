@@ -13,11 +13,12 @@ clicks and slash commands are answered at once, as their listeners only acknowle
 from __future__ import annotations
 
 import asyncio
+import hmac
 import html
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -47,6 +48,18 @@ STALLED_SECONDS = 2.5
 async def metrics(_request: web.Request) -> web.Response:
     body, content_type = exposition()
     return web.Response(body=body, headers={"Content-Type": content_type})
+
+
+def operator_check(token: str | None) -> Callable[[web.Request], bool]:
+    """Whether a request on the public port carries the operator's `METRICS_TOKEN` (as
+    `Authorization: Bearer …`). Without a configured token nobody on the public port is one:
+    metrics and health details are then served only on `METRICS_PORT` (loopback by default)."""
+
+    def is_operator(request: web.Request) -> bool:
+        given = request.headers.get("Authorization", "")
+        return token is not None and hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
+
+    return is_operator
 
 
 def kind_of(body: str) -> str:
@@ -114,8 +127,18 @@ def http_app(countersign: Countersign, main: asyncio.AbstractEventLoop) -> web.A
         SLACK_ACK.labels(kind=kind_of(body)).observe(time.perf_counter() - arrived)
         return answer
 
-    async def healthz(_request: web.Request) -> web.Response:
-        return await waited(_health(countersign))
+    token = countersign.settings.metrics_token
+    is_operator = operator_check(token.get_secret_value() if token else None)
+
+    async def healthz(request: web.Request) -> web.Response:
+        """Anyone may learn whether the bot is up (load balancers ask); only an operator
+        reads what it is doing."""
+        return await waited(health(countersign, detailed=is_operator(request)))
+
+    async def guarded_metrics(request: web.Request) -> web.Response:
+        if not is_operator(request):
+            raise web.HTTPNotFound() if token is None else web.HTTPUnauthorized()
+        return await metrics(request)
 
     async def task_page(request: web.Request) -> web.Response:
         """Where a task's link on a card leads (read-only). Only a signed link this bot made
@@ -137,21 +160,24 @@ def http_app(countersign: Countersign, main: asyncio.AbstractEventLoop) -> web.A
     application = web.Application()
     application.router.add_post(EVENTS_PATH, slack_events)
     application.router.add_get("/healthz", healthz)
-    application.router.add_get("/metrics", metrics)
+    application.router.add_get("/metrics", guarded_metrics)
     if countersign.links is not None:
         application.router.add_get("/tasks/{task_id}", task_page)
     return application
 
 
-async def _health(countersign: Countersign) -> web.Response:
+async def health(countersign: Countersign, detailed: bool) -> web.Response:
     try:
         async with asyncio.timeout(2):
             async with countersign.db.engine.connect() as connection:
                 await connection.execute(text("SELECT 1"))
     except Exception as exc:  # any database failure makes us unhealthy
         log.warning("health check failed: %s", type(exc).__name__)
-        return web.json_response({"ok": False, "database": "unreachable"}, status=503)
-    return web.json_response({"ok": True, "replies_in_flight": countersign.tasks.running})
+        details: dict[str, object] = {"database": "unreachable"} if detailed else {}
+        return web.json_response({"ok": False, **details}, status=503)
+    found: dict[str, object] = {"replies_in_flight": countersign.tasks.running}
+    details = found if detailed else {}
+    return web.json_response({"ok": True, **details})
 
 
 async def _task_page(countersign: Countersign, task_id: int, team: str) -> str | None:

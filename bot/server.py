@@ -17,25 +17,35 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.adapter.socket_mode.async_internals import run_async_bolt_app, send_async_response
 from slack_bolt.response import BoltResponse
 from slack_sdk.socket_mode.aiohttp import SocketModeClient
+from slack_sdk.socket_mode.async_client import AsyncBaseSocketModeClient
 from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 
 from bot.app import Countersign
-from bot.front_door import EVENTS_PATH, FrontDoor, metrics
+from bot.front_door import EVENTS_PATH, FrontDoor, health, metrics
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EVENTS_PATH", "run_socket_mode", "serve_http", "serve_metrics"]
+__all__ = ["EVENTS_PATH", "run_socket_mode", "serve_http", "serve_operator_port"]
 
 
-async def serve_metrics(host: str, port: int) -> web.AppRunner:
-    """Socket Mode has no HTTP server of its own: `/metrics` on a port of its own."""
+async def serve_operator_port(countersign: Countersign) -> web.AppRunner | None:
+    """`GET /metrics` and a detailed `GET /healthz` on `METRICS_PORT`, bound to `METRICS_HOST`
+    (loopback unless the operator says otherwise), in either mode; None without a port."""
+    settings = countersign.settings
+    if settings.metrics_port is None:
+        return None
     application = web.Application()
     application.router.add_get("/metrics", metrics)
+
+    async def healthz(_request: web.Request) -> web.Response:
+        return await health(countersign, detailed=True)
+
+    application.router.add_get("/healthz", healthz)
     runner = web.AppRunner(application, handle_signals=False)
     await runner.setup()
-    await web.TCPSite(runner, host, port).start()
-    log.info("metrics on http://%s:%s/metrics", host, port)
+    await web.TCPSite(runner, settings.metrics_host, settings.metrics_port).start()
+    log.info("metrics on http://%s:%s/metrics", settings.metrics_host, settings.metrics_port)
     return runner
 
 
@@ -63,7 +73,7 @@ class AcknowledgingHandler(AsyncSocketModeHandler):
 
     @staticmethod
     async def _acknowledge_unreadable(
-        client: SocketModeClient, message: dict[str, Any], _raw: str | None
+        client: AsyncBaseSocketModeClient, message: dict[Any, Any], _raw: str | None
     ) -> None:
         """An envelope whose payload is missing or not an object never reaches `handle`."""
         envelope_id = message.get("envelope_id")
@@ -93,6 +103,7 @@ async def serve_http(
     await countersign.start()
     door = FrontDoor(countersign, host, port)
     bound = await door.start()
+    operator_port = await serve_operator_port(countersign)
     log.info("HTTP mode: listening on http://%s:%s%s", host, bound, EVENTS_PATH)
     if started is not None:
         started.set_result(bound)
@@ -103,6 +114,8 @@ async def serve_http(
     finally:
         await countersign.shutdown()
         await door.stop()
+        if operator_port is not None:
+            await operator_port.cleanup()
 
 
 async def run_socket_mode(countersign: Countersign, stop: asyncio.Event | None = None) -> None:
@@ -114,8 +127,7 @@ async def run_socket_mode(countersign: Countersign, stop: asyncio.Event | None =
     stop = stop or asyncio.Event()
     await countersign.start()
     handler = AcknowledgingHandler(countersign.bolt, token.get_secret_value())
-    port = countersign.settings.metrics_port
-    metrics_runner = await serve_metrics("0.0.0.0", port) if port is not None else None  # noqa: S104
+    metrics_runner = await serve_operator_port(countersign)
     if own_stop:
         _stop_on_signals(stop)
     await handler.connect_async()  # type: ignore[no-untyped-call]

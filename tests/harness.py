@@ -50,6 +50,10 @@ def run_cli(
     )
 
 
+METRICS_TOKEN = "test-operator-token"
+OPERATOR = {"Authorization": f"Bearer {METRICS_TOKEN}"}
+
+
 def make_settings(
     slack: fake_slack.FakeSlack, model: fake_openai.FakeOpenAI, database_url: str, **extra: Any
 ) -> Settings:
@@ -65,6 +69,7 @@ def make_settings(
         "llm_max_retries": 2,
         "database_url": database_url,
         "shutdown_grace_seconds": 5,
+        "metrics_token": METRICS_TOKEN,
         # Existing tests describe the edit transport; native streaming has its own tests.
         "streaming": "edit",
     }

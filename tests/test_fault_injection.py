@@ -17,7 +17,7 @@ from bot.db.models import Message, Proposal, ProposalState, Role, utcnow
 from bot.slack import cards
 from tests.fakes.openai import FakeOpenAI, Script, ScriptedToolCall
 from tests.fakes.slack import FakeSlack, wait_until
-from tests.harness import RunningBot, make_settings, start_bot, stop_bot
+from tests.harness import OPERATOR, RunningBot, make_settings, start_bot, stop_bot
 from tests.test_approvals_flow import CREATE, call, tasks_in_db
 
 CURSOR = "▍"
@@ -268,7 +268,7 @@ async def _sample(bot: RunningBot, name: str, **labels: str) -> float:
     """One sample of the bot's /metrics, 0 when absent."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    async with bot.session.get(bot.url + "/metrics") as response:
+    async with bot.session.get(bot.url + "/metrics", headers=OPERATOR) as response:
         text = await response.text()
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
@@ -287,7 +287,7 @@ async def test_metrics_show_what_happened(
     await bot.click(fake_slack.cards("C1")[0], cards.APPROVE, "UALICE", "C1")
     await bot.idle()
     await asyncio.sleep(0.3)  # one loop-lag sample at least
-    async with bot.session.get(bot.url + "/metrics") as response:
+    async with bot.session.get(bot.url + "/metrics", headers=OPERATOR) as response:
         assert response.status == 200
         text = await response.text()
     # The click's acknowledgement was timed, and the loop's lateness is being sampled.

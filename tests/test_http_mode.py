@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import socket
 import time
+from pathlib import Path
 
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import BOT_USER_ID, FakeSlack, event_body
@@ -42,6 +44,64 @@ async def test_healthz(bot: RunningBot) -> None:
     async with bot.session.get(bot.url + "/healthz") as response:
         assert response.status == 200
         assert (await response.json())["ok"] is True
+
+
+def listening_addresses(port: int) -> set[str]:
+    """The local addresses (hex, as /proc/net/tcp writes them) listening on `port`."""
+    found = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        address, hex_port = local.split(":")
+        if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+            found.add(address)
+    return found
+
+
+async def test_metrics_and_health_details_need_the_operator_token_on_the_public_port(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
+) -> None:
+    token = "operator-" + "x" * 24
+    bot = await start_bot(make_settings(fake_slack, fake_model, sqlite_url, metrics_token=token))
+    try:
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": token}):
+            async with bot.session.get(bot.url + "/metrics", headers=headers) as response:
+                assert response.status == 401
+                assert "countersign_" not in await response.text()
+            async with bot.session.get(bot.url + "/healthz", headers=headers) as response:
+                assert response.status == 200
+                assert await response.json() == {"ok": True}  # up or not, nothing more
+        operator = {"Authorization": f"Bearer {token}"}
+        async with bot.session.get(bot.url + "/metrics", headers=operator) as response:
+            assert response.status == 200
+            assert "countersign_" in await response.text()
+        async with bot.session.get(bot.url + "/healthz", headers=operator) as response:
+            assert "replies_in_flight" in await response.json()
+    finally:
+        await stop_bot(bot)
+
+
+async def test_without_a_token_metrics_live_on_the_loopback_operator_port_only(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings = make_settings(
+        fake_slack, fake_model, sqlite_url, metrics_port=port, metrics_token=None
+    )
+    assert settings.metrics_host == "127.0.0.1"  # the default: not reachable from outside
+    bot = await start_bot(settings)
+    try:
+        async with bot.session.get(bot.url + "/metrics") as response:
+            assert response.status == 404  # nobody on the public port is an operator
+        async with bot.session.get(f"http://127.0.0.1:{port}/metrics") as response:
+            assert response.status == 200
+            assert "countersign_" in await response.text()
+        async with bot.session.get(f"http://127.0.0.1:{port}/healthz") as response:
+            assert "replies_in_flight" in await response.json()
+        assert listening_addresses(port) == {"0100007F"}  # 127.0.0.1 only, as the kernel says
+    finally:
+        await stop_bot(bot)
 
 
 async def test_event_is_acknowledged_before_the_reply_is_done(

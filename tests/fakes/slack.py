@@ -180,6 +180,8 @@ class FakeSlack:
     channel_info: dict[str, dict[str, Any]] = field(default_factory=dict)
     user_groups: dict[str, list[str]] = field(default_factory=dict)
     delays: dict[str, float] = field(default_factory=dict)  # method -> seconds before answering
+    # (method, an argument's value) -> seconds: slow for one user or channel, not for all
+    delays_for: dict[tuple[str, str], float] = field(default_factory=dict)
     # channel -> member ids; a channel not listed has DEFAULT_MEMBERS
     members: dict[str, list[str]] = field(default_factory=dict)
     # method -> how many of its next calls answer HTTP 500 (a Slack outage, for fault tests)
@@ -292,8 +294,13 @@ class FakeSlack:
     async def _handle(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         args = await self._read_args(request)
-        if method in self.delays:
-            await asyncio.sleep(self.delays[method])
+        delay = self.delays.get(method, 0.0) + sum(
+            seconds
+            for (slow, value), seconds in self.delays_for.items()
+            if slow == method and value in args.values()
+        )
+        if delay:
+            await asyncio.sleep(delay)
             if request.transport is None or request.transport.is_closing():
                 # The caller died while waiting: like Slack, act only on requests it received
                 # whole from a live client.
