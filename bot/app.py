@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -38,7 +39,7 @@ from bot.heartbeat import Heartbeat, freeze_start_up_objects
 from bot.links import LinkSigner
 from bot.llm import LLM, make_client
 from bot.metrics import SLACK_RATELIMITED
-from bot.records.retention import purge
+from bot.records.retention import purge, purge_delivery_keys
 from bot.slack import feedback, listeners
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.budgets import Limits, WorkspaceBudgets
@@ -190,12 +191,15 @@ class Countersign:
             if finished:
                 log.warning("finished %d reply(ies) cut off by a crash", finished)
 
-        purged_at = [0.0]
+        purged_at = [-math.inf]
 
         async def retention() -> None:
-            if not settings.retention_days or time.monotonic() - purged_at[0] < 3600:
+            if time.monotonic() - purged_at[0] < 3600:
                 return
             purged_at[0] = time.monotonic()
+            if not settings.retention_days:  # conversations kept forever; delivery keys not
+                await purge_delivery_keys(db)
+                return
             removed = await purge(db, timedelta(days=settings.retention_days))
             if removed.conversations:
                 log.info("retention: removed %d conversation(s)", removed.conversations)

@@ -249,3 +249,18 @@ async def test_a_stalled_main_loop_refuses_rather_than_acknowledges(
     assert await asyncio.get_running_loop().run_in_executor(None, deliver, 0.0) == 200
     await bot.idle()
     assert fake_slack.bot_messages("C1")[0].text == "answered on the second delivery"
+
+
+async def test_a_slack_api_url_without_its_trailing_slash_works(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
+) -> None:
+    pasted = fake_slack.api_url.rstrip("/")
+    assert pasted.endswith("/api")
+    fake_model.script(Script(text="reached you"))
+    bot = await start_bot(make_settings(fake_slack, fake_model, sqlite_url, slack_api_url=pasted))
+    try:
+        await bot.mention("C1", "hello", fake_slack)
+        await bot.idle()
+        assert [m.text for m in fake_slack.bot_messages("C1")] == ["reached you"]
+    finally:
+        await stop_bot(bot)

@@ -3,6 +3,7 @@ each person sees, page by page, and that nobody sees anybody else's."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -11,12 +12,21 @@ from typing import Any
 from sqlalchemy import func, select, update
 
 from bot.db import repositories as repo
-from bot.db.models import AuditEntry, Conversation, Message, Proposal, ProposalState, Role, utcnow
+from bot.db.models import (
+    AuditEntry,
+    Conversation,
+    Message,
+    ProcessedEvent,
+    Proposal,
+    ProposalState,
+    Role,
+    utcnow,
+)
 from bot.slack import cards
 from bot.slack import record_views as views
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack, wait_until
-from tests.harness import RunningBot, clean_env, run_cli
+from tests.harness import RunningBot, clean_env, make_settings, run_cli, start_bot, stop_bot
 from tests.test_approvals_flow import CREATE, call
 
 
@@ -319,3 +329,42 @@ async def test_retention_purge_removes_only_what_is_old(
         messages = await session.scalar(select(func.count()).select_from(Message))
     assert list(left) == ids[1:]
     assert messages == 4
+
+
+async def test_delivery_keys_are_forgotten_even_when_conversations_are_kept_forever(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
+) -> None:
+    """RETENTION_DAYS=0 keeps conversations; the running bot still forgets delivery keys older
+    than a week (they only stop Slack's retries, minutes apart), so the table cannot grow
+    without end, and keeps the recent ones that still stop a retry."""
+    settings = make_settings(
+        fake_slack, fake_model, sqlite_url, retention_days=0, sweep_interval_seconds=0.1
+    )
+    bot = await start_bot(settings)
+    try:
+        old_conversation = (await seed(bot, "UALICE", 1))[0]
+        async with bot.countersign.db.transaction() as session:
+            session.add(ProcessedEvent(key="evt:old", created_at=utcnow() - timedelta(days=8)))
+            session.add(ProcessedEvent(key="evt:recent", created_at=utcnow() - timedelta(hours=1)))
+            await session.execute(
+                update(Conversation)
+                .where(Conversation.id == old_conversation)
+                .values(updated_at=utcnow() - timedelta(days=3000))
+            )
+        await stop_bot(bot)
+        bot = await start_bot(settings)  # the hourly clean-up runs at start-up
+
+        async def keys() -> set[str]:
+            async with bot.countersign.db.transaction() as session:
+                return set((await session.scalars(select(ProcessedEvent.key))).all())
+
+        for _ in range(100):
+            if "evt:old" not in await keys():
+                break
+            await asyncio.sleep(0.05)
+        assert "evt:old" not in await keys()
+        assert "evt:recent" in await keys()
+        async with bot.countersign.db.transaction() as session:
+            assert await session.get(Conversation, old_conversation) is not None
+    finally:
+        await stop_bot(bot)

@@ -147,8 +147,14 @@ async def purge(db: Database, keep: timedelta, batch: int = 500) -> Removed:
         ]
         if len(ids) < batch:
             break
+    return Removed(totals[0], totals[1], totals[2], await purge_delivery_keys(db))
+
+
+async def purge_delivery_keys(db: Database) -> int:
+    """Forget delivery keys older than a week, whatever `RETENTION_DAYS` says: they only stop
+    Slack's retries (minutes apart) from running twice, and would otherwise grow forever."""
     async with db.transaction() as session:
         keys = await session.execute(
             delete(ProcessedEvent).where(ProcessedEvent.created_at < utcnow() - DEDUP_KEEP)
         )
-    return Removed(totals[0], totals[1], totals[2], getattr(keys, "rowcount", 0))
+    return int(getattr(keys, "rowcount", 0) or 0)
