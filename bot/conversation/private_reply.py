@@ -71,7 +71,9 @@ async def send_privately(
         opened = await slack.conversations_open(users=user)
         dm = str((opened.get("channel") or {}).get("id") or "")
         for part in parts:
-            await slack.chat_postMessage(channel=dm, text=part, unfurl_links=False)
+            await slack.chat_postMessage(
+                channel=dm, text=part, unfurl_links=False, unfurl_media=False
+            )
         return True
     except SlackApiError as exc:
         log.warning("could not answer privately by DM: %s", slack_error(exc))

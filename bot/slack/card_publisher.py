@@ -148,6 +148,8 @@ class CardPublisher:
                     thread_ts=thread_ts,
                     text=text,
                     blocks=blocks,
+                    unfurl_links=False,  # a card shows link targets; Slack must not fetch them
+                    unfurl_media=False,
                     metadata=keyed(CARD_EVENT, proposal.idempotency_key),
                 )
                 channel, ts = str(posted["channel"]), str(posted["ts"])

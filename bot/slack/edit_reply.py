@@ -92,7 +92,11 @@ class EditPath:
                     self.journal.shown(self.message_ts[index], text)
             else:
                 response = await self.client.chat_postMessage(
-                    channel=self.channel, thread_ts=self.thread_ts, text=text
+                    channel=self.channel,
+                    thread_ts=self.thread_ts,
+                    text=text,
+                    unfurl_links=False,  # Slack would fetch a model-written URL unclicked
+                    unfurl_media=False,
                 )
                 self.message_ts.append(str(response["ts"]))
                 self.shown.append(text)

@@ -101,7 +101,11 @@ class ReplyStream(NativePath, EditPath):
         """Start the native stream or post the placeholder; returns the message's ts."""
         if not await self._start_native():
             response = await self.client.chat_postMessage(
-                channel=self.channel, thread_ts=self.thread_ts, text=PLACEHOLDER
+                channel=self.channel,
+                thread_ts=self.thread_ts,
+                text=PLACEHOLDER,
+                unfurl_links=False,  # Slack would fetch a model-written URL: a leak, no click
+                unfurl_media=False,
             )
             self.message_ts.append(str(response["ts"]))
             self.shown.append(PLACEHOLDER)

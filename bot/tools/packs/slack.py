@@ -224,7 +224,11 @@ async def post_message(args: PostMessage, ctx: ToolContext) -> Outcome:
     if ts is None:
         metadata = keyed(IDEMPOTENCY_EVENT, key) if key else None
         posted = await ctx.slack.chat_postMessage(
-            channel=args.channel, text=escape(args.text), metadata=metadata
+            channel=args.channel,
+            text=escape(args.text),
+            metadata=metadata,
+            unfurl_links=False,  # the card showed the text, not what Slack would fetch
+            unfurl_media=False,
         )
         ts = str(posted["ts"])
     link = await _permalink(ctx, args.channel, ts)
@@ -300,6 +304,8 @@ async def schedule_message(args: ScheduleMessage, ctx: ToolContext) -> Outcome:
         text=text,
         post_at=post_at,
         metadata=keyed(IDEMPOTENCY_EVENT, key) if key else None,
+        unfurl_links=False,
+        unfurl_media=False,
     )
     return _scheduled(done.get("scheduled_message_id"))
 
