@@ -35,10 +35,10 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from bot.conversation.tool_calls import prepare_calls
-from bot.integration_settings import IntegrationSettings
 from bot.llm import ToolCall
 from bot.slack import cards
 from bot.tools.catalog import ToolRegistry
+from bot.tools.integration_settings import IntegrationSettings
 from bot.tools.integrations import Integrations
 from bot.tools.mcp.hub import McpHub
 from bot.tools.registry import ToolContext

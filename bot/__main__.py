@@ -66,9 +66,9 @@ async def _migrate(settings: Settings) -> int:
 
 
 async def _audit_export(settings: Settings, fmt: str, records: str, out: TextIO) -> int:
-    from bot.approvals.audit_export import export
     from bot.db.migrate import upgrade_to_head
     from bot.db.session import Database
+    from bot.records.audit_export import export
 
     db = Database.from_url(settings.database_url)
     try:

@@ -18,6 +18,7 @@ from redis.asyncio import Redis
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot import listeners
 from bot.approvals.executor import Executor, lease_for
 from bot.approvals.policy import GroupMembers, Policies
 from bot.approvals.service import ApprovalsService
@@ -40,7 +41,7 @@ from bot.links import LinkSigner
 from bot.llm import LLM, make_client
 from bot.metrics import SLACK_RATELIMITED
 from bot.records.retention import purge, purge_delivery_keys
-from bot.slack import feedback, listeners
+from bot.slack import feedback
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.budgets import Limits, WorkspaceBudgets
 from bot.slack.card_publisher import CardPublisher

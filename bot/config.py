@@ -25,8 +25,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings import SettingsError as PydanticSettingsError
 from sqlalchemy.engine import make_url
 
-from bot.integration_settings import IntegrationSettings
 from bot.settings_help import HINTS, SettingsError, describe
+from bot.tools.integration_settings import IntegrationSettings
 
 __all__ = [
     "DEFAULT_PROMPTS",

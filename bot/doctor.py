@@ -4,7 +4,6 @@ whatever is wrong."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 
 import openai
 from redis.asyncio import Redis
@@ -15,19 +14,9 @@ from sqlalchemy import text
 
 from bot.config import Settings
 from bot.db.session import Database
+from bot.doctor_checks import TIMEOUT_SECONDS, Check
+from bot.doctor_integrations import integration_checks
 from bot.llm import make_client
-
-TIMEOUT_SECONDS = 15
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    ok: bool
-    detail: str
-
-    def line(self) -> str:
-        return f"[{'ok' if self.ok else 'FAIL'}] {self.name}: {self.detail}"
 
 
 async def check_database(settings: Settings) -> Check:
@@ -127,8 +116,6 @@ async def run_checks(settings: Settings) -> list[Check]:
             False,
             "neither SLACK_APP_TOKEN (Socket Mode) nor SLACK_SIGNING_SECRET (HTTP mode) is set.",
         )
-    from bot.doctor_integrations import integration_checks  # it builds on `Check`
-
     rest = await asyncio.gather(
         check_database(settings), check_slack(settings), check_llm(settings), check_redis(settings)
     )

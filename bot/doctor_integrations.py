@@ -8,8 +8,8 @@ import json
 from typing import Any
 
 from bot.conversation.tokens import TokenCounter
-from bot.doctor import TIMEOUT_SECONDS, Check
-from bot.integration_settings import IntegrationSettings
+from bot.doctor_checks import TIMEOUT_SECONDS, Check
+from bot.tools.integration_settings import IntegrationSettings
 from bot.tools.mcp.hub import McpHub
 
 

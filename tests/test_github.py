@@ -293,7 +293,7 @@ async def test_reads_return_comments_and_search_stays_inside_the_allow_list(
 
 async def test_doctor_checks_the_token_with_get_user(fake_github: FakeGitHub) -> None:
     from bot.doctor_integrations import check_github
-    from bot.integration_settings import IntegrationSettings
+    from bot.tools.integration_settings import IntegrationSettings
 
     good = IntegrationSettings(_env_file=None, **github_settings(fake_github))
     (check,) = await check_github(good)

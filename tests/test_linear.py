@@ -214,7 +214,7 @@ async def test_reads_and_a_rate_limit_waited_out_or_reported(
 
 async def test_doctor_asks_linear_for_the_viewer(fake_linear: FakeLinear) -> None:
     from bot.doctor_integrations import check_linear
-    from bot.integration_settings import IntegrationSettings
+    from bot.tools.integration_settings import IntegrationSettings
 
     good = IntegrationSettings(
         _env_file=None, linear_api_key=API_KEY, linear_api_url=fake_linear.api_url

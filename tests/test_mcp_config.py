@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from bot.config import SettingsError, load_settings
 from bot.doctor_integrations import check_mcp
-from bot.integration_settings import IntegrationSettings
 from bot.logs import configure
+from bot.tools.integration_settings import IntegrationSettings
 from bot.tools.mcp.tools import exposed_name
 from tests.mcp_helpers import free_port, stdio_server
 

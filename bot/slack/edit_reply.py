@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -20,9 +20,7 @@ from bot.errors import slack_error
 from bot.metrics import SLACK_EDITS
 from bot.slack.closing_blocks import with_closing
 from bot.slack.edit_budget import EditBudget, Editor
-
-if TYPE_CHECKING:
-    from bot.slack.streamer import Journal
+from bot.slack.reply_journal import Journal
 
 log = logging.getLogger(__name__)
 

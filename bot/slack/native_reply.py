@@ -11,7 +11,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -21,9 +21,7 @@ from bot.slack.budgets import StreamSlots
 from bot.slack.edit_budget import EditBudget
 from bot.slack.native_stream import NATIVE_MAX_CHARS, NativeMessage
 from bot.slack.render import escape
-
-if TYPE_CHECKING:
-    from bot.slack.streamer import Journal
+from bot.slack.reply_journal import Journal
 
 log = logging.getLogger(__name__)
 

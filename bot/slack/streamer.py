@@ -17,7 +17,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -29,26 +29,15 @@ from bot.slack.edit_reply import EditPath
 from bot.slack.native_reply import CURSOR, NativeOptions, NativePath
 from bot.slack.native_stream import NativeMessage, StreamGone
 from bot.slack.render import escape, to_mrkdwn
+from bot.slack.reply_journal import Journal
 from bot.slack.split import split_message
+
+__all__ = ["PLACEHOLDER", "Journal", "ReplyStream"]
 
 log = logging.getLogger(__name__)
 
 MAX_FAILURES = 4  # transient failures in a row before a reply stops updating
 PLACEHOLDER = "_Thinking…_"
-
-
-class Journal(Protocol):
-    """Where a live reply is recorded while it is open, so that a reply cut off by a crash can
-    be finished by whichever process starts next (see `bot.conversation.live_replies`)."""
-
-    async def opened(self, channel: str, ts: str) -> None: ...
-
-    def shown(self, ts: str, text: str) -> None: ...
-
-    async def closed(self, ts: str) -> None: ...
-
-    async def abandoned(self, ts: str, text: str) -> None:
-        """This process gives up on showing `text` in message `ts`; someone else should."""
 
 
 class ReplyStream(NativePath, EditPath):

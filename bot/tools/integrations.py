@@ -8,8 +8,8 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from bot.integration_settings import IntegrationSettings
 from bot.tools.catalog import ToolRegistry
+from bot.tools.integration_settings import IntegrationSettings
 from bot.tools.mcp.hub import McpHub
 
 

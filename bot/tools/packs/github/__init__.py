@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from bot.integration_settings import IntegrationSettings
+from bot.tools.integration_settings import IntegrationSettings
 from bot.tools.packs.github.client import GitHubClient
 from bot.tools.packs.github.pulls import pull_tools
 from bot.tools.packs.github.reads import read_tools

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from bot.integration_settings import IntegrationSettings
+from bot.tools.integration_settings import IntegrationSettings
 from bot.tools.packs.linear.client import LinearClient
 from bot.tools.packs.linear.reads import read_tools
 from bot.tools.packs.linear.writes import write_tools

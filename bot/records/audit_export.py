@@ -20,6 +20,7 @@ from sqlalchemy import select
 
 from bot.db.models import AuditEntry, Proposal, ProposalApproval
 from bot.db.session import Database
+from bot.records.feedback import FEEDBACK_COLUMNS, feedback_rows
 
 COLUMNS = [
     "proposal_id",
@@ -129,7 +130,6 @@ async def audit_rows(db: Database, batch: int = 500) -> AsyncIterator[dict[str, 
 async def export(db: Database, out: TextIO, fmt: str, records: str = "actions") -> int:
     """Write the actions' audit trail, or (`records="feedback"`) the feedback people gave on
     answers; returns how many rows were written."""
-    from bot.records.feedback import FEEDBACK_COLUMNS, feedback_rows
 
     columns, rows = (
         (FEEDBACK_COLUMNS, feedback_rows(db))

@@ -1,5 +1,9 @@
 """Slack events -> turns. Listeners parse the payload and hand it on; Bolt has already
-acknowledged the event, and the turn runs as a tracked background task."""
+acknowledged the event, and the turn runs as a tracked background task.
+
+Wiring, not transport: it sits beside the composition root (`bot/app.py`) because it calls up
+into the conversation, which renders through `bot/slack/`; inside `bot/slack/` it made the two
+packages import each other."""
 
 from __future__ import annotations
 
