@@ -106,9 +106,10 @@ class Settings(IntegrationSettings, BaseSettings):
 
     streaming: Literal["auto", "native", "edit"] = "auto"
     slack_edit_budget_per_minute: Annotated[int, Field(ge=1, le=600)] = 50
-    # Tier 4 is documented as "100+ per minute"; Slack's own stream helper appends every 256
-    # characters of every stream unpaced, which at 20 replies is ~700 a minute.
-    slack_append_budget_per_minute: Annotated[int, Field(ge=10, le=6000)] = 600
+    # Where each method's learned budget starts: Slack's documented floors (Tier 4 appends
+    # "100+", Tier 2 starts and stops "20+", chat.update ~50). The bot learns from there: a
+    # 429 lowers the method's rate, calls that succeed at the limit raise it slowly.
+    slack_append_budget_per_minute: Annotated[int, Field(ge=10, le=6000)] = 100
     slack_append_min_interval_seconds: Annotated[float, Field(ge=0.1, le=60)] = 0.5
     slack_stream_starts_per_minute: Annotated[int, Field(ge=1, le=600)] = 20
     slack_edit_min_interval_seconds: Annotated[float, Field(ge=0.1, le=60)] = 1.0

@@ -162,9 +162,23 @@ def parse_blocks(blocks: Any) -> list[dict[str, Any]] | dict[str, Any]:
     return parsed
 
 
+def documented_floors() -> dict[str, Limit]:
+    """Slack's documented per-workspace floors for the methods a live reply spends (Tier 3
+    `chat.update` ~50/min, Tier 4 `chat.appendStream` "100+", Tier 2 `chat.startStream` and
+    `chat.stopStream` "20+"), which the fake enforces unless a test says otherwise: the fake
+    models Slack, not the bot's own assumption about Slack (a fake that enforced the bot's
+    budget could never reveal a wrong budget)."""
+    return {
+        "chat.update": Limit(50, 60.0),
+        "chat.appendStream": Limit(100, 60.0),
+        "chat.startStream": Limit(20, 60.0),
+        "chat.stopStream": Limit(20, 60.0),
+    }
+
+
 @dataclass
 class FakeSlack:
-    limits: dict[str, Limit] = field(default_factory=dict)
+    limits: dict[str, Limit] = field(default_factory=documented_floors)
     calls: list[Call] = field(default_factory=list)
     channels: dict[str, list[StoredMessage]] = field(default_factory=lambda: defaultdict(list))
     # every text a message showed, in order: ts -> [posted text, edit 1, edit 2, ...]
