@@ -5,6 +5,7 @@ dies mid-reply finished by chat.update."""
 from __future__ import annotations
 
 import itertools
+import time
 
 from bot.slack import cards
 from tests.fakes.openai import FakeOpenAI, Script
@@ -163,7 +164,7 @@ async def test_read_tools_show_as_tasks_in_the_stream(
     statuses = [
         chunk["status"]
         for c in fake_slack.calls
-        if c.method == "chat.appendStream"
+        if c.method in ("chat.appendStream", "chat.stopStream")  # the stop carries the last
         for chunk in c.args.get("chunks") or []
         if chunk.get("type") == "task_update" and chunk["id"] == "call_list"
     ]
@@ -226,3 +227,67 @@ async def test_a_429_on_appends_pauses_appends_only_and_the_reply_still_lands(
     limited = {c.method for c in fake_slack.calls if c.status == 429}
     assert limited == {"chat.appendStream"}
     assert not fake_slack.streams[reply.ts].open
+
+
+def final_shown_at(slack: FakeSlack, channel: str, text: str) -> float | None:
+    """When the reply's messages, read in order, first showed exactly `text`."""
+    messages = slack.bot_messages(channel)
+    moments = sorted({at for m in messages for at, _ in slack.timeline[m.ts]})
+    for moment in moments:
+        shown = []
+        for message in messages:
+            seen = [t for at, t in slack.timeline[message.ts] if at <= moment]
+            shown.append(seen[-1] if seen else "")
+        if "\n".join(s for s in shown if s).replace("\n", " ").split() == text.split():
+            return moment
+    return None
+
+
+async def test_the_final_text_never_waits_behind_appends(
+    native_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """Slack allows far fewer appends than the bot starts with (3 a minute: a 429 with a
+    Retry-After of up to a minute): the last words still reach the reader within 2 s of the
+    model's last token, exactly as written, because the close does not queue behind appends."""
+    fake_slack.limits["chat.appendStream"] = Limit(3, 60.0)
+    fake_model.script(Script(text=WORDS, time_to_first_token=0.05, tokens_per_second=40))
+    started = time.monotonic()
+    await native_bot.mention("C1", "eighty words", fake_slack)
+    await native_bot.idle(timeout=90)
+    (played,) = fake_model.played
+    assert played.last_token_at is not None
+    shown = final_shown_at(fake_slack, "C1", WORDS)
+    assert shown is not None, [m.text for m in fake_slack.bot_messages("C1")]
+    assert shown - played.last_token_at < 2.0
+    assert time.monotonic() - started < 30  # nothing sat out a minute's Retry-After
+    assert {c.method for c in fake_slack.calls if c.status == 429} <= {"chat.appendStream"}
+    assert not any(s.open for s in fake_slack.streams.values())
+
+
+async def test_a_stream_that_cannot_be_stopped_in_time_finishes_in_a_new_message(
+    native_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """Slack allows one stop a minute (the bot starts from 20): the second reply's stop is
+    refused with a 429. Its last words do not wait for the minute: they go on in an ordinary
+    message within 2 s of the model's last token, and the two messages read exactly as
+    written (the stream keeps what it showed; nothing is shown twice)."""
+    fake_slack.limits["chat.stopStream"] = Limit(1, 60.0)
+    fake_model.script(Script(text="First answer, short."))
+    root = await native_bot.mention("C1", "first", fake_slack)
+    await native_bot.idle()
+    fake_model.script(Script(text=WORDS, time_to_first_token=0.05, tokens_per_second=40))
+    await native_bot.mention("C2", "second", fake_slack)
+    await wait_until(
+        lambda: len(fake_model.played) == 2 and bool(fake_model.played[1].last_token_at), 30
+    )
+    played = fake_model.played[1]
+    assert played.last_token_at is not None
+    await wait_until(lambda: final_shown_at(fake_slack, "C2", WORDS) is not None, 10)
+    shown = final_shown_at(fake_slack, "C2", WORDS)
+    assert shown is not None
+    assert shown - played.last_token_at < 2.0
+    streamed, continued = fake_slack.bot_messages("C2")
+    assert streamed.ts in fake_slack.streams
+    assert (streamed.text + " " + continued.text).split() == WORDS.split()
+    assert [c.method for c in fake_slack.calls if c.status == 429] == ["chat.stopStream"]
+    assert root

@@ -96,6 +96,10 @@ class StreamSlots:
                 return True
         return False
 
+    def hold(self) -> None:
+        """A reply that gave its reserved stop back while waiting for it needs one again."""
+        self.open_streams += 1
+
     def release(self) -> None:
         """A native reply ended without a stop of ours (its stream died or never started)."""
         self.open_streams = max(0, self.open_streams - 1)

@@ -26,6 +26,11 @@ from bot.slack.reply_journal import Journal
 log = logging.getLogger(__name__)
 
 CURSOR = " ▍"  # ends an unfinished text (edits show it; the journal stores it)
+# How long a final waits for its stream's stop (reserved when the stream started, so normally
+# at once) before the rest of the reply goes on in an ordinary message instead: the reader
+# sees the last words within about this long of the model's last token whatever Slack's
+# windows are doing.
+STOP_GRACE_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,17 @@ class NativeOptions:
     patience: float = 0.0  # seconds to wait for a start; 0: edits if none is free now
     min_interval: float = 0.5
     max_chars: int = NATIVE_MAX_CHARS
+
+
+def source_index(source: str, sent: str) -> int:
+    """How much of `source` the escaped text `sent` (a prefix of `escape(source)` that ends
+    between characters) carries."""
+    length = 0
+    for index, char in enumerate(source):
+        if length >= len(sent):
+            return index
+        length += len(escape(char))
+    return len(source)
 
 
 def native_cut(source: str, max_chars: int) -> int:
@@ -81,6 +97,8 @@ class NativePath:
     _edit_base: int
     _edit_from: int
     _native_end: int | None  # where the native message's share of `source` ends, once full
+    _stop_taken: bool  # this reply's reserved stop is spent (taken, or given back)
+    _closer: asyncio.Task[None] | None  # stops a detached stream once a stop frees
 
     # -- what the budget reads -------------------------------------------------------------
     @property
@@ -139,6 +157,73 @@ class NativePath:
             return True
         return bool(native.next_piece(self.native_text(), False))
 
+    def _give_back_stop(self) -> None:
+        """This reply will not use its reserved stop (once, however it ends)."""
+        if self.options is not None and not self._stop_taken:
+            self._stop_taken = True
+            self.options.slots.release()
+
+    async def _close_native(self) -> None:
+        """The final of a native reply: one `chat.stopStream` that carries the text not sent
+        yet, with no append before it, so the last words never queue behind appends. If the
+        stop is not to be had within `STOP_GRACE_SECONDS`, the stream keeps what it showed and
+        the rest goes on in an ordinary message at once (`_detach_native`)."""
+        native, options = self.native, self.options
+        assert native is not None
+        assert options is not None
+        if self._native_end is None:
+            cut = native_cut(self.source, options.max_chars)
+            if cut < len(self.source):  # full: the rest continues in ordinary messages
+                self._native_end = cut
+                self._edit_from = cut
+        full = self._native_end is not None
+        target = self.native_text()
+        rest = native.next_piece(target, True)
+        try:
+            if rest.strip() or native.has_news:
+                async with asyncio.timeout(STOP_GRACE_SECONDS):
+                    await options.slots.stop_permit()
+            else:  # the reader has every word already: the stop may take its time
+                await options.slots.stop_permit()
+        except TimeoutError:
+            self._stop_taken = True  # stop_permit gave the slot back when it was cancelled
+            self._detach_native("no stream stop free in time")
+            return
+        self._stop_taken = True
+        await native.stop(self.closing_blocks if not full else None, target)
+        self._last_edit_at = self._clock()
+        if self.journal is not None:
+            self.journal.shown(native.ts, native.sent)
+        options.appends.close(self)
+        if full:
+            self.budget.open(self)
+            self._changed.set()
+
+    def _detach_native(self, reason: str) -> None:
+        """The stream keeps what it showed; the rest of the reply continues in ordinary
+        messages through the edit path now, and the stream is stopped once a stop frees."""
+        native, options = self.native, self.options
+        assert native is not None
+        assert options is not None
+        log.info("reply in %s: %s, the rest goes on in a new message", self.channel, reason)
+        end = source_index(self.source, native.sent)
+        self._native_end = end
+        self._edit_from = end
+        options.appends.close(self)
+        options.slots.hold()  # the closer's stop_permit releases it again
+        self._closer = asyncio.get_running_loop().create_task(
+            self._stop_detached(native, options), name=f"stop-{native.ts}"
+        )
+        self.budget.open(self)
+        self._changed.set()
+
+    async def _stop_detached(self, native: NativeMessage, options: NativeOptions) -> None:
+        try:
+            await options.slots.stop_permit()
+            await native.stop(None)
+        except Exception as exc:  # the stream ends by itself after a few minutes anyway
+            log.info("could not stop a detached stream in %s: %s", self.channel, exc)
+
     def _to_edits(self, reason: str) -> None:
         """The native stream is over (`reason`); the edit path owns its message from now on.
         `chat.update` replaces the whole text, so what the stream showed is neither lost nor
@@ -147,7 +232,7 @@ class NativePath:
         assert self.native is not None
         log.info("stream in %s ended (%s): finishing by chat.update", self.channel, reason)
         if not self.native.stopped:
-            self.options.slots.release()
+            self._give_back_stop()
         self.options.appends.close(self)
         self.native = None
         self._edit_base = 0
@@ -175,6 +260,7 @@ class NativePath:
                 self.journal.shown(native.ts, native.sent + ("" if final else CURSOR))
         if (final or full) and native.sent == target and not native.stopped:
             await options.slots.stop_permit()
+            self._stop_taken = True
             await native.stop(self.closing_blocks if final and not full else None)
             options.appends.close(self)
             if full:

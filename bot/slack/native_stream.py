@@ -132,11 +132,23 @@ class NativeMessage:
                 del self.tasks[task_id]
         return True
 
-    async def stop(self, blocks: list[dict[str, Any]] | None = None) -> None:
+    async def stop(self, blocks: list[dict[str, Any]] | None = None, target: str = "") -> None:
+        """Close the stream; with `target`, the same call carries whatever of it is not sent
+        yet (and the queued task updates), so a final never needs an append first."""
+        piece = self.next_piece(target, True) if target else ""
+        chunks: list[TaskUpdateChunk] = list(self.tasks.values())
         try:
-            await self.client.chat_stopStream(channel=self.channel, ts=self.ts, blocks=blocks)
+            await self.client.chat_stopStream(
+                channel=self.channel,
+                ts=self.ts,
+                blocks=blocks,
+                markdown_text=piece or None,
+                chunks=chunks or None,
+            )
         except SlackApiError as exc:
             if _gone(exc):
                 raise StreamGone(slack_error(exc)) from exc
             raise
+        self.sent += piece
+        self.tasks.clear()
         self.stopped = True

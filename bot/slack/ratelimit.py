@@ -1,8 +1,11 @@
-"""slack_sdk's own rate-limit retry handler, taught to tell the edit budget about a 429.
+"""slack_sdk's own rate-limit retry handler, taught to tell the workspace's budgets about a 429.
 
-The handler sleeps for `Retry-After` and retries once; that freezes only the call that was
-refused. Reporting the pause to the `EditBudget` makes every other reply hold its edits too,
-instead of each of them running into the same 429.
+Every 429 is reported (method and `Retry-After`): the budget of that method pauses and learns
+a lower rate, so the other replies hold their calls instead of each running into the same 429.
+The handler then sleeps out `Retry-After` and retries, which freezes the call that was refused:
+a last resort for methods we do not pace. For the streaming methods we pace ourselves it does
+not retry: the refusal returns at once, so a reply whose append was refused can still close its
+stream with its final text instead of sitting out a minute inside one call.
 """
 
 from __future__ import annotations
@@ -31,8 +34,18 @@ def _retry_after(response: HttpResponse) -> float:
     return 1.0
 
 
+# Paced by us; a refused call returns at once and the reply decides what next (a start that
+# is refused means edits, a stop that is refused means the rest goes on in a new message).
+NOT_RETRIED = frozenset({"chat.appendStream", "chat.startStream", "chat.stopStream"})
+
+
+def _method(request: HttpRequest) -> str:
+    return request.url.rstrip("/").rsplit("/", 1)[-1]
+
+
 class NotifyingRateLimitRetryHandler(AsyncRateLimitErrorRetryHandler):
-    """Calls `on_rate_limited(api_method, seconds)` before sleeping out a 429."""
+    """Calls `on_rate_limited(api_method, seconds)` for every 429; sleeps it out and retries
+    only methods not in `NOT_RETRIED`."""
 
     def __init__(
         self, on_rate_limited: Callable[[str, float], None], max_retry_count: int = 2
@@ -40,20 +53,19 @@ class NotifyingRateLimitRetryHandler(AsyncRateLimitErrorRetryHandler):
         super().__init__(max_retry_count=max_retry_count)
         self.on_rate_limited = on_rate_limited
 
-    async def prepare_for_next_attempt_async(
+    async def _can_retry_async(
         self,
         *,
         state: RetryState,
         request: HttpRequest,
         response: HttpResponse | None = None,
         error: Exception | None = None,
-    ) -> None:
-        if response is not None:
-            method = request.url.rstrip("/").rsplit("/", 1)[-1]
-            self.on_rate_limited(method, _retry_after(response))
-        await super().prepare_for_next_attempt_async(
-            state=state, request=request, response=response, error=error
-        )
+    ) -> bool:
+        if response is None or response.status_code != 429:
+            return False
+        method = _method(request)
+        self.on_rate_limited(method, _retry_after(response))
+        return method not in NOT_RETRIED
 
 
 def retry_handlers(on_rate_limited: Callable[[str, float], None]) -> list[AsyncRetryHandler]:

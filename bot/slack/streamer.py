@@ -84,6 +84,8 @@ class ReplyStream(NativePath, EditPath):
         self._edit_base = 0
         self._edit_from = 0
         self._native_end: int | None = None  # where the native message's share of source ends
+        self._stop_taken = False
+        self._closer: asyncio.Task[None] | None = None
 
     # -- the model's side ------------------------------------------------------------------
     async def start(self) -> str:
@@ -163,7 +165,8 @@ class ReplyStream(NativePath, EditPath):
 
     def _landed(self) -> bool:
         native_done = self.native is None or (
-            self.native.stopped and self.native.sent == self.native_text()
+            (self.native.stopped or self._closer is not None)
+            and self.native.sent == self.native_text()
         )
         blocks_done = self._closed_with_blocks or not self._wants_closing()
         return native_done and blocks_done and self.shown[self._edit_base :] == self.desired()
@@ -203,21 +206,29 @@ class ReplyStream(NativePath, EditPath):
         try:
             while True:
                 await self._changed.wait()
-                native = self.native is not None and not self.native.stopped
+                native = (
+                    self.native is not None and not self.native.stopped and self._closer is None
+                )
                 if native and self.native is not None and self.native.ended:
                     self._to_edits(self.native.ended)  # no call needed to learn it
                     continue
-                if native and not self._native_has_news(self._final):
-                    self._changed.clear()  # only part of a word so far: wait for more
-                    continue
-                await self._wait_for_interval()
-                assert self.options is not None or not native
-                budget = self.options.appends if native and self.options else self.budget
-                await budget.acquire(self)
-                self._changed.clear()
+                if native and self._final:
+                    self._changed.clear()
+                    closing = True  # the stop carries the rest: no append, no append budget
+                else:
+                    if native and not self._native_has_news(self._final):
+                        self._changed.clear()  # only part of a word so far: wait for more
+                        continue
+                    await self._wait_for_interval()
+                    if not await self._permit(native):
+                        continue  # the final arrived while an append waited: close instead
+                    self._changed.clear()
+                    closing = False
                 final = self._final
                 try:
-                    if native:
+                    if closing:
+                        await self._close_native()
+                    elif native:
                         await self._push_native(final)
                     else:
                         await self._reconcile(self.desired(), permit_held=True)
@@ -249,10 +260,35 @@ class ReplyStream(NativePath, EditPath):
             if self.options is not None:
                 self.options.appends.close(self)
                 if self.native is not None and not self.native.stopped:
-                    self.options.slots.release()
+                    self._give_back_stop()
             LIVE_REPLIES.dec()
             if self._final:
                 await self._settle_journal()
+
+    async def _permit(self, native: bool) -> bool:
+        """Permission for one call: an append for a native reply (given up as soon as the
+        final is asked for, which needs none), else an edit. False: given up."""
+        assert self.options is not None or not native
+        if not native or self.options is None:
+            await self.budget.acquire(self)
+            return True
+        if self._final:
+            return False
+        append = asyncio.ensure_future(self.options.appends.acquire(self))
+        final = asyncio.ensure_future(self._final_requested.wait())
+        try:
+            await asyncio.wait({append, final}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            final.cancel()
+            if not append.done():
+                append.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await append
+                self._changed.set()
+        if append.cancelled():
+            return False
+        append.result()  # a closed budget raises here
+        return True
 
     async def _settle_journal(self) -> None:
         """Landed: the reply's journal rows go. Not landed: the journal keeps the final text,
