@@ -45,6 +45,10 @@ class Window(Protocol):
 
     async def paused_for(self) -> float: ...
 
+    def resize(self, limit: int) -> None:
+        """From now on hold at most `limit` calls (a learned rate moved)."""
+        ...
+
 
 class LocalWindow:
     def __init__(
@@ -79,6 +83,9 @@ class LocalWindow:
 
     async def paused_for(self) -> float:
         return max(0.0, self._paused_until - self._clock())
+
+    def resize(self, limit: int) -> None:
+        self.limit = max(1, limit)
 
 
 class Breaker:
@@ -154,6 +161,10 @@ class RedisWindow:
             pipe.expire(key, int(self.REPLICA_TTL * 2))
             results = await pipe.execute()
         self.replicas = max(1, int(results[2]))
+        self._fallback.limit = max(1, self.limit // self.replicas)
+
+    def resize(self, limit: int) -> None:
+        self.limit = max(1, limit)
         self._fallback.limit = max(1, self.limit // self.replicas)
 
     def _down(self, exc: Exception) -> None:

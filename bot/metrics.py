@@ -27,6 +27,11 @@ SLACK_EDITS = Counter(
 SLACK_RATELIMITED = Counter(
     "countersign_slack_ratelimited_total", "429 answers from Slack", ["method"]
 )
+SLACK_LEARNED_RATE = Gauge(
+    "countersign_slack_learned_rate_per_minute",
+    "Calls a minute the bot allows itself per Slack method, as learned from Slack's answers",
+    ["method"],
+)
 MODEL_FIRST_TOKEN = Histogram(
     "countersign_model_first_token_seconds",
     "Time from a model request to its first streamed event",

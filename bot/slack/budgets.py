@@ -16,6 +16,8 @@ pauses the method that got it and no other. With Redis, every window is shared b
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import hashlib
 import time
 from collections.abc import Callable
@@ -25,6 +27,7 @@ from redis.asyncio import Redis
 
 from bot.coordination import LocalWindow, RedisWindow, Window
 from bot.slack.edit_budget import WINDOW_MARGIN_SECONDS, WINDOW_SECONDS, BudgetClosed, EditBudget
+from bot.slack.learned_rates import SHARE_EVERY_SECONDS, LearnedRate, SharedRates
 
 START = "chat.startStream"
 STOP = "chat.stopStream"
@@ -50,6 +53,12 @@ class StreamSlots:
         self._lock = asyncio.Lock()
         self._pauses: set[asyncio.Task[None]] = set()
         self.closed = False
+        # Told when a start or a stop waited for room in its window.
+        self.on_saturated: Callable[[str], None] | None = None
+
+    def _saturated(self, method: str) -> None:
+        if self.on_saturated is not None:
+            self.on_saturated(method)
 
     async def _paused(self, method: str) -> float:
         window = self.starts if method == START else self.stops
@@ -64,10 +73,13 @@ class StreamSlots:
             if await self._paused(START) > 0 or await self._paused(STOP) > 0:
                 return False
             if await self.stops.free() <= self.open_streams:
+                self._saturated(STOP)
                 return False
             granted, _ = await self.starts.take(keep_free=0)
             if granted:
                 self.open_streams += 1
+            else:
+                self._saturated(START)
             return granted
 
     async def open(self, patience: float) -> bool:
@@ -117,6 +129,7 @@ class StreamSlots:
                 granted, wait = await self.stops.take(keep_free=0)
                 if granted:
                     return
+                self._saturated(STOP)
                 await asyncio.sleep(min(1.0, wait if wait is not None else 1.0))
         finally:
             self.release()
@@ -131,13 +144,21 @@ class StreamSlots:
 
 @dataclass
 class Limits:
+    """Where each method's learned rate starts (Slack's documented floors by default)."""
+
     edits_per_minute: int = 50
-    appends_per_minute: int = 600
+    appends_per_minute: int = 100
     starts_per_minute: int = 20
 
 
+# How far above where it started a method's learned rate may climb.
+CEILINGS = {UPDATE: 2, APPEND: 6, START: 3, STOP: 3}
+LEARN_EVERY_SECONDS = 1.0
+
+
 class WorkspaceBudgets:
-    """The scheduler of one workspace: every method's budget, and who gets to call next."""
+    """The scheduler of one workspace: every method's budget, the rates learned for them,
+    and who gets to call next."""
 
     def __init__(
         self,
@@ -147,7 +168,8 @@ class WorkspaceBudgets:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         seconds = WINDOW_SECONDS + WINDOW_MARGIN_SECONDS
-        prefix = f"countersign:{{method}}:{hashlib.sha256(workspace_key.encode()).hexdigest()[:16]}"
+        digest = hashlib.sha256(workspace_key.encode()).hexdigest()[:16]
+        prefix = f"countersign:{{method}}:{digest}"
 
         def window(method: str, limit: int) -> Window:
             if redis is None:
@@ -166,9 +188,53 @@ class WorkspaceBudgets:
         self.streams = StreamSlots(
             window(START, limits.starts_per_minute), window(STOP, limits.starts_per_minute), clock
         )
+        floors = {
+            UPDATE: (limits.edits_per_minute, self.edits.resize),
+            APPEND: (limits.appends_per_minute, self.appends.resize),
+            START: (limits.starts_per_minute, self.streams.starts.resize),
+            STOP: (limits.starts_per_minute, self.streams.stops.resize),
+        }
+        self.learned = {
+            method: LearnedRate(method, floor, floor * CEILINGS[method], apply, clock)
+            for method, (floor, apply) in floors.items()
+        }
+        self.shared = (
+            SharedRates(redis, f"countersign:rates:{digest}", list(self.learned.values()))
+            if redis is not None
+            else None
+        )
+        self.edits.on_saturated = functools.partial(self._saturated, UPDATE)
+        self.appends.on_saturated = functools.partial(self._saturated, APPEND)
+        self.streams.on_saturated = self._saturated
+        self._learning: asyncio.Task[None] | None = None
+
+    def _saturated(self, method: str) -> None:
+        self.learned[method].saturated()
+        self._keep_learning()
+
+    def _keep_learning(self) -> None:
+        """The epochs are counted (and other replicas' rates read) while this process runs."""
+        if self._learning is None or self._learning.done():
+            with contextlib.suppress(RuntimeError):  # no running loop: nothing to learn yet
+                self._learning = asyncio.get_running_loop().create_task(
+                    self._learn(), name="learned-rates"
+                )
+
+    async def _learn(self) -> None:
+        shared_at = 0.0
+        while not self.streams.closed:
+            for rate in self.learned.values():
+                rate.tick()
+            if self.shared is not None and time.monotonic() - shared_at >= SHARE_EVERY_SECONDS:
+                shared_at = time.monotonic()
+                await self.shared.refresh()
+            await asyncio.sleep(LEARN_EVERY_SECONDS)
 
     def rate_limited(self, method: str, seconds: float) -> None:
-        """Slack answered 429 to `method`: pause that method only."""
+        """Slack answered 429 to `method`: pause that method only, and lower its rate."""
+        if method in self.learned:
+            self.learned[method].refused()
+            self._keep_learning()
         if method == UPDATE:
             self.edits.pause(seconds)
         elif method == APPEND:
@@ -178,5 +244,8 @@ class WorkspaceBudgets:
 
     async def stop(self) -> None:
         self.streams.closed = True
+        if self._learning is not None:
+            self._learning.cancel()
+            await asyncio.gather(self._learning, return_exceptions=True)
         await self.edits.stop()
         await self.appends.stop()

@@ -75,9 +75,13 @@ class EditBudget:
         self.per_minute = per_minute  # grants allowed per window (a minute, as Slack counts)
         margin = min(WINDOW_MARGIN_SECONDS, window_seconds * 0.025)
         self.window = window or LocalWindow(per_minute, window_seconds + margin, clock)
+        self._window_seconds = window_seconds
         self.rate = per_minute / window_seconds  # intermediate edits per second
+        self._fixed_burst, self._fixed_headroom = burst, headroom
         self.burst = float(burst if burst is not None else max(1, per_minute // 2))
         self.headroom = headroom if headroom is not None else per_minute // 10
+        # Told when a grant waited for room in the window (the rate is what limits us).
+        self.on_saturated: Callable[[], None] | None = None
         self._clock = clock
         self._tokens = self.burst
         self._refilled_at = clock()
@@ -91,6 +95,22 @@ class EditBudget:
         self.rate_limited_total = 0
         self.closed = False
         self._last_lane = ""
+
+    def resize(self, per_minute: int) -> None:
+        """A learned rate moved: the window, the pace and the reserves follow it."""
+        self.per_minute = per_minute
+        self.window.resize(per_minute)
+        self.rate = per_minute / self._window_seconds
+        if self._fixed_burst is None:
+            self.burst = float(max(1, per_minute // 2))
+            self._tokens = min(self._tokens, self.burst)
+        if self._fixed_headroom is None:
+            self.headroom = per_minute // 10
+        self._wake.set()
+
+    def _saturated(self) -> None:
+        if self.on_saturated is not None:
+            self.on_saturated()
 
     # -- replies ---------------------------------------------------------------------------
     def open(self, editor: Editor) -> None:
@@ -185,12 +205,15 @@ class EditBudget:
                 self._last_lane = lane_of(first.editor)
                 self._grant(first, intermediate=False)
                 return 0.0
+            self._saturated()
             return wait
         if self._tokens < 1:
+            self._saturated()  # paced to the rate: a higher one would serve sooner
             return (1 - self._tokens) / self.rate
         # Intermediate edits leave one slot per open reply (and some headroom) for finals.
         granted, wait = await self.window.take(keep_free=len(self._open) + self.headroom)
         if not granted:
+            self._saturated()
             return wait
         oldest = min(
             self._waiters,

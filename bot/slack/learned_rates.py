@@ -1,0 +1,151 @@
+"""Per-method rates learned from Slack's answers, not assumed.
+
+Slack documents the streaming methods only as "Tier 4, 100+" (`chat.appendStream`) and "Tier 2,
+20+" (`chat.startStream`, `chat.stopStream`); the real limits are unknown and may differ per
+workspace. Each method's rate starts at the documented floor and moves with what Slack says:
+
+* a 429 halves the rate (never below a quarter of the floor) and ends the slow start;
+* a stretch of `EPOCH_SECONDS` in which the method was saturated (calls were held back for lack
+  of room in its window) and Slack refused nothing raises it: by half while still in the slow
+  start (the first 429 has not come yet: a workspace that gives 600 appends a minute is found
+  within a couple of minutes), by a tenth of the floor after it (additive increase, so the
+  rate hovers just under the real limit instead of hitting it again and again);
+* never above `ceiling`.
+
+That is TCP's congestion control (slow start, then additive increase and multiplicative
+decrease) applied to one rate per method. Unsaturated time teaches nothing: a quiet workspace
+keeps its rate. With Redis the learned rates are shared by the replicas (one key per method and
+workspace): a 429 seen by one replica lowers the rate of all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from bot.metrics import SLACK_LEARNED_RATE
+
+log = logging.getLogger(__name__)
+
+EPOCH_SECONDS = 20.0
+SLOW_START_FACTOR = 1.5
+DECREASE_FACTOR = 0.5
+SHARE_EVERY_SECONDS = 5.0
+
+
+@dataclass
+class LearnedRate:
+    """One method's calls per minute, as learned so far."""
+
+    method: str
+    floor: int
+    ceiling: int
+    apply: Callable[[int], None]  # resize the method's window (and its pacing)
+    clock: Callable[[], float] = time.monotonic
+    on_change: Callable[[LearnedRate], None] | None = None  # share it (with other replicas)
+    rate: float = field(init=False)
+    slow_start: bool = field(init=False, default=True)
+    _epoch_started: float = field(init=False)
+    _saturated: bool = field(init=False, default=False)
+    _refused: bool = field(init=False, default=False)
+
+    def __post_init__(self) -> None:
+        self.rate = float(self.floor)
+        self._epoch_started = self.clock()
+        SLACK_LEARNED_RATE.labels(method=self.method).set(self.rate)
+
+    @property
+    def minimum(self) -> float:
+        return max(1.0, self.floor / 4)
+
+    @property
+    def limit(self) -> int:
+        """Calls the method's window may hold in a minute now."""
+        return max(1, int(self.rate))
+
+    def saturated(self) -> None:
+        """A call waited because the window was full: the rate is what limits us."""
+        self._saturated = True
+
+    def refused(self) -> None:
+        """Slack answered 429: halve the rate, and probe only additively from now on."""
+        self._refused = True
+        self.slow_start = False
+        self._set(max(self.minimum, self.rate * DECREASE_FACTOR))
+        self._new_epoch()
+
+    def tick(self) -> None:
+        """At the end of an epoch: raise the rate if the method was saturated and not refused."""
+        now = self.clock()
+        if now - self._epoch_started < EPOCH_SECONDS:
+            return
+        if self._saturated and not self._refused:
+            step = self.rate * (SLOW_START_FACTOR - 1) if self.slow_start else self.floor / 10
+            self._set(min(float(self.ceiling), self.rate + max(1.0, step)))
+        self._new_epoch()
+
+    def adopt(self, rate: float, slow_start: bool) -> None:
+        """Another replica learned `rate`: take it as ours."""
+        if abs(rate - self.rate) >= 0.5 or slow_start != self.slow_start:
+            self.slow_start = self.slow_start and slow_start
+            self._set(min(float(self.ceiling), max(self.minimum, rate)), share=False)
+
+    def _new_epoch(self) -> None:
+        self._epoch_started = self.clock()
+        self._saturated = self._refused = False
+
+    def _set(self, rate: float, share: bool = True) -> None:
+        if rate == self.rate:
+            return
+        log.info("learned rate of %s: %.0f -> %.0f a minute", self.method, self.rate, rate)
+        self.rate = rate
+        SLACK_LEARNED_RATE.labels(method=self.method).set(rate)
+        self.apply(self.limit)
+        if self.on_change is not None and share:
+            self.on_change(self)
+
+
+class SharedRates:
+    """The learned rates of one workspace in Redis, so that replicas learn together."""
+
+    def __init__(self, redis: Redis, prefix: str, rates: list[LearnedRate]) -> None:
+        self.redis = redis
+        self.prefix = prefix
+        self.rates = {r.method: r for r in rates}
+        self._writes: set[asyncio.Task[None]] = set()
+        for rate in rates:
+            rate.on_change = self.publish
+
+    def _key(self, method: str) -> str:
+        return f"{self.prefix}:learned:{method}"
+
+    def publish(self, rate: LearnedRate) -> None:
+        task = asyncio.get_running_loop().create_task(self._write(rate))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def _write(self, rate: LearnedRate) -> None:
+        value = f"{rate.rate:.3f}:{int(rate.slow_start)}"
+        with contextlib.suppress(RedisError, OSError):
+            await self.redis.set(self._key(rate.method), value, ex=86_400)
+
+    async def refresh(self) -> None:
+        """Adopt what the other replicas learned (Redis down: keep our own)."""
+        try:
+            values = await self.redis.mget([self._key(m) for m in self.rates])
+        except (RedisError, OSError):
+            return
+        for rate, value in zip(self.rates.values(), values, strict=True):
+            if not value:
+                continue
+            text = value.decode() if isinstance(value, bytes) else str(value)
+            learned, _, slow = text.partition(":")
+            with contextlib.suppress(ValueError):
+                rate.adopt(float(learned), slow != "0")

@@ -1,0 +1,167 @@
+"""Budgets are learned, not assumed: each streaming method starts at Slack's documented floor,
+a 429 lowers its rate (for that method only), saturated stretches without a 429 raise it (fast
+until the first 429, slowly after), replicas share what they learned through Redis, and the
+rates are exported as metrics. The fake Slack decides what Slack allows; the bot is not told."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from redis.asyncio import Redis
+
+from bot.slack import learned_rates
+from bot.slack.budgets import APPEND, START, STOP, UPDATE, Limits, WorkspaceBudgets
+from bot.slack.learned_rates import LearnedRate
+from tests.fakes.openai import FakeOpenAI, Script
+from tests.fakes.slack import FakeSlack, Limit, wait_until
+from tests.harness import OPERATOR, RunningBot
+from tests.test_replicas import REDIS_URL
+
+WORDS = " ".join(f"word{i}" for i in range(120))
+LONG = " ".join(f"word{i}" for i in range(300))  # 7.5 s at 40 tokens a second
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def rate(floor: int = 100, ceiling: int = 600) -> tuple[LearnedRate, Clock, list[int]]:
+    clock, applied = Clock(), []
+    return LearnedRate(APPEND, floor, ceiling, applied.append, clock), clock, applied
+
+
+def test_a_rate_starts_at_the_floor_and_halves_on_a_429() -> None:
+    learned, _, applied = rate()
+    assert learned.limit == 100
+    learned.refused()
+    assert learned.limit == 50
+    assert applied == [50]  # the window was resized with it
+    for _ in range(10):
+        learned.refused()
+    assert learned.limit == 25  # never below a quarter of the floor
+
+
+def test_saturated_epochs_raise_fast_before_the_first_429_and_slowly_after() -> None:
+    learned, clock, _ = rate()
+    for _ in range(3):
+        learned.saturated()
+        clock.now += learned_rates.EPOCH_SECONDS
+        learned.tick()
+    assert learned.limit == 337  # 100 -> 150 -> 225 -> 337: slow start
+    learned.refused()
+    assert learned.limit == 168
+    learned.saturated()
+    clock.now += learned_rates.EPOCH_SECONDS
+    learned.tick()
+    assert learned.limit == 178  # + a tenth of the floor: additive from now on
+
+
+def test_an_unsaturated_or_refused_epoch_raises_nothing() -> None:
+    learned, clock, _ = rate()
+    clock.now += learned_rates.EPOCH_SECONDS
+    learned.tick()
+    assert learned.limit == 100  # a quiet workspace teaches nothing
+    learned.saturated()
+    learned.refused()
+    clock.now += learned_rates.EPOCH_SECONDS
+    learned.tick()
+    assert learned.limit == 50
+
+
+@given(st.lists(st.sampled_from(["saturated", "refused", "epoch"]), max_size=200))
+def test_a_rate_stays_between_a_quarter_of_the_floor_and_the_ceiling(events: list[str]) -> None:
+    learned, clock, applied = rate(floor=20, ceiling=60)
+    for event in events:
+        if event == "saturated":
+            learned.saturated()
+        elif event == "refused":
+            learned.refused()
+        else:
+            clock.now += learned_rates.EPOCH_SECONDS
+            learned.tick()
+        assert 5 <= learned.limit <= 60
+    assert all(5 <= a <= 60 for a in applied)
+
+
+async def test_a_429_lowers_only_the_method_that_got_it(native_bot: RunningBot) -> None:
+    budgets = native_bot.countersign.budgets
+    assert budgets is not None
+    before = {m: r.limit for m, r in budgets.learned.items()}
+    assert before == {UPDATE: 50, APPEND: 100, START: 20, STOP: 20}  # the documented floors
+    budgets.rate_limited(APPEND, 1.0)
+    after = {m: r.limit for m, r in budgets.learned.items()}
+    assert after == {**before, APPEND: 50}
+    assert budgets.appends.per_minute == 50
+
+
+@pytest.fixture
+async def redis() -> AsyncIterator[Redis]:
+    client = Redis.from_url(REDIS_URL)
+    yield client
+    await client.aclose()
+
+
+async def test_replicas_share_what_they_learned(
+    redis: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(learned_rates, "EPOCH_SECONDS", 3600.0)
+    monkeypatch.setattr("bot.slack.budgets.SHARE_EVERY_SECONDS", 0.1)
+    workspace = f"xoxb-{uuid.uuid4().hex}"
+    first = WorkspaceBudgets(Limits(), redis, workspace_key=workspace)
+    second = WorkspaceBudgets(Limits(), redis, workspace_key=workspace)
+    elsewhere = WorkspaceBudgets(Limits(), redis, workspace_key=f"xoxb-{uuid.uuid4().hex}")
+    try:
+        first.rate_limited(APPEND, 0.1)  # only the first replica got the 429
+        second._keep_learning()
+        elsewhere._keep_learning()
+        await wait_until(lambda: second.learned[APPEND].limit == 50, timeout=5)
+        assert second.appends.per_minute == 50
+        assert elsewhere.learned[APPEND].limit == 100  # another workspace learns its own
+    finally:
+        for budgets in (first, second, elsewhere):
+            await budgets.stop()
+
+
+async def test_a_workspace_that_gives_more_gets_used_and_a_429_is_learned_from(
+    native_bot: RunningBot,
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Slack allows 300 appends a minute here: six replies streaming at once keep the append
+    budget saturated, and (with one-second epochs) the learned rate climbs past the floor the
+    bot started from. Then Slack tightens to a handful: the first 429 halves the rate, and
+    the metrics show the learned rate."""
+    monkeypatch.setattr(learned_rates, "EPOCH_SECONDS", 1.0)
+    fake_slack.limits["chat.appendStream"] = Limit(300, 60.0)
+    for i in range(6):
+        fake_model.script_for(f"question {i}", Script(text=LONG, tokens_per_second=40))
+    await asyncio.gather(
+        *(native_bot.mention(f"C{i}", f"question {i}", fake_slack) for i in range(6))
+    )
+    await native_bot.idle(timeout=60)
+    budgets = native_bot.countersign.budgets
+    assert budgets is not None
+    climbed = budgets.learned[APPEND].limit
+    assert climbed > 100
+    assert all(c.status != 429 for c in fake_slack.calls)
+
+    fake_slack.limits["chat.appendStream"] = Limit(1, 60.0)
+    fake_model.script(Script(text=WORDS, tokens_per_second=40))
+    await native_bot.mention("C9", "one more", fake_slack)
+    await native_bot.idle(timeout=60)
+    assert any(c.status == 429 for c in fake_slack.calls_to("chat.appendStream"))
+    assert budgets.learned[APPEND].limit <= climbed // 2 + 1
+    async with native_bot.session.get(native_bot.url + "/metrics", headers=OPERATOR) as answer:
+        text = await answer.text()
+    shown = f'countersign_slack_learned_rate_per_minute{{method="{APPEND}"}}'
+    assert shown in text
