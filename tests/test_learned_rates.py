@@ -35,7 +35,7 @@ class Clock:
 
 
 def rate(floor: int = 100, ceiling: int = 600) -> tuple[LearnedRate, Clock, list[int]]:
-    clock, applied = Clock(), []
+    clock, applied = Clock(), list[int]()
     return LearnedRate(APPEND, floor, ceiling, applied.append, clock), clock, applied
 
 
