@@ -291,3 +291,47 @@ async def test_a_stream_that_cannot_be_stopped_in_time_finishes_in_a_new_message
     assert (streamed.text + " " + continued.text).split() == WORDS.split()
     assert [c.method for c in fake_slack.calls if c.status == 429] == ["chat.stopStream"]
     assert root
+
+
+async def test_replies_without_a_stream_start_show_their_first_words_with_their_first_post(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
+) -> None:
+    """One stream start a minute: the other replies fall back to edits. Their first post
+    carries the model's first words (no "Thinking…" that only a scarce chat.update could
+    replace), within 3 s of the first token, and each reply still ends exactly as written."""
+    fake_slack.limits["chat.startStream"] = Limit(1, 60.0)
+    fake_slack.limits["chat.stopStream"] = Limit(1, 60.0)
+    fake_slack.limits["chat.update"] = Limit(6, 60.0)  # edits are scarce
+    bot = await start_bot(
+        make_settings(
+            fake_slack,
+            fake_model,
+            sqlite_url,
+            streaming="auto",
+            slack_stream_starts_per_minute=1,
+            slack_edit_budget_per_minute=6,
+        )
+    )
+    texts = {f"C{i}": f"answer number {i} " + WORDS for i in range(4)}
+    try:
+        for channel, text in texts.items():
+            fake_model.script_for(
+                f"question {channel}",
+                Script(text=text, time_to_first_token=0.3, tokens_per_second=40),
+            )
+        for channel in texts:
+            await bot.mention(channel, f"question {channel}", fake_slack)
+        await bot.idle(timeout=90)
+    finally:
+        await stop_bot(bot)
+    fell_back = [c for c in texts if not fake_slack.streamed_messages(c)]
+    assert len(fell_back) == 3
+    for channel in fell_back:
+        (played,) = [p for p in fake_model.played if p.text == texts[channel]]
+        assert played.first_token_at is not None
+        (reply,) = fake_slack.bot_messages(channel)
+        first_at, first_text = fake_slack.timeline[reply.ts][0]
+        assert first_text.startswith(f"answer number {channel[1:]}")  # words, not Thinking…
+        assert first_at - played.first_token_at < 3.0
+        assert reply.text == texts[channel]
+    assert all(c.status != 429 for c in fake_slack.calls)

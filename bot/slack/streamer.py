@@ -38,6 +38,12 @@ log = logging.getLogger(__name__)
 
 MAX_FAILURES = 4  # transient failures in a row before a reply stops updating
 PLACEHOLDER = "_Thinking…_"
+# A reply that fell back to edits posts its first message once it has this many characters,
+# once its first words are this old, or when the grace runs out without any (then with the
+# placeholder): its first post shows words, not "Thinking…".
+FIRST_WORDS_CHARS = 60
+FIRST_WORDS_WAIT = 0.8
+FIRST_WORDS_GRACE = 2.0
 
 
 class ReplyStream(NativePath, EditPath):
@@ -86,11 +92,24 @@ class ReplyStream(NativePath, EditPath):
         self._native_end: int | None = None  # where the native message's share of source ends
         self._stop_taken = False
         self._closer: asyncio.Task[None] | None = None
+        self._first_text_at: float | None = None
 
     # -- the model's side ------------------------------------------------------------------
     async def start(self) -> str:
-        """Start the native stream or post the placeholder; returns the message's ts."""
-        if not await self._start_native():
+        """Start the native stream or post the placeholder; returns the message's ts ("" for
+        a reply that fell back from native streaming: its first post waits for words)."""
+        if not await self._start_native() and self.options is not None:
+            # No stream start free (auto, or native's patience ran out): edits instead. The
+            # first post needs no chat.update, so it does not queue behind the edits of every
+            # other reply; it waits a moment for the model's first words instead of posting
+            # "Thinking…" that only an edit (scarce at such times) could replace.
+            self.budget.open(self)
+            LIVE_REPLIES.inc()
+            self._pump = asyncio.get_running_loop().create_task(self._run(), name="reply")
+            grace = asyncio.get_running_loop().call_later(FIRST_WORDS_GRACE, self._changed.set)
+            self._pump.add_done_callback(lambda _: grace.cancel())
+            return ""
+        if not self.message_ts:
             response = await self.client.chat_postMessage(
                 channel=self.channel,
                 thread_ts=self.thread_ts,
@@ -265,10 +284,25 @@ class ReplyStream(NativePath, EditPath):
             if self._final:
                 await self._settle_journal()
 
+    async def _first_words(self) -> None:
+        """Before a fallen-back reply's first post: wait until it has a few words (or they
+        have waited long enough, or the grace is over, or the reply is final)."""
+        if self.source and not self._final and len(self.source) < FIRST_WORDS_CHARS:
+            if self._first_text_at is None:
+                self._first_text_at = self._clock()
+            left = self._first_text_at + FIRST_WORDS_WAIT - self._clock()
+            if left > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._final_requested.wait(), timeout=left)
+
     async def _permit(self, native: bool) -> bool:
         """Permission for one call: an append for a native reply (given up as soon as the
-        final is asked for, which needs none), else an edit. False: given up."""
+        final is asked for, which needs none), else an edit (none for a first post, which
+        is no chat.update). False: given up."""
         assert self.options is not None or not native
+        if not native and not self.message_ts:
+            await self._first_words()
+            return True
         if not native or self.options is None:
             await self.budget.acquire(self)
             return True
