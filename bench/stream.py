@@ -1,9 +1,14 @@
 """Live-reply benchmark: the bot in HTTP mode against the fakes, with Slack's budgets enforced
-by the fake Slack (chat.update 50/min, chat.startStream and chat.stopStream 20/min each,
-chat.appendStream at the budget the bot is configured with, chat.postMessage 60/min per channel).
+by the fake Slack at Slack's documented floors (chat.update 50/min, chat.startStream and
+chat.stopStream 20/min each, chat.appendStream 100/min, chat.postMessage 60/min per channel).
+The bot is not told the limits: it starts at the floors and learns from Slack's answers.
+`--appends` sets what the fake Slack allows for chat.appendStream (the real limit is "100+").
 
     uv run python -m bench.stream --streaming auto      # 1, 20 and 60 concurrent replies
+    uv run python -m bench.stream --streaming auto --replies 20 --appends 100 300 600
     uv run python -m bench.stream --streaming edit --replies 20
+
+Every scenario starts with one warm-up conversation (its calls are not counted).
 
 Each reply is TOKENS tokens at RATE tokens/s after TTFT seconds. Times are taken where they
 happen: tokens when the fake model sends them, "visible" when the fake Slack accepts the call
@@ -32,12 +37,13 @@ PLACEHOLDER = "_Thinking…_"
 CURSOR = " ▍"
 EDITS_PER_MINUTE = 50
 STARTS_PER_MINUTE = 20
-APPENDS_PER_MINUTE = 600
+APPENDS_PER_MINUTE = 100  # Slack's documented floor; --appends changes what the fake allows
 
 
 @dataclass
 class ReplyFigures:
     event_to_visible: float
+    first_token_to_visible: float
     age_while_streaming: float
     last_token_to_complete: float
     exact: bool
@@ -90,14 +96,32 @@ def script_text(reply: int, tokens: int) -> str:
     return " ".join(f"r{reply}t{i}" for i in range(tokens))
 
 
-def limits_for(replies: int, rate: float, tokens: int, streaming: str) -> dict[str, float]:
+def combined_timeline(slack: FakeSlack, channel: str) -> list[tuple[float, str]]:
+    """What a reader of the channel saw over time: the reply's messages, read in order, as one
+    text (a reply may go on in a second message)."""
+    messages = slack.bot_messages(channel)
+    moments = sorted({at for m in messages for at, _ in slack.timeline[m.ts]})
+    out = []
+    for moment in moments:
+        shown = []
+        for message in messages:
+            seen = [t for at, t in slack.timeline[message.ts] if at <= moment]
+            text = seen[-1] if seen else ""
+            shown.append(text.removesuffix(CURSOR) if text != PLACEHOLDER else "")
+        out.append((moment, " ".join(t for t in shown if t)))
+    return out
+
+
+def limits_for(
+    replies: int, rate: float, tokens: int, streaming: str, appends: int
+) -> dict[str, float]:
     """What the budgets alone allow, as the mean age floor (half the refresh interval)."""
     stream_seconds = tokens / rate
     native = 0 if streaming == "edit" else min(replies, STARTS_PER_MINUTE)
     edited = replies - native
     out: dict[str, float] = {}
     if native:
-        out["native refresh every s (budget)"] = max(0.5, 60 * native / APPENDS_PER_MINUTE)
+        out["native refresh every s (budget)"] = max(0.5, 60 * native / appends)
     if edited:
         out["edit refresh every s (budget)"] = min(
             stream_seconds, max(1.0, 60 * edited / EDITS_PER_MINUTE)
@@ -115,6 +139,7 @@ async def run_scenario(
     rate: float,
     ttft: float,
     streaming: str,
+    appends: int = APPENDS_PER_MINUTE,
 ) -> dict[str, float]:
     slack = FakeSlack().start()
     model = FakeOpenAI().start()
@@ -122,7 +147,7 @@ async def run_scenario(
     slack.limits["chat.postMessage"] = Limit(60, 60.0, per_channel=True)
     slack.limits["chat.startStream"] = Limit(STARTS_PER_MINUTE, 60.0)
     slack.limits["chat.stopStream"] = Limit(STARTS_PER_MINUTE, 60.0)
-    slack.limits["chat.appendStream"] = Limit(APPENDS_PER_MINUTE, 60.0)
+    slack.limits["chat.appendStream"] = Limit(appends, 60.0)
     texts = [script_text(i, tokens) for i in range(replies)]
     with tempfile.TemporaryDirectory() as tmp:
         bot = await start_bot(
@@ -130,10 +155,7 @@ async def run_scenario(
                 slack,
                 model,
                 f"sqlite:///{Path(tmp) / 'bench.db'}",
-                streaming=streaming,
-                slack_edit_budget_per_minute=EDITS_PER_MINUTE,
-                slack_append_budget_per_minute=APPENDS_PER_MINUTE,
-                slack_stream_starts_per_minute=STARTS_PER_MINUTE,
+                streaming=streaming,  # the budgets: the bot's defaults, the floors
             )
         )
         try:
@@ -159,33 +181,54 @@ async def run_scenario(
                     }
                 )
 
+            model.script_for("warm up please", Script(text="Warm.", time_to_first_token=ttft))
+            warm = slack.add_user_message("CWARM", f"<@{BOT_USER_ID}> warm up please")
+            await bot.send_event(
+                {
+                    "type": "app_mention",
+                    "user": "UALICE",
+                    "text": f"<@{BOT_USER_ID}> warm up please",
+                    "ts": warm,
+                    "channel": "CWARM",
+                }
+            )
+            await bot.idle(timeout=60)
+            counted_from = len(slack.calls)
             started = time.monotonic()
             await asyncio.gather(*[mention(i) for i in range(replies)])
             await bot.idle(timeout=600)
             finished = time.monotonic()
+            budgets = bot.countersign.budgets
+            learned = {
+                m: r.limit for m, r in (budgets.learned.items() if budgets is not None else [])
+            }
         finally:
             await stop_bot(bot)
     figures: list[ReplyFigures] = []
     played = {p.text: p for p in model.played}
     for i in range(replies):
         channel = f"C{i:03d}"
-        (message,) = slack.bot_messages(channel)
-        timeline = slack.timeline[message.ts]
+        messages = slack.bot_messages(channel)
+        timeline = combined_timeline(slack, channel)
         stream = played[texts[i]]
         assert stream.last_token_at is not None
+        assert stream.first_token_at is not None
         first_visible = next(t for t, text in timeline if shown_length(text, texts[i]) > 0)
-        complete = next((t for t, text in timeline if text == texts[i]), float("nan"))
+        words = texts[i].split()
+        complete = next((t for t, text in timeline if text.split() == words), float("nan"))
         figures.append(
             ReplyFigures(
                 event_to_visible=first_visible - sent_at[channel],
+                first_token_to_visible=first_visible - stream.first_token_at,
                 age_while_streaming=mean_age(timeline, texts[i], stream),
                 last_token_to_complete=complete - stream.last_token_at,
-                exact=message.text == texts[i],
-                native=message.ts in slack.streams,
+                exact=" ".join(m.text for m in messages).split() == words,
+                native=messages[0].ts in slack.streams,
             )
         )
-    calls = Counter(c.method for c in slack.calls if c.method.startswith("chat."))
-    rate_limited = sum(1 for c in slack.calls if c.status == 429)
+    measured = slack.calls[counted_from:]
+    calls = Counter(c.method for c in measured if c.method.startswith("chat."))
+    rate_limited = sum(1 for c in measured if c.status == 429)
     slack.stop()
     model.stop()
     ms = 1000.0
@@ -194,6 +237,8 @@ async def run_scenario(
         "streamed natively": sum(f.native for f in figures),
         "event -> first text p50 ms": pct([f.event_to_visible for f in figures], 0.5) * ms,
         "event -> first text p95 ms": pct([f.event_to_visible for f in figures], 0.95) * ms,
+        "first token -> first words max s": max(f.first_token_to_visible for f in figures),
+        "age while streaming p50 s": pct([f.age_while_streaming for f in figures], 0.5),
         "age while streaming mean s": statistics.mean(f.age_while_streaming for f in figures),
         "age while streaming p95 s": pct([f.age_while_streaming for f in figures], 0.95),
         "last token -> complete p50 ms": pct([f.last_token_to_complete for f in figures], 0.5) * ms,
@@ -206,7 +251,10 @@ async def run_scenario(
     }
     for method in sorted(calls):
         out[f"calls {method}"] = calls[method]
-    out.update(limits_for(replies, rate, tokens, streaming))
+    for method, limit in learned.items():
+        out[f"learned {method} /min"] = limit
+    out["fake Slack's appendStream /min"] = appends
+    out.update(limits_for(replies, rate, tokens, streaming, appends))
     return out
 
 
@@ -216,7 +264,7 @@ def report(name: str, figures: dict[str, float]) -> None:
         shown = (
             f"{value:.0f}"
             if key in ("replies", "429 answers", "exact final texts", "streamed natively")
-            or key.startswith("calls ")
+            or key.startswith(("calls ", "learned ", "fake "))
             else (f"{value:.2f}" if isinstance(value, float) else str(value))
         )
         print(f"  {key:<34} {shown}")
@@ -229,15 +277,25 @@ async def main() -> None:
     parser.add_argument("--tokens", type=int, default=400)
     parser.add_argument("--rate", type=float, default=40.0)
     parser.add_argument("--ttft", type=float, default=0.3)
+    parser.add_argument(
+        "--appends",
+        type=int,
+        nargs="*",
+        default=[APPENDS_PER_MINUTE],
+        help="what the fake Slack allows of chat.appendStream a minute (the bot is not told)",
+    )
     args = parser.parse_args()
-    for replies in args.replies:
-        figures = await run_scenario(replies, args.tokens, args.rate, args.ttft, args.streaming)
-        report(
-            f"STREAMING={args.streaming}: {replies} concurrent repl"
-            f"{'y' if replies == 1 else 'ies'}, {args.tokens} tokens at {args.rate:g}/s, "
-            f"{args.ttft * 1000:.0f} ms to first token",
-            figures,
-        )
+    for appends in args.appends:
+        for replies in args.replies:
+            figures = await run_scenario(
+                replies, args.tokens, args.rate, args.ttft, args.streaming, appends
+            )
+            report(
+                f"STREAMING={args.streaming}: {replies} concurrent repl"
+                f"{'y' if replies == 1 else 'ies'}, {args.tokens} tokens at {args.rate:g}/s, "
+                f"{args.ttft * 1000:.0f} ms to first token; Slack allows {appends} appends/min",
+                figures,
+            )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\npeak RSS of the process (bot + both fakes): {peak:.0f} MiB")
 
