@@ -122,7 +122,7 @@ async def test_a_refused_stream_start_falls_back_to_edits(
 
     (reply,) = fake_slack.bot_messages("C1")
     assert reply.text == WORDS
-    assert fake_slack.history[reply.ts][0] == "_Thinking…_"
+    assert fake_slack.history[reply.ts][0].startswith("word0")  # its first post has words
     assert native_bot.countersign.budgets is not None
     assert native_bot.countersign.budgets.streams.open_streams == 0
 

@@ -8,6 +8,7 @@ below and the pump that calls `_reconcile`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
@@ -24,6 +25,13 @@ from bot.slack.reply_journal import Journal
 
 log = logging.getLogger(__name__)
 
+# A reply that fell back to edits posts its first message once it has this many characters,
+# once its first words are this old, or when the grace runs out without any (then with the
+# placeholder): its first post shows words, not "Thinking…".
+FIRST_WORDS_CHARS = 60
+FIRST_WORDS_WAIT = 0.8
+FIRST_WORDS_GRACE = 2.0
+
 
 class EditPath:
     client: AsyncWebClient
@@ -39,6 +47,20 @@ class EditPath:
     _last_edit_at: float | None
     _clock: Callable[[], float]
     _edit_base: int
+    source: str
+    _first_text_at: float | None
+    _final_requested: asyncio.Event
+
+    async def _first_words(self) -> None:
+        """Before a fallen-back reply's first post: wait until it has a few words (or they
+        have waited long enough, or the grace is over, or the reply is final)."""
+        if self.source and not self._final and len(self.source) < FIRST_WORDS_CHARS:
+            if self._first_text_at is None:
+                self._first_text_at = self._clock()
+            left = self._first_text_at + FIRST_WORDS_WAIT - self._clock()
+            if left > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._final_requested.wait(), timeout=left)
 
     @property
     def _editor(self) -> Editor:

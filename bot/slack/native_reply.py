@@ -90,6 +90,10 @@ class NativePath:
     closing_blocks: list[dict[str, Any]] | None
     _final: bool
     _changed: asyncio.Event
+    status: str
+
+    def set_status(self, status: str) -> None: ...  # ReplyStream's (the status line)
+
     _last_edit_at: float | None
     _clock: Callable[[], float]
     # The edit path owns the messages from `_edit_base` on, showing `source[_edit_from:]`
@@ -99,6 +103,24 @@ class NativePath:
     _native_end: int | None  # where the native message's share of `source` ends, once full
     _stop_taken: bool  # this reply's reserved stop is spent (taken, or given back)
     _closer: asyncio.Task[None] | None  # stops a detached stream once a stop frees
+
+    def task(self, task_id: str, title: str, state: str, details: str | None = None) -> None:
+        """A step of the turn (a read tool): a task in a native stream, the status line in
+        edits. `state` is pending, in_progress, complete or error."""
+        if self._final:
+            return
+        if self.native is not None and not self.native.stopped:
+            self.native.task(task_id, title, state, details)
+            self._changed.set()
+        else:
+            self.set_status(title if state in ("pending", "in_progress") else "")
+
+    def stream_ended(self, stopped: tuple[str, ...]) -> None:
+        """Slack stopped these streaming messages (its Stop button): if this reply's is among
+        them, the rest goes by `chat.update` without first trying an append."""
+        if self.native is not None and self.native.ts in stopped and not self.native.stopped:
+            self.native.ended = "stopped_by_user"
+            self._changed.set()
 
     # -- what the budget reads -------------------------------------------------------------
     @property

@@ -25,7 +25,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.errors import retryable, slack_error
 from bot.metrics import LIVE_REPLIES
 from bot.slack.edit_budget import EditBudget
-from bot.slack.edit_reply import EditPath
+from bot.slack.edit_reply import FIRST_WORDS_GRACE, EditPath
 from bot.slack.native_reply import CURSOR, NativeOptions, NativePath
 from bot.slack.native_stream import NativeMessage, StreamGone
 from bot.slack.render import escape, to_mrkdwn
@@ -38,12 +38,6 @@ log = logging.getLogger(__name__)
 
 MAX_FAILURES = 4  # transient failures in a row before a reply stops updating
 PLACEHOLDER = "_Thinking…_"
-# A reply that fell back to edits posts its first message once it has this many characters,
-# once its first words are this old, or when the grace runs out without any (then with the
-# placeholder): its first post shows words, not "Thinking…".
-FIRST_WORDS_CHARS = 60
-FIRST_WORDS_WAIT = 0.8
-FIRST_WORDS_GRACE = 2.0
 
 
 class ReplyStream(NativePath, EditPath):
@@ -147,24 +141,6 @@ class ReplyStream(NativePath, EditPath):
         """A short line under the text while the turn works (e.g. runs a read tool)."""
         if status != self.status and not self._final:
             self.status = status
-            self._changed.set()
-
-    def task(self, task_id: str, title: str, state: str, details: str | None = None) -> None:
-        """A step of the turn (a read tool): a task in a native stream, the status line in
-        edits. `state` is pending, in_progress, complete or error."""
-        if self._final:
-            return
-        if self.native is not None and not self.native.stopped:
-            self.native.task(task_id, title, state, details)
-            self._changed.set()
-        else:
-            self.set_status(title if state in ("pending", "in_progress") else "")
-
-    def stream_ended(self, stopped: tuple[str, ...]) -> None:
-        """Slack stopped these streaming messages (its Stop button): if this reply's is among
-        them, the rest goes by `chat.update` without first trying an append."""
-        if self.native is not None and self.native.ts in stopped and not self.native.stopped:
-            self.native.ended = "stopped_by_user"
             self._changed.set()
 
     async def finish(self, footer: str = "") -> list[str]:
@@ -284,17 +260,6 @@ class ReplyStream(NativePath, EditPath):
             if self._final:
                 await self._settle_journal()
 
-    async def _first_words(self) -> None:
-        """Before a fallen-back reply's first post: wait until it has a few words (or they
-        have waited long enough, or the grace is over, or the reply is final)."""
-        if self.source and not self._final and len(self.source) < FIRST_WORDS_CHARS:
-            if self._first_text_at is None:
-                self._first_text_at = self._clock()
-            left = self._first_text_at + FIRST_WORDS_WAIT - self._clock()
-            if left > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._final_requested.wait(), timeout=left)
-
     async def _permit(self, native: bool) -> bool:
         """Permission for one call: an append for a native reply (given up as soon as the
         final is asked for, which needs none), else an edit (none for a first post, which
@@ -332,7 +297,9 @@ class ReplyStream(NativePath, EditPath):
         with contextlib.suppress(Exception):
             if self.native is not None:
                 text = self.native_text()
-                if self.native.stopped and self.native.sent == text:
+                # Detached (the closer stops it later): its text is complete already.
+                stopping = self.native.stopped or self._closer is not None
+                if stopping and self.native.sent == text:
                     await self.journal.closed(self.native.ts)
                 else:
                     await self.journal.abandoned(self.native.ts, text)
