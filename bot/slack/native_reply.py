@@ -179,6 +179,16 @@ class NativePath:
             return True
         return bool(native.next_piece(self.native_text(), False))
 
+    def _fill_native(self, options: NativeOptions) -> bool:
+        """Whether the native message is full: its share of the reply ends where one message
+        can hold no more, and the rest continues in ordinary messages."""
+        if self._native_end is None:
+            cut = native_cut(self.source, options.max_chars)
+            if cut < len(self.source):
+                self._native_end = cut
+                self._edit_from = cut
+        return self._native_end is not None
+
     def _give_back_stop(self) -> None:
         """This reply will not use its reserved stop (once, however it ends)."""
         if self.options is not None and not self._stop_taken:
@@ -193,12 +203,7 @@ class NativePath:
         native, options = self.native, self.options
         assert native is not None
         assert options is not None
-        if self._native_end is None:
-            cut = native_cut(self.source, options.max_chars)
-            if cut < len(self.source):  # full: the rest continues in ordinary messages
-                self._native_end = cut
-                self._edit_from = cut
-        full = self._native_end is not None
+        full = self._fill_native(options)
         target = self.native_text()
         rest = native.next_piece(target, True)
         try:
@@ -269,12 +274,7 @@ class NativePath:
         native, options = self.native, self.options
         assert native is not None
         assert options is not None
-        if self._native_end is None and not native.stopped:
-            cut = native_cut(self.source, options.max_chars)
-            if cut < len(self.source):  # full: the rest continues in ordinary messages
-                self._native_end = cut
-                self._edit_from = cut
-        full = self._native_end is not None
+        full = self._fill_native(options)
         target = self.native_text()
         if await native.append(target, final or full):
             self._last_edit_at = self._clock()
