@@ -39,10 +39,10 @@ def rate(floor: int = 100, ceiling: int = 600) -> tuple[LearnedRate, Clock, list
     return LearnedRate(APPEND, floor, ceiling, applied.append, clock), clock, applied
 
 
-def test_a_rate_starts_at_the_floor_and_halves_on_a_429() -> None:
+def test_a_rate_starts_at_the_floor_and_halves_on_a_429_at_a_proven_rate() -> None:
     learned, _, applied = rate()
     assert learned.limit == 100
-    learned.refused()
+    learned.refused()  # nothing proven yet: the limit is below where we started
     assert learned.limit == 50
     assert applied == [50]  # the window was resized with it
     for _ in range(10):
@@ -50,25 +50,35 @@ def test_a_rate_starts_at_the_floor_and_halves_on_a_429() -> None:
     assert learned.limit == 25  # never below a quarter of the floor
 
 
-def test_saturated_epochs_raise_fast_before_the_first_429_and_slowly_after() -> None:
-    learned, clock, _ = rate()
-    for _ in range(3):
+def epoch(learned: LearnedRate, clock: Clock, saturated: bool = True) -> None:
+    if saturated:
         learned.saturated()
-        clock.now += learned_rates.EPOCH_SECONDS
-        learned.tick()
-    assert learned.limit == 337  # 100 -> 150 -> 225 -> 337: slow start
-    learned.refused()
-    assert learned.limit == 168
-    learned.saturated()
     clock.now += learned_rates.EPOCH_SECONDS
     learned.tick()
-    assert learned.limit == 178  # + a tenth of the floor: additive from now on
+
+
+def test_slow_start_then_back_to_the_last_good_rate_then_rare_small_probes() -> None:
+    learned, clock, _ = rate()
+    for _ in range(3):
+        epoch(learned, clock)
+    assert learned.limit == 337  # 100 -> 150 -> 225 -> 337: slow start
+    learned.refused()  # 337 was too much; 225 held a saturated epoch
+    assert learned.limit == 225
+    assert not learned.slow_start
+    for _ in range(int(learned_rates.PROBE_EVERY_SECONDS // learned_rates.EPOCH_SECONDS) - 1):
+        epoch(learned, clock)
+    assert learned.limit == 225  # no probe before PROBE_EVERY_SECONDS: few 429s
+    epoch(learned, clock)
+    assert learned.limit == 235  # + a tenth of the floor
+    learned.refused()
+    assert learned.limit == 225
+    learned.refused()  # refused at a proven rate: the limit went down, halve
+    assert learned.limit == 112
 
 
 def test_an_unsaturated_or_refused_epoch_raises_nothing() -> None:
     learned, clock, _ = rate()
-    clock.now += learned_rates.EPOCH_SECONDS
-    learned.tick()
+    epoch(learned, clock, saturated=False)
     assert learned.limit == 100  # a quiet workspace teaches nothing
     learned.saturated()
     learned.refused()
@@ -139,8 +149,8 @@ async def test_a_workspace_that_gives_more_gets_used_and_a_429_is_learned_from(
 ) -> None:
     """Slack allows 300 appends a minute here: six replies streaming at once keep the append
     budget saturated, and (with one-second epochs) the learned rate climbs past the floor the
-    bot started from. Then Slack tightens to a handful: the first 429 halves the rate, and
-    the metrics show the learned rate."""
+    bot started from. Then a 429: the rate goes back to the last one that held a saturated
+    stretch (the probe went too far), the slow start ends, and the metrics show the rate."""
     monkeypatch.setattr(learned_rates, "EPOCH_SECONDS", 1.0)
     fake_slack.limits["chat.appendStream"] = Limit(300, 60.0)
     for i in range(6):
@@ -162,7 +172,8 @@ async def test_a_workspace_that_gives_more_gets_used_and_a_429_is_learned_from(
     assert any(c.status == 429 for c in fake_slack.calls_to("chat.appendStream"))
     learned = budgets.learned[APPEND]
     assert not learned.slow_start  # the first 429 ended the slow start
-    assert learned.limit <= learned.ceiling // 2  # halved (from wherever it had climbed to)
+    assert learned.good is not None
+    assert learned.limit == int(learned.good) > 100  # back to what held, above the floor
     async with native_bot.session.get(native_bot.url + "/metrics", headers=OPERATOR) as answer:
         text = await answer.text()
     shown = f'countersign_slack_learned_rate_per_minute{{method="{APPEND}"}}'

@@ -117,6 +117,11 @@ class EditBudget:
         """A reply started: keep a final edit in reserve for it."""
         self._open.add(id(editor))
 
+    @property
+    def open_count(self) -> int:
+        """Replies open on this budget (each will want a final call)."""
+        return len(self._open)
+
     def close(self, editor: Editor) -> None:
         self._open.discard(id(editor))
         self._wake.set()

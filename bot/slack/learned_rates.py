@@ -4,18 +4,22 @@ Slack documents the streaming methods only as "Tier 4, 100+" (`chat.appendStream
 20+" (`chat.startStream`, `chat.stopStream`); the real limits are unknown and may differ per
 workspace. Each method's rate starts at the documented floor and moves with what Slack says:
 
-* a 429 halves the rate (never below a quarter of the floor) and ends the slow start;
 * a stretch of `EPOCH_SECONDS` in which the method was saturated (calls were held back for lack
-  of room in its window) and Slack refused nothing raises it: by half while still in the slow
-  start (the first 429 has not come yet: a workspace that gives 600 appends a minute is found
-  within a couple of minutes), by a tenth of the floor after it (additive increase, so the
-  rate hovers just under the real limit instead of hitting it again and again);
+  of room in its window) and Slack refused nothing proves the rate good, and raises it: by half
+  while in the slow start (no 429 yet: a workspace that gives 300 appends a minute is found
+  within a minute), by a tenth of the floor after that, and then only once every
+  `PROBE_EVERY_SECONDS` (each probe above what Slack allows costs a 429 and its Retry-After,
+  during which that method waits: probing slowly keeps those pauses rare);
+* a 429 ends the slow start and takes the rate back to the last rate proven good (a probe too
+  far), or halves it if it was refused at a rate already proven (the limit went down), never
+  below a quarter of the floor;
 * never above `ceiling`.
 
 That is TCP's congestion control (slow start, then additive increase and multiplicative
-decrease) applied to one rate per method. Unsaturated time teaches nothing: a quiet workspace
-keeps its rate. With Redis the learned rates are shared by the replicas (one key per method and
-workspace): a 429 seen by one replica lowers the rate of all.
+decrease), with a memory of the last good rate so that a probe that fails costs one 429, not a
+halving. Unsaturated time teaches nothing: a quiet workspace keeps its rate. With Redis the
+learned rates are shared by the replicas (one key per method and workspace): a 429 seen by one
+replica lowers the rate of all.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from bot.metrics import SLACK_LEARNED_RATE
 log = logging.getLogger(__name__)
 
 EPOCH_SECONDS = 20.0
+PROBE_EVERY_SECONDS = 300.0
 SLOW_START_FACTOR = 1.5
 DECREASE_FACTOR = 0.5
 SHARE_EVERY_SECONDS = 5.0
@@ -55,6 +60,8 @@ class LearnedRate:
     _epoch_started: float = field(init=False)
     _saturated: bool = field(init=False, default=False)
     _refused: bool = field(init=False, default=False)
+    good: float | None = field(init=False, default=None)  # held a saturated epoch, no 429
+    _probed_at: float = field(init=False, default=float("-inf"))
 
     def __post_init__(self) -> None:
         self.rate = float(self.floor)
@@ -75,20 +82,36 @@ class LearnedRate:
         self._saturated = True
 
     def refused(self) -> None:
-        """Slack answered 429: halve the rate, and probe only additively from now on."""
+        """Slack answered 429: back to the last good rate, or half if that was refused too;
+        from now on probe slowly."""
         self._refused = True
         self.slow_start = False
-        self._set(max(self.minimum, self.rate * DECREASE_FACTOR))
+        if self.good is not None and self.good < self.rate:
+            rate = self.good  # the probe went too far; what held before still holds
+        else:
+            rate = self.rate * DECREASE_FACTOR  # refused at a proven rate: the limit went down
+            self.good = None
+        self._probed_at = self.clock()
+        self._set(max(self.minimum, rate))
         self._new_epoch()
 
     def tick(self) -> None:
-        """At the end of an epoch: raise the rate if the method was saturated and not refused."""
+        """At the end of an epoch: a saturated epoch without a 429 proves the rate good and,
+        in the slow start or when a probe is due, raises it."""
         now = self.clock()
         if now - self._epoch_started < EPOCH_SECONDS:
             return
         if self._saturated and not self._refused:
-            step = self.rate * (SLOW_START_FACTOR - 1) if self.slow_start else self.floor / 10
-            self._set(min(float(self.ceiling), self.rate + max(1.0, step)))
+            self.good = max(self.good or 0.0, self.rate)
+            if self.slow_start:
+                step = self.rate * (SLOW_START_FACTOR - 1)
+            elif now - self._probed_at >= PROBE_EVERY_SECONDS:
+                step = self.floor / 10
+                self._probed_at = now
+            else:
+                step = 0.0
+            if step:
+                self._set(min(float(self.ceiling), self.rate + max(1.0, step)))
         self._new_epoch()
 
     def adopt(self, rate: float, slow_start: bool) -> None:

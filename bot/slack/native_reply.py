@@ -135,6 +135,8 @@ class NativePath:
         options = self.options
         if options is None or not self.thread_ts:
             return False
+        if options.patience <= 0 and not self._native_pays(options):
+            return False  # auto: edits refresh this reply as often as appends would, or more
         admitted = (
             await options.slots.open(options.patience)
             if options.patience > 0
@@ -178,6 +180,17 @@ class NativePath:
         if final or native.has_news:
             return True
         return bool(native.next_piece(self.native_text(), False))
+
+    def _native_pays(self, options: NativeOptions) -> bool:
+        """`STREAMING=auto`: whether this reply would be refreshed at least as often as a
+        native stream (its share of the append rate) as it would be by edits (its share of
+        the chat.update rate). The two budgets are separate, so using both carries more
+        replies at a time than either alone (at Slack's floors, 100 appends and 50 edits a
+        minute: two streams for each reply sent as edits)."""
+        appends, edits = options.appends, self.budget
+        return appends.per_minute / (appends.open_count + 1) >= edits.per_minute / (
+            edits.open_count + 1
+        )
 
     def _fill_native(self, options: NativeOptions) -> bool:
         """Whether the native message is full: its share of the reply ends where one message
