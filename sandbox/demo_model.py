@@ -20,12 +20,12 @@ from typing import Any
 from aiohttp import web
 
 MODEL = "countersign-demo"
-FOOTER = "_— demo model: a scripted stand-in, not an AI. Set OPENAI_* for a real one._"
+FOOTER = "_— demo model: a scripted stand-in, not an AI (the OpenAI settings give a real one)._"
 CHANNELS = {"general": "C0GENERAL", "exec": "C0EXEC"}
 CREATE = re.compile(r"\bcreate (?:a )?task\b[\s:,-]*(?:to\s+)?(?P<rest>.*)", re.I | re.S)
 CHANNEL = re.compile(r"(?:<#(?P<id>[A-Z0-9]+)(?:\|[^>]*)?>|#(?P<name>[a-z0-9_-]+))", re.I)
 READ = re.compile(r"\b(summari[sz]e|read|catch me up|what'?s (new|happening))\b", re.I)
-TOKEN_DELAY = 0.06  # a plain answer of ~60 words streams over about four seconds
+TOKEN_DELAY = 0.09  # a plain answer of ~70 words streams over about six seconds
 
 PLAIN = (
     "Here is a plain answer, streamed a few words at a time so you can watch it grow. "
@@ -85,8 +85,7 @@ def _after_tool(messages: list[dict[str, Any]]) -> str:
     if status == "expired":
         return "Nobody approved that in time, so nothing was written."
     if status == "succeeded":
-        done = result.get("result")
-        title = done.get("title") if isinstance(done, dict) else None
+        title = _arguments_of(messages, str(messages[-1].get("tool_call_id"))).get("title")
         return f"Done: the task “{title}” is on the board." if title else "Done: it ran."
     if status in ("failed", "error", "invalid_arguments") or "error" in result:
         why = result.get("error") or result.get("message") or "it did not work"
@@ -100,6 +99,19 @@ def _after_tool(messages: list[dict[str, Any]]) -> str:
         ]
         return f"Here are the latest {len(lines)} message(s) I can see there:\n" + "\n".join(lines)
     return "Done."
+
+
+def _arguments_of(messages: list[dict[str, Any]], call_id: str) -> dict[str, Any]:
+    """The arguments the model gave the tool call `call_id`."""
+    for message in reversed(messages):
+        for call in message.get("tool_calls") or []:
+            if call.get("id") == call_id:
+                try:
+                    found = json.loads((call.get("function") or {}).get("arguments") or "{}")
+                except json.JSONDecodeError:
+                    return {}
+                return found if isinstance(found, dict) else {}
+    return {}
 
 
 async def completions(request: web.Request) -> web.StreamResponse:

@@ -42,7 +42,6 @@ def bot_env(base: str, data_dir: Path, env: dict[str, str] | None = None) -> dic
         SLACK_APP_TOKEN="xapp-sandbox",  # noqa: S106
         SLACK_API_URL=f"{base}/api/",
         DATABASE_URL=f"sqlite:///{data_dir / 'countersign.db'}",
-        PUBLIC_BASE_URL=base,
     )
     child.setdefault("APPROVAL_POLICIES", json.dumps(POLICY))
     if not has_model_settings(source):

@@ -25,7 +25,7 @@ class Sandbox:
 def build() -> Sandbox:
     workspace = Workspace()
     api = WebApi(workspace)
-    hub = SocketHub()
+    hub = SocketHub(workspace)
     app = web.Application(client_max_size=4 * 1024 * 1024)
     app.router.add_route("*", "/api/{method}", api.handle)
     app.router.add_get("/socket-mode", hub.handle)

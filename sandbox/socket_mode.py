@@ -14,7 +14,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from sandbox.workspace import BOT_USER_ID, TEAM_ID
+from sandbox.workspace import BOT_USER_ID, TEAM_ID, Workspace
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +22,8 @@ ACK_TIMEOUT = 10.0
 
 
 class SocketHub:
-    def __init__(self) -> None:
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
         self.sockets: list[web.WebSocketResponse] = []
         self.connected = asyncio.Event()
         self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
@@ -40,6 +41,7 @@ class SocketHub:
         )
         self.sockets.append(ws)
         self.connected.set()
+        self.workspace.bot_connected = True
         try:
             async for message in ws:
                 if message.type == WSMsgType.TEXT:
@@ -48,6 +50,7 @@ class SocketHub:
             self.sockets.remove(ws)
             if not self.sockets:
                 self.connected.clear()
+                self.workspace.bot_connected = False
         return ws
 
     def _acknowledged(self, data: str) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import urllib.parse
 from importlib import resources
 from typing import Any
 
@@ -31,6 +32,8 @@ class Ui:
         app.router.add_get("/", self._index)
         app.router.add_get("/static/{name}", self._static)
         app.router.add_get("/api/state", self._state)
+        app.router.add_get("/archives/{channel}", self._archives)
+        app.router.add_get("/archives/{channel}/{message}", self._archives)
         app.router.add_get("/ui/live", self._live)
         app.router.add_post("/ui/message", self._message)
         app.router.add_post("/ui/action", self._action)
@@ -54,6 +57,14 @@ class Ui:
         if not item.is_file():
             raise web.HTTPNotFound()
         return web.Response(body=item.read_bytes(), content_type=TYPES[suffix])
+
+    async def _archives(self, request: web.Request) -> web.Response:
+        """A permalink (`/archives/C…/p…`): the page, opened on that channel and thread."""
+        channel = request.match_info["channel"]
+        message = request.match_info.get("message", "").removeprefix("p")
+        ts = f"{message[:-6]}.{message[-6:]}" if message.isdigit() and len(message) > 6 else ""
+        query = urllib.parse.urlencode({"channel": channel, "thread": ts})
+        raise web.HTTPFound(f"/?{query}")
 
     async def _state(self, _request: web.Request) -> web.Response:
         return web.json_response(self.ws.state())

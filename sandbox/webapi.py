@@ -168,7 +168,7 @@ class WebApi:
         return {
             "ok": True,
             "channel": channel,
-            "permalink": f"http://{request.host}/#/{channel}/{ts}",
+            "permalink": f"http://{request.host}/archives/{channel}/p{ts.replace('.', '')}",
         }
 
     def _scheduled_list(self, _args: Args, _request: web.Request) -> dict[str, Any]:

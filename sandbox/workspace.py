@@ -90,6 +90,7 @@ class Workspace:
         self.homes: dict[str, dict[str, Any]] = {}
         self.statuses: dict[str, str] = {}  # "channel:thread_ts" -> "is thinking…"
         self.listeners: list[asyncio.Queue[dict[str, Any]]] = []
+        self.bot_connected = False
         self._last_ts = 0.0
         self._ids = itertools.count(1)
         self._seed()
@@ -165,7 +166,7 @@ class Workspace:
         """Every channel's messages as the page shows them (ephemeral ones marked)."""
         return {
             "team": TEAM_ID,
-            "bot": {"id": BOT_USER_ID, "name": BOT_NAME},
+            "bot": {"id": BOT_USER_ID, "name": BOT_NAME, "connected": self.bot_connected},
             "people": [
                 {"id": p.id, "name": p.name, "role": p.role, "label": p.label, "guest": p.guest}
                 for p in PEOPLE

@@ -125,7 +125,7 @@ function renderThread() {
   const c = channel(where);
   const parent = c && threadTs ? c.messages.find((m) => m.ts === threadTs) : null;
   $("thread").hidden = !parent;
-  if (!parent) return;
+  if (!parent) { $("thread-messages").replaceChildren(); return; }
   const status = state.statuses[`${where}:${threadTs}`];
   const nodes = [article(parent, where, true), ...threadOf(where, threadTs).map((m) => article(m, where, true))];
   if (status) { const s = document.createElement("div"); s.className = "status"; s.textContent = `Countersign ${status}`; nodes.push(s); }
@@ -224,6 +224,13 @@ function setup() {
     select.append(o);
   }
   if (!names[me]) me = state.people[0].id;
+  const asked = new URLSearchParams(location.search);
+  const wanted = channel(asked.get("channel") || "");
+  if (wanted) {
+    current = wanted.is_im ? "DM" : wanted.id;
+    if (wanted.is_im && wanted.members[0] in names) me = wanted.members[0];
+    threadTs = asked.get("thread") || null;
+  }
   select.value = me;
   select.addEventListener("change", () => {
     me = select.value;

@@ -10,6 +10,13 @@ const Render = (() => {
     return s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
   }
 
+  const EMOJI = {
+    hourglass_flowing_sand: "⏳", raised_hand: "✋", white_check_mark: "✅", x: "❌",
+    warning: "⚠️", no_entry_sign: "🚫", hourglass: "⌛", lock: "🔒", pencil2: "✏️",
+    arrows_counterclockwise: "🔄", stopwatch: "⏱️", heavy_check_mark: "✔️", bulb: "💡",
+    question: "❓", wave: "👋", memo: "📝", mag: "🔍", eyes: "👀", information_source: "ℹ️",
+  };
+
   // One line of inline formatting, after Slack's <…> tokens were swapped for placeholders.
   function inline(text, tokens) {
     let html = escapeHtml(text);
@@ -19,6 +26,7 @@ const Render = (() => {
     html = html.replace(/(^|[\s(])_([^_\n]+)_(?=$|[\s).,:;!?])/g, "$1<em>$2</em>");
     html = html.replace(/(^|[\s(])~([^~\n]+)~(?=$|[\s).,:;!?])/g, "$1<del>$2</del>");
     html = html.replace(/\[([^\]\n]+)\]\((https?:[^)\s]+)\)/g, '<a href="$2" target="_blank" rel="noopener">$1</a>');
+    html = html.replace(/:([a-z0-9_+-]+):/g, (all, name) => EMOJI[name] || all);
     return html.replace(/\u0000(\d+)\u0000/g, (_, n) => tokens[Number(n)]);
   }
 
@@ -32,6 +40,7 @@ const Render = (() => {
       const id = target.slice(1);
       return `<span class="mention">#${escapeHtml(label || channelNames[id] || id)}</span>`;
     }
+    if (target.startsWith("!date")) return escapeHtml(label || "");
     if (target.startsWith("!")) return `<span class="mention">@${escapeHtml(label || target.slice(1))}</span>`;
     const url = /^(https?:|mailto:)/.test(target) ? target : "#";
     return `<a href="${escapeHtml(url)}" target="_blank" rel="noopener">${escapeHtml(label || target)}</a>`;
@@ -82,8 +91,8 @@ const Render = (() => {
       b.type = "button";
       b.textContent = textOf(el.text);
       if (el.style) b.className = el.style;
-      b.addEventListener("click", () => {
-        if (el.confirm && !window.confirm(`${textOf(el.confirm.title)}\n\n${textOf(el.confirm.text)}`)) return;
+      b.addEventListener("click", async () => {
+        if (el.confirm && !(await confirmed(el.confirm))) return;
         onAction(ctx, { type: "button", action_id: el.action_id, value: el.value, text: el.text });
       });
       return b;
@@ -130,6 +139,37 @@ const Render = (() => {
       return img;
     }
     return textNode(el);
+  }
+
+  // A button's `confirm` object: a small dialog with its confirm and deny buttons.
+  function confirmed(c) {
+    return new Promise((resolve) => {
+      const back = document.createElement("div");
+      back.className = "backdrop";
+      const dlg = document.createElement("div");
+      dlg.setAttribute("role", "alertdialog");
+      dlg.setAttribute("aria-label", textOf(c.title));
+      dlg.className = "confirm";
+      const h = document.createElement("h2");
+      h.textContent = textOf(c.title);
+      const body = textNode(c.text);
+      body.className = "modal-body";
+      const foot = document.createElement("div");
+      foot.className = "modal-foot";
+      const answer = (yes) => { back.remove(); resolve(yes); };
+      const deny = document.createElement("button");
+      deny.type = "button"; deny.textContent = textOf(c.deny) || "Cancel";
+      deny.addEventListener("click", () => answer(false));
+      const ok = document.createElement("button");
+      ok.type = "button"; ok.className = c.style === "danger" ? "danger" : "primary";
+      ok.textContent = textOf(c.confirm) || "Yes";
+      ok.addEventListener("click", () => answer(true));
+      foot.append(deny, ok);
+      dlg.append(h, body, foot);
+      back.append(dlg);
+      document.body.append(back);
+      ok.focus();
+    });
   }
 
   function richText(block) {
