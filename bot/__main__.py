@@ -122,20 +122,15 @@ async def _doctor(settings: Settings) -> int:
 
 
 def _try(port: int | None) -> int:
-    """The sandbox is its own package, started as its own process: the bot never imports it
-    (to the bot it is just another Slack, which starts the bot in turn)."""
+    """The sandbox is its own package, run as its own program in place of this one: the bot
+    never imports it (to the bot it is just another Slack, which starts the bot in turn)."""
     import os
-    import subprocess
 
-    env = dict(os.environ)
     if port is not None:
-        env["SANDBOX_PORT"] = str(port)
-    child = subprocess.Popen([sys.executable, "-m", "sandbox"], env=env)
-    try:
-        return child.wait()
-    except KeyboardInterrupt:
-        child.terminate()
-        return child.wait()
+        os.environ["SANDBOX_PORT"] = str(port)
+    sys.stdout.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "sandbox"])  # noqa: S606
+    return 0  # not reached
 
 
 def main(argv: Sequence[str] | None = None) -> int:
