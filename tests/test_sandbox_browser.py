@@ -79,12 +79,12 @@ def test_a_mention_streams_a_reply_that_grows_in_the_thread(page: Page, sandbox:
     deadline = time.monotonic() + 30
     while "demo model" not in (text := reply.inner_text()):
         lengths.append(len(text))
+        if SHOTS and len(set(lengths)) == 2:
+            page.screenshot(path=str(DOCS / "sandbox-streamed-reply.png"))  # still growing
         assert time.monotonic() < deadline, "the reply never completed"
         time.sleep(0.1)
     grew = sorted(set(lengths))
     assert len(grew) >= 2, f"the reply did not visibly grow: {grew}"  # two partial texts
-    if SHOTS:
-        page.screenshot(path=str(DOCS / "sandbox-streamed-reply.png"))
     # As in Slack: the channel shows the thread's replies count, and the reply is threaded.
     channel = page.get_by_role("main").get_by_role("article").filter(has_text="sandbox work?")
     expect(channel.get_by_role("button", name="1 reply")).to_be_visible()
