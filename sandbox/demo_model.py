@@ -92,11 +92,11 @@ def _after_tool(messages: list[dict[str, Any]]) -> str:
         return f"I couldn't do that: {why}"
     found = result.get("messages")
     if isinstance(found, list):
-        lines = [
-            f"• {str(m.get('text', '')).replace('<@UBOT>', '@Countersign')[:120]}"
-            for m in found[:5]
-            if isinstance(m, dict)
+        said = [
+            str(m.get("text", "")) for m in found if isinstance(m, dict) and m.get("user") != "UBOT"
         ]
+        # What people said to each other, not what they asked the assistant.
+        lines = [f"• {text[:120]}" for text in said if "<@UBOT>" not in text][:6]
         return f"Here are the latest {len(lines)} message(s) I can see there:\n" + "\n".join(lines)
     return "Done."
 

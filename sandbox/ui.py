@@ -99,7 +99,7 @@ class Ui:
 
     def _trigger(self, user: str) -> str:
         trigger = self.ws.next_id(f"{user}.trigger.")
-        self.api.triggers[trigger] = user
+        self.api.views.triggers[trigger] = user
         return trigger
 
     def _response_url(self, request: web.Request, where: dict[str, Any]) -> str:

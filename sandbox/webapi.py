@@ -6,32 +6,23 @@ methods, any `xapp-` for `apps.connections.open`."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
 from sandbox import streams
+from sandbox.views import Views, loads
 from sandbox.workspace import BOT_ID, BOT_USER_ID, TEAM_ID, Message, Workspace
 
 Args = dict[str, Any]
 Handler = Callable[[Args, web.Request], dict[str, Any]]
 
 
-def loads(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return None
-    return value
-
-
 class WebApi:
     def __init__(self, workspace: Workspace) -> None:
         self.ws = workspace
-        self.triggers: dict[str, str] = {}  # trigger id -> the person whose click made it
+        self.views = Views(workspace)
         self.calls: dict[str, int] = {}
         self.handlers: dict[str, Handler] = {
             "auth.test": self._auth_test,
@@ -52,10 +43,10 @@ class WebApi:
             "users.info": self._users_info,
             "users.lookupByEmail": self._lookup,
             "usergroups.users.list": lambda a, r: {"ok": False, "error": "no_such_subteam"},
-            "views.open": self._views_open,
-            "views.push": self._views_push,
-            "views.update": self._views_update,
-            "views.publish": self._views_publish,
+            "views.open": lambda a, r: self.views.open(a),
+            "views.push": lambda a, r: self.views.push(a),
+            "views.update": lambda a, r: self.views.update(a),
+            "views.publish": lambda a, r: self.views.publish(a),
             "chat.startStream": lambda a, r: streams.start(self.ws, a),
             "chat.appendStream": lambda a, r: streams.append(self.ws, a),
             "chat.stopStream": lambda a, r: streams.stop(self.ws, a),
@@ -267,48 +258,3 @@ class WebApi:
         if person is None:
             return {"ok": False, "error": "users_not_found"}
         return {"ok": True, "user": self.ws.user_info(person.id)}
-
-    # -- views ---------------------------------------------------------------------------------
-    def _view_of(self, args: Args) -> dict[str, Any] | None:
-        view = loads(args.get("view"))
-        return view if isinstance(view, dict) else None
-
-    def _views_open(self, args: Args, _request: web.Request) -> dict[str, Any]:
-        user = self.triggers.get(str(args.get("trigger_id") or ""))
-        view = self._view_of(args)
-        if user is None:
-            return {"ok": False, "error": "invalid_trigger_id"}
-        if view is None:
-            return {"ok": False, "error": "invalid_arguments"}
-        shown = {**view, "id": self.ws.next_id("V")}
-        self.ws.views[user] = [shown]
-        self.ws.announce({"type": "views", "user": user, "views": self.ws.views[user]})
-        return {"ok": True, "view": shown}
-
-    def _views_push(self, args: Args, _request: web.Request) -> dict[str, Any]:
-        user = self.triggers.get(str(args.get("trigger_id") or ""))
-        view = self._view_of(args)
-        if user is None or view is None:
-            return {"ok": False, "error": "invalid_trigger_id"}
-        shown = {**view, "id": self.ws.next_id("V")}
-        self.ws.views[user].append(shown)
-        self.ws.announce({"type": "views", "user": user, "views": self.ws.views[user]})
-        return {"ok": True, "view": shown}
-
-    def _views_update(self, args: Args, _request: web.Request) -> dict[str, Any]:
-        view = self._view_of(args)
-        for user, stack in self.ws.views.items():
-            for n, shown in enumerate(stack):
-                if view is not None and shown["id"] == args.get("view_id"):
-                    stack[n] = {**view, "id": shown["id"]}
-                    self.ws.announce({"type": "views", "user": user, "views": stack})
-                    return {"ok": True, "view": stack[n]}
-        return {"ok": False, "error": "not_found"}
-
-    def _views_publish(self, args: Args, _request: web.Request) -> dict[str, Any]:
-        user, view = str(args.get("user_id") or ""), self._view_of(args)
-        if user not in self.ws.people or view is None:
-            return {"ok": False, "error": "invalid_arguments"}
-        self.ws.homes[user] = view
-        self.ws.announce({"type": "home", "user": user, "view": view})
-        return {"ok": True, "view": view}

@@ -194,3 +194,36 @@ def test_the_real_model_path_with_an_openai_compatible_server(browser: Browser) 
         assert model.requests, "the model was never asked"
     finally:
         model.stop()
+
+
+def test_summarise_general_reads_the_channel_then_answers(page: Page) -> None:
+    send(page, "@Countersign summarise #general")
+    thread = open_thread_of(page, "summarise #general")
+    answer = bot_reply(thread, "Here are the latest")
+    expect(answer).to_contain_text("Reading recent messages")  # the tool's progress, as a task
+    expect(answer).to_contain_text("The release train leaves Thursday")
+    expect(answer).to_contain_text("demo model")
+
+
+def test_edit_the_card_then_bob_sees_it_in_approvals_and_on_the_home_tab(page: Page) -> None:
+    send(page, "@Countersign create a task to order new badges")
+    thread = open_thread_of(page, "order new badges")
+    card = thread.get_by_role("article").filter(has_text="Approval needed")
+    card.get_by_role("button", name="Edit").click()
+    dialog = page.get_by_role("dialog", name="Edit action")
+    dialog.get_by_label("title", exact=True).fill("order new badges for the guests")
+    dialog.get_by_role("button", name="Save").click()
+    expect(dialog).to_have_count(0)
+    expect(card).to_contain_text("revision 2")
+    expect(card).to_contain_text("order new badges for the guests")
+
+    act_as(page, "Bob (approver)")
+    send(page, "/approvals")
+    answer = page.get_by_role("main").get_by_role("article").filter(has_text="Only visible to you")
+    expect(answer.filter(has_text="Waiting for your decision")).to_contain_text(
+        "order new badges for the guests"
+    )
+    page.get_by_role("link", name="Home").click()
+    home = page.get_by_role("main")
+    expect(home.get_by_text("Waiting for your decision")).to_be_visible()
+    expect(home).to_contain_text("order new badges for the guests")
