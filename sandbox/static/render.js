@@ -124,7 +124,7 @@ const Render = (() => {
         const b = document.createElement("button");
         b.type = "button";
         b.textContent = textOf(fb.text) || (which === "positive_button" ? "👍" : "👎");
-        b.setAttribute("aria-label", fb.accessibility_label || textOf(fb.text));
+        if (fb.accessibility_label) b.title = fb.accessibility_label;  // named by its text
         b.addEventListener("click", () => onAction(ctx, { type: "feedback_buttons", action_id: el.action_id, value: fb.value }));
         wrap.append(b);
       }
@@ -176,7 +176,10 @@ const Render = (() => {
     const box = document.createElement("div");
     const styled = (e) => {
       let t = escapeHtml(e.text || "");
-      if (e.type === "link") t = `<a href="${escapeHtml(e.url)}">${escapeHtml(e.text || e.url)}</a>`;
+      if (e.type === "link") {
+        const url = /^(https?:|mailto:)/.test(e.url || "") ? e.url : "#";
+        t = `<a href="${escapeHtml(url)}" target="_blank" rel="noopener">${escapeHtml(e.text || e.url || "")}</a>`;
+      }
       if (e.type === "user") t = `@${escapeHtml(names[e.user_id] || e.user_id)}`;
       if (e.type === "channel") t = `#${escapeHtml(channelNames[e.channel_id] || e.channel_id)}`;
       if (e.type === "emoji") t = `:${escapeHtml(e.name)}:`;
