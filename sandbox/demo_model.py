@@ -31,8 +31,8 @@ PLAIN = (
     "Here is a plain answer, streamed a few words at a time so you can watch it grow. "
     "I am the sandbox's demo model: I can summarise #general, create a task (which waits for "
     "an approver's click before anything is written), and show that a guest cannot have me "
-    'read #exec. Try "create a task to review the release notes", then switch to Bob to '
-    "approve it."
+    'read #exec. In #general, try "@Countersign create a task to review the release notes", '
+    "then switch to Bob to approve it."
 )
 
 
