@@ -88,6 +88,13 @@ def test_a_mention_streams_a_reply_that_grows_in_the_thread(page: Page, sandbox:
     # As in Slack: the channel shows the thread's replies count, and the reply is threaded.
     channel = page.get_by_role("main").get_by_role("article").filter(has_text="sandbox work?")
     expect(channel.get_by_role("button", name="1 reply")).to_be_visible()
+    # A reply typed in the thread pane stays in the thread, and the bot answers there.
+    send(page, "@Countersign and in one sentence?", box="Reply")
+    expect(thread.get_by_role("article").filter(has_text="and in one sentence?")).to_be_visible()
+    expect(thread.get_by_role("article").filter(has_text="Here is a plain answer")).to_have_count(
+        2, timeout=30_000
+    )
+    expect(channel.get_by_role("button", name="3 replies")).to_be_visible()
     general = next(c for c in state(sandbox)["channels"] if c["name"] == "general")
     answer = next(m for m in general["messages"] if "Here is a plain answer" in m["text"])
     assert answer["thread_ts"]
