@@ -34,6 +34,8 @@ async def run(host: str, port: int, with_bot: bool) -> int:
         bot = await start_bot(base, Path(data)) if with_bot else None
         waits: list[asyncio.Task[object]] = [asyncio.create_task(_wait(stop))]
         if bot is not None:
+            asyncio.create_task(_announce(sandbox.hub.connected, base))  # noqa: RUF006
+        if bot is not None:
             waits.append(asyncio.create_task(_exit(bot)))
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         for task in waits:
@@ -51,6 +53,11 @@ async def run(host: str, port: int, with_bot: bool) -> int:
                 code = bot.returncode or 1
         await runner.cleanup()
     return code
+
+
+async def _announce(connected: asyncio.Event, base: str) -> None:
+    await connected.wait()
+    print(f"The bot is connected: open {base} and pick who you are acting as.", flush=True)
 
 
 async def _wait(event: asyncio.Event) -> object:

@@ -44,6 +44,7 @@ def bot_env(base: str, data_dir: Path, env: dict[str, str] | None = None) -> dic
         DATABASE_URL=f"sqlite:///{data_dir / 'countersign.db'}",
     )
     child.setdefault("APPROVAL_POLICIES", json.dumps(POLICY))
+    child.setdefault("LOG_LEVEL", "WARNING")  # the terminal shows the address, not migrations
     if not has_model_settings(source):
         child.update(
             OPENAI_API_KEY="sk-sandbox-demo",

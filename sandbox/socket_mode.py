@@ -42,6 +42,7 @@ class SocketHub:
         self.sockets.append(ws)
         self.connected.set()
         self.workspace.bot_connected = True
+        self.workspace.announce({"type": "bot", "connected": True})
         try:
             async for message in ws:
                 if message.type == WSMsgType.TEXT:
@@ -51,6 +52,7 @@ class SocketHub:
             if not self.sockets:
                 self.connected.clear()
                 self.workspace.bot_connected = False
+                self.workspace.announce({"type": "bot", "connected": False})
         return ws
 
     def _acknowledged(self, data: str) -> None:

@@ -99,6 +99,7 @@ function fill(box, nodes) {
 
 function render() {
   if (!state) return;
+  $("bot-status").hidden = state.bot.connected;
   document.querySelectorAll(".sidebar a").forEach((a) => a.classList.toggle("active", a.dataset.channel === current));
   const where = currentId();
   if (current === "HOME") {
@@ -198,6 +199,8 @@ function apply(change) {
     return;
   } else if (change.type === "home") {
     state.homes[change.user] = change.view;
+  } else if (change.type === "bot") {
+    state.bot.connected = change.connected;
   } else if (change.type === "status") {
     state.statuses[change.key] = change.status;
   }
