@@ -1,4 +1,4 @@
-"""The `countersign` command: run | serve | migrate | doctor."""
+"""The `countersign` command: run | serve | try | migrate | doctor."""
 
 from __future__ import annotations
 
@@ -20,6 +20,10 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="start the bot in HTTP mode")
     serve.add_argument("--host", default="0.0.0.0")  # noqa: S104 - a server binds all by default
     serve.add_argument("--port", type=int, default=3000)
+    trial = commands.add_parser(
+        "try", help="try it without Slack: a local Slack-like sandbox and page (SANDBOX_PORT)"
+    )
+    trial.add_argument("--port", type=int, default=None, help="default: SANDBOX_PORT or 3000")
     commands.add_parser("migrate", help="bring the database schema up to date")
     commands.add_parser("doctor", help="check configuration, database, Slack and the model")
     purge = commands.add_parser("purge", help="delete conversations older than the retention")
@@ -117,8 +121,22 @@ async def _doctor(settings: Settings) -> int:
     return 1 if failed else 0
 
 
+def _try(port: int | None) -> int:
+    """The sandbox is its own package, run as its own program in place of this one: the bot
+    never imports it (to the bot it is just another Slack, which starts the bot in turn)."""
+    import os
+
+    if port is not None:
+        os.environ["SANDBOX_PORT"] = str(port)
+    sys.stdout.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "sandbox"])  # noqa: S606
+    return 0  # not reached
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "try":
+        return _try(args.port)
     try:
         settings = load_settings()
         if args.command == "serve":

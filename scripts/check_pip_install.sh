@@ -14,15 +14,20 @@ cd "$scratch"  # not the checkout: the installed package is what gets imported
 import importlib
 import pkgutil
 
+from importlib import resources
+
 import bot
+import sandbox
 
 names = [
     m.name
     for m in pkgutil.walk_packages(bot.__path__, "bot.")
     if ".migrations" not in m.name
-]
+] + [m.name for m in pkgutil.walk_packages(sandbox.__path__, "sandbox.")]
 for name in names:
     importlib.import_module(name)
+# The sandbox's page ships with it (`countersign try` serves it).
+assert (resources.files("sandbox") / "static" / "index.html").is_file(), "no sandbox page"
 print(f"pip install: imported {len(names)} modules of the installed package")
 PY
 "$scratch/venv/bin/countersign" --help >/dev/null

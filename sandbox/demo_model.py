@@ -1,0 +1,188 @@
+"""A built-in demo model behind an OpenAI-compatible endpoint (`/demo-model/v1`), for trying
+the sandbox without any model settings. It is not a language model: it recognises a few
+requests, enough to show the flows, and says what it is in the footer of every reply.
+
+* "create a task …" proposes `create_task` with the rest as the title;
+* "summarise #general" (or any "#channel") reads the channel's recent messages, then answers;
+* "read #exec" tries the private channel (refused for someone who is not a member);
+* anything else gets a plain answer of a few sentences, streamed over a few seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+MODEL = "countersign-demo"
+FOOTER = "_— demo model: a scripted stand-in, not an AI (the OpenAI settings give a real one)._"
+CHANNELS = {"general": "C0GENERAL", "exec": "C0EXEC"}
+CREATE = re.compile(r"\bcreate (?:a )?task\b[\s:,-]*(?:to\s+)?(?P<rest>.*)", re.I | re.S)
+CHANNEL = re.compile(r"(?:<#(?P<id>[A-Z0-9]+)(?:\|[^>]*)?>|#(?P<name>[a-z0-9_-]+))", re.I)
+READ = re.compile(r"\b(summari[sz]e|read|catch me up|what'?s (new|happening))\b", re.I)
+TOKEN_DELAY = 0.09  # a plain answer of ~70 words streams over about six seconds
+
+PLAIN = (
+    "Here is a plain answer, streamed a few words at a time so you can watch it grow. "
+    "I am the sandbox's demo model: I can summarise #general, create a task (which waits for "
+    "an approver's click before anything is written), and show that a guest cannot have me "
+    'read #exec. In #general, try "@Countersign create a task to review the release notes", '
+    "then switch to Bob to approve it."
+)
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content or "")
+
+
+def decide(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """The reply's text and tool calls for a conversation, as the demo understands it."""
+    last = messages[-1] if messages else {}
+    if last.get("role") == "tool":
+        return _after_tool(messages), []
+    request = _text(last)
+    created = CREATE.search(request)
+    if created and created.group("rest").strip():
+        return "", [_call("create_task", _task_args(created.group("rest")))]
+    named = CHANNEL.search(request)
+    if named and READ.search(request):
+        channel = named.group("id") or CHANNELS.get(named.group("name").lower(), "")
+        return "", [_call("get_recent_messages", {"channel": channel, "limit": 20})]
+    return PLAIN, []
+
+
+def _task_args(rest: str) -> dict[str, Any]:
+    rest = " ".join(rest.split()).rstrip(".")
+    if len(rest) <= 120:
+        return {"title": rest}
+    return {"title": rest[:100].rsplit(" ", 1)[0] + " …", "description": rest}
+
+
+def _call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"id": f"call_{uuid.uuid4().hex[:12]}", "name": name, "arguments": json.dumps(arguments)}
+
+
+def _after_tool(messages: list[dict[str, Any]]) -> str:
+    result_text = _text(messages[-1])
+    try:
+        result: Any = json.loads(result_text)
+    except json.JSONDecodeError:
+        result = {"error": result_text}
+    if not isinstance(result, dict):
+        result = {"result": result}
+    status = result.get("status")
+    if status == "declined":
+        reason = result.get("reason") or "no reason given"
+        return f"Understood: I won't do that. The reason I was given: “{reason}”."
+    if status == "expired":
+        return "Nobody approved that in time, so nothing was written."
+    if status == "succeeded":
+        title = _arguments_of(messages, str(messages[-1].get("tool_call_id"))).get("title")
+        return f"Done: the task “{title}” is on the board." if title else "Done: it ran."
+    if status in ("failed", "error", "invalid_arguments") or "error" in result:
+        why = result.get("error") or result.get("message") or "it did not work"
+        return f"I couldn't do that: {why}"
+    found = result.get("messages")
+    if isinstance(found, list):
+        said = [
+            str(m.get("text", "")) for m in found if isinstance(m, dict) and m.get("user") != "UBOT"
+        ]
+        # What people said to each other, not what they asked the assistant.
+        lines = [f"• {text[:120]}" for text in said if "<@UBOT>" not in text][:6]
+        return f"Here are the latest {len(lines)} message(s) I can see there:\n" + "\n".join(lines)
+    return "Done."
+
+
+def _arguments_of(messages: list[dict[str, Any]], call_id: str) -> dict[str, Any]:
+    """The arguments the model gave the tool call `call_id`."""
+    for message in reversed(messages):
+        for call in message.get("tool_calls") or []:
+            if call.get("id") == call_id:
+                try:
+                    found = json.loads((call.get("function") or {}).get("arguments") or "{}")
+                except json.JSONDecodeError:
+                    return {}
+                return found if isinstance(found, dict) else {}
+    return {}
+
+
+async def completions(request: web.Request) -> web.StreamResponse:
+    body = await request.json()
+    messages = body.get("messages") or []
+    if not body.get("stream"):
+        return web.json_response(_summary(body))
+    text, calls = decide(messages)
+    if text:
+        text = f"{text}\n\n{FOOTER}"
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await response.prepare(request)
+    created = int(time.time())
+
+    async def send(delta: dict[str, Any], finish: str | None = None) -> None:
+        chunk = {
+            "id": "chatcmpl-demo",
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": MODEL,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+
+    await send({"role": "assistant", "content": ""})
+    delay = TOKEN_DELAY if text == f"{PLAIN}\n\n{FOOTER}" else 0.01
+    for token in re.findall(r"\s*\S+|\s+", text):
+        await asyncio.sleep(delay)
+        await send({"content": token})
+    for index, call in enumerate(calls):
+        fragment = {
+            "index": index,
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": call["name"], "arguments": call["arguments"]},
+        }
+        await send({"tool_calls": [fragment]})
+    await send({}, "tool_calls" if calls else "stop")
+    if (body.get("stream_options") or {}).get("include_usage"):
+        usage = {"prompt_tokens": 50, "completion_tokens": len(text) // 4, "total_tokens": 60}
+        last = {"id": "chatcmpl-demo", "object": "chat.completion.chunk", "created": created}
+        last |= {"model": MODEL, "choices": [], "usage": usage}
+        await response.write(f"data: {json.dumps(last)}\n\n".encode())
+    await response.write(b"data: [DONE]\n\n")
+    return response
+
+
+def _summary(body: dict[str, Any]) -> dict[str, Any]:
+    """Non-streamed requests (the bot's summaries of long conversations)."""
+    return {
+        "id": "chatcmpl-demo-summary",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": MODEL,
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "Earlier: a conversation (demo)."},
+            }
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+async def models(_request: web.Request) -> web.Response:
+    return web.json_response(
+        {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "sandbox"}]}
+    )
+
+
+def routes(app: web.Application) -> None:
+    app.router.add_post("/demo-model/v1/chat/completions", completions)
+    app.router.add_get("/demo-model/v1/models", models)

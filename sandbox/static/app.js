@@ -1,0 +1,271 @@
+// The sandbox page: a small Slack. State comes from the server, changes are pushed over a
+// WebSocket (/ui/live); what people do is posted to /ui/* and reaches the bot as Slack would.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+let state = null;
+let me = localStorage.getItem("sandbox-person") || "UALICE";
+let current = "C0GENERAL";
+let threadTs = null;
+
+function channel(id) { return state.channels.find((c) => c.id === id); }
+function dmOf(user) { return "D" + user.replace(/^U/, ""); }
+function currentId() { return current === "DM" ? dmOf(me) : current; }
+
+async function post(path, body) {
+  const r = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+  return r.ok ? r.json() : { ok: false, error: await r.text() };
+}
+
+function visible(m) { return !m.visible_to || m.visible_to === me; }
+
+function time(ts) {
+  const d = new Date(Number(ts) * 1000);
+  return d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+}
+
+function article(m, where, inThread) {
+  const a = document.createElement("article");
+  a.dataset.ts = m.ts;
+  a.setAttribute("aria-label", `${m.author}: message`);
+  if (m.visible_to) a.classList.add("ephemeral");
+  const meta = document.createElement("div");
+  meta.className = "meta";
+  meta.innerHTML = `<span class="author"></span>${m.user === state.bot.id ? '<span class="app">APP</span>' : ""}<span class="time">${time(m.ts)}</span>`;
+  meta.querySelector(".author").textContent = m.author;
+  a.append(meta);
+  if (m.visible_to) {
+    const only = document.createElement("div");
+    only.className = "only-you";
+    only.textContent = "Only visible to you";
+    a.append(only);
+  }
+  const body = document.createElement("div");
+  body.className = "body";
+  const ctx = { channel: where, ts: m.ts };
+  if (m.tasks && m.tasks.length) {
+    const ul = document.createElement("ul");
+    ul.className = "tasks";
+    for (const t of m.tasks) {
+      const li = document.createElement("li");
+      li.className = t.status;
+      li.textContent = `${t.title}${t.details ? ` — ${t.details}` : ""}`;
+      ul.append(li);
+    }
+    body.append(ul);
+  }
+  if (m.blocks && m.blocks.length && !(m.streaming && m.text)) {
+    const hasText = m.blocks.some((b) => ["section", "rich_text", "header", "markdown"].includes(b.type));
+    if (!hasText && m.text) { const t = document.createElement("div"); t.innerHTML = Render.mrkdwn(m.text); body.append(t); }
+    body.append(Render.blocks(m.blocks, ctx));
+  } else {
+    const t = document.createElement("div");
+    t.innerHTML = Render.mrkdwn(m.text);
+    if (m.streaming) t.classList.add("streaming");
+    body.append(t);
+  }
+  a.append(body);
+  if (!inThread && !m.visible_to) {
+    const replies = threadOf(where, m.ts).length;
+    const acts = document.createElement("div");
+    acts.className = "thread-actions";
+    if (replies) {
+      const open = document.createElement("button");
+      open.type = "button"; open.className = "link";
+      open.textContent = `${replies} ${replies === 1 ? "reply" : "replies"}`;
+      open.addEventListener("click", () => openThread(m.ts));
+      acts.append(open);
+    }
+    const reply = document.createElement("button");
+    reply.type = "button"; reply.className = "link";
+    reply.textContent = "Reply in thread";
+    reply.addEventListener("click", () => openThread(m.ts));
+    acts.append(reply);
+    a.append(acts);
+  }
+  return a;
+}
+
+function threadOf(where, ts) {
+  const c = channel(where);
+  return c ? c.messages.filter((m) => m.thread_ts === ts && m.ts !== ts && visible(m)) : [];
+}
+
+function fill(box, nodes) {
+  const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 60;
+  box.replaceChildren(...nodes);
+  if (atBottom) box.scrollTop = box.scrollHeight;
+}
+
+function render() {
+  if (!state) return;
+  $("bot-status").hidden = state.bot.connected;
+  document.querySelectorAll(".sidebar a").forEach((a) => a.classList.toggle("active", a.dataset.channel === current));
+  const where = currentId();
+  if (current === "HOME") {
+    $("channel-title").textContent = "Countersign — Home";
+    const home = state.homes[me];
+    const nodes = home ? [Render.blocks(home.blocks, { home: true })] : [document.createTextNode("Opening the App Home…")];
+    fill($("messages"), nodes);
+    $("composer").hidden = true; $("not-member").hidden = true;
+  } else {
+    const c = channel(where);
+    $("channel-title").textContent = c.is_im ? "Assistant (direct message with Countersign)" : `#${c.name}${c.private ? " (private)" : ""}`;
+    const member = c.members.includes(me);
+    $("not-member").hidden = member;
+    $("not-member").textContent = member ? "" : `You are not a member of #${c.name}: its messages are hidden from you.`;
+    $("composer").hidden = !member;
+    const top = member ? c.messages.filter((m) => (!m.thread_ts || m.thread_ts === m.ts) && visible(m)) : [];
+    fill($("messages"), top.map((m) => article(m, where, false)));
+  }
+  renderThread();
+}
+
+function renderThread() {
+  const where = currentId();
+  const c = channel(where);
+  const parent = c && threadTs ? c.messages.find((m) => m.ts === threadTs) : null;
+  $("thread").hidden = !parent;
+  if (!parent) { $("thread-messages").replaceChildren(); return; }
+  const status = state.statuses[`${where}:${threadTs}`];
+  const nodes = [article(parent, where, true), ...threadOf(where, threadTs).map((m) => article(m, where, true))];
+  if (status) { const s = document.createElement("div"); s.className = "status"; s.textContent = `Countersign ${status}`; nodes.push(s); }
+  fill($("thread-messages"), nodes);
+}
+
+function openThread(ts) { threadTs = ts; renderThread(); $("reply").focus(); }
+
+function renderModals() {
+  const views = (state.views[me] || []);
+  const root = $("modals");
+  root.replaceChildren();
+  if (!views.length) return;
+  const view = views[views.length - 1];
+  const back = document.createElement("div");
+  back.className = "backdrop";
+  const dlg = document.createElement("form");
+  dlg.setAttribute("role", "dialog");
+  dlg.setAttribute("aria-modal", "true");
+  dlg.setAttribute("aria-label", Render.textOf(view.title));
+  const h = document.createElement("h2");
+  h.textContent = Render.textOf(view.title);
+  const body = document.createElement("div");
+  body.className = "modal-body";
+  body.append(Render.blocks(view.blocks, { view_id: view.id }));
+  const foot = document.createElement("div");
+  foot.className = "modal-foot";
+  const close = document.createElement("button");
+  close.type = "button";
+  close.textContent = Render.textOf(view.close) || "Cancel";
+  close.addEventListener("click", () => post("/ui/close", { user: me, view_id: view.id }));
+  foot.append(close);
+  if (view.submit) {
+    const submit = document.createElement("button");
+    submit.type = "submit"; submit.className = "primary";
+    submit.textContent = Render.textOf(view.submit);
+    foot.append(submit);
+  }
+  dlg.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const answer = await post("/ui/submit", { user: me, view_id: view.id, values: Render.values(dlg) });
+    for (const wrap of dlg.querySelectorAll(".input-block")) {
+      wrap.querySelector(".input-error").textContent = (answer.errors || {})[wrap.dataset.blockId] || "";
+    }
+  });
+  dlg.append(h, body, foot);
+  back.append(dlg);
+  root.append(back);
+  const first = dlg.querySelector("input, textarea, select");
+  if (first) first.focus();
+}
+
+Render.setOnAction((ctx, action) => {
+  const values = ctx.view_id ? Render.values($("modals")) : undefined;
+  post("/ui/action", { user: me, ...ctx, ...action, values });
+});
+
+function apply(change) {
+  if (change.type === "state") { state = change.state; setup(); render(); renderModals(); return; }
+  if (change.type === "message") {
+    const c = channel(change.channel);
+    const i = c.messages.findIndex((m) => m.ts === change.message.ts);
+    if (i >= 0) c.messages[i] = change.message; else c.messages.push(change.message);
+  } else if (change.type === "removed") {
+    const c = channel(change.channel);
+    c.messages = c.messages.filter((m) => m.ts !== change.ts);
+  } else if (change.type === "views") {
+    state.views[change.user] = change.views;
+    if (change.user === me) renderModals();
+    return;
+  } else if (change.type === "home") {
+    state.homes[change.user] = change.view;
+  } else if (change.type === "bot") {
+    state.bot.connected = change.connected;
+  } else if (change.type === "status") {
+    state.statuses[change.key] = change.status;
+  }
+  render();
+}
+
+function connect() {
+  const sock = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ui/live`);
+  sock.onmessage = (e) => apply(JSON.parse(e.data));
+  sock.onclose = () => setTimeout(connect, 1000);
+}
+
+let ready = false;
+function setup() {
+  const names = Object.fromEntries(state.people.map((p) => [p.id, p.name]));
+  names[state.bot.id] = state.bot.name;
+  Render.setNames(names, Object.fromEntries(state.channels.map((c) => [c.id, c.name])));
+  if (ready) return;
+  ready = true;
+  const select = $("people");
+  for (const p of state.people) {
+    const o = document.createElement("option");
+    o.value = p.id; o.textContent = p.label;
+    select.append(o);
+  }
+  if (!names[me]) me = state.people[0].id;
+  const asked = new URLSearchParams(location.search);
+  const wanted = channel(asked.get("channel") || "");
+  if (wanted) {
+    current = wanted.is_im ? "DM" : wanted.id;
+    if (wanted.is_im && wanted.members[0] in names) me = wanted.members[0];
+    threadTs = asked.get("thread") || null;
+  }
+  select.value = me;
+  select.addEventListener("change", () => {
+    me = select.value;
+    localStorage.setItem("sandbox-person", me);
+    threadTs = null;
+    render(); renderModals();
+    if (current === "HOME") post("/ui/home", { user: me });
+  });
+}
+
+document.querySelectorAll(".sidebar a").forEach((a) => a.addEventListener("click", (e) => {
+  e.preventDefault();
+  current = a.dataset.channel;
+  threadTs = null;
+  render();
+  if (current === "HOME") post("/ui/home", { user: me });
+}));
+
+function composer(textarea, threaded) {
+  textarea.addEventListener("keydown", async (e) => {
+    if (e.key !== "Enter" || e.shiftKey) return;
+    e.preventDefault();
+    const text = textarea.value.trim();
+    if (!text) return;
+    textarea.value = "";
+    const answer = await post("/ui/message", { user: me, channel: currentId(), text, thread_ts: threaded ? threadTs : null });
+    if (!answer.ok) textarea.value = text;
+  });
+}
+composer($("message"), false);
+composer($("reply"), true);
+$("close-thread").addEventListener("click", () => { threadTs = null; renderThread(); });
+$("composer").addEventListener("submit", (e) => e.preventDefault());
+$("reply-composer").addEventListener("submit", (e) => e.preventDefault());
+connect();

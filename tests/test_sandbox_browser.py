@@ -1,0 +1,238 @@
+"""The sandbox through a real browser: headless Chromium driven by Playwright, the unchanged
+bot as a process against the sandbox, the built-in demo model (and, at the end, a fake
+OpenAI-compatible server, so the real model path is driven too)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
+
+from tests.fakes import openai as fake_openai
+from tests.sandbox_browser import TIMEOUT_MS, chromium_or_skip, running_sandbox, state
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+SHOTS = bool(__import__("os").environ.get("SANDBOX_SCREENSHOTS"))
+
+pytestmark = pytest.mark.timeout(240)
+expect.set_options(timeout=TIMEOUT_MS)  # generous but bounded: the machine is shared
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    path = chromium_or_skip()
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=path, headless=True)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[str]:
+    with running_sandbox() as (base, _process):
+        yield base
+
+
+@pytest.fixture
+def page(browser: Browser, sandbox: str) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 860})
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    page.goto(sandbox)
+    expect(page.get_by_label("Acting as")).to_have_value("UALICE")
+    yield page
+    context.close()
+
+
+def act_as(page: Page, who: str) -> None:
+    page.get_by_label("Acting as").select_option(label=who)
+
+
+def send(page: Page, text: str, box: str = "Message") -> None:
+    composer = page.get_by_role("textbox", name=box)
+    composer.fill(text)
+    composer.press("Enter")
+
+
+def open_thread_of(page: Page, text: str) -> Locator:
+    """Open the thread of the channel message holding `text`; returns the thread pane."""
+    message = page.get_by_role("main").get_by_role("article").filter(has_text=text).last
+    message.get_by_role("button", name="Reply in thread").click()
+    thread = page.get_by_role("complementary", name="Thread")
+    expect(thread).to_be_visible()
+    return thread
+
+
+def bot_reply(thread: Locator, containing: str) -> Locator:
+    return thread.get_by_role("article").filter(has_text="Countersign").filter(has_text=containing)
+
+
+def test_a_mention_streams_a_reply_that_grows_in_the_thread(page: Page, sandbox: str) -> None:
+    page.get_by_role("link", name="#general").click()
+    send(page, "@Countersign how does this sandbox work?")
+    thread = open_thread_of(page, "how does this sandbox work?")
+    reply = thread.get_by_role("article").filter(has_text="Here is a plain answer")
+    expect(reply).to_be_visible()
+    lengths: list[int] = []
+    deadline = time.monotonic() + 30
+    while "demo model" not in (text := reply.inner_text()):
+        lengths.append(len(text))
+        if SHOTS and len(set(lengths)) == 2:
+            page.screenshot(path=str(DOCS / "sandbox-streamed-reply.png"))  # still growing
+        assert time.monotonic() < deadline, "the reply never completed"
+        time.sleep(0.1)
+    grew = sorted(set(lengths))
+    assert len(grew) >= 2, f"the reply did not visibly grow: {grew}"  # two partial texts
+    # As in Slack: the channel shows the thread's replies count, and the reply is threaded.
+    channel = page.get_by_role("main").get_by_role("article").filter(has_text="sandbox work?")
+    expect(channel.get_by_role("button", name="1 reply")).to_be_visible()
+    # A reply typed in the thread pane stays in the thread, and the bot answers there.
+    send(page, "@Countersign and in one sentence?", box="Reply")
+    expect(thread.get_by_role("article").filter(has_text="and in one sentence?")).to_be_visible()
+    expect(thread.get_by_role("article").filter(has_text="Here is a plain answer")).to_have_count(
+        2, timeout=30_000
+    )
+    expect(channel.get_by_role("button", name="3 replies")).to_be_visible()
+    general = next(c for c in state(sandbox)["channels"] if c["name"] == "general")
+    answer = next(m for m in general["messages"] if "Here is a plain answer" in m["text"])
+    assert answer["thread_ts"]
+    assert "demo model" in answer["text"]
+
+
+def test_four_eyes_alice_is_refused_bob_approves_and_the_thread_resumes(page: Page) -> None:
+    send(page, "@Countersign create a task to review the release notes")
+    thread = open_thread_of(page, "review the release notes")
+    card = thread.get_by_role("article").filter(has_text="Approval needed")
+    expect(card.get_by_role("button", name="Approve")).to_be_visible()
+    if SHOTS:
+        page.screenshot(path=str(DOCS / "sandbox-card-before-approve.png"))
+    card.get_by_role("button", name="Approve").click()
+    refused = thread.get_by_role("article").filter(has_text="Only visible to you")
+    expect(refused.filter(has_text="someone other than the requester")).to_be_visible()
+
+    act_as(page, "Bob (approver)")
+    expect(page.get_by_text("Only visible to you")).to_have_count(0)  # it was Alice's alone
+    thread = open_thread_of(page, "review the release notes")
+    card = thread.get_by_role("article").filter(has_text="Approval needed")
+    card.get_by_role("button", name="Approve").click()
+    expect(bot_reply(thread, "Done: the task “review the release notes”")).to_be_visible()
+    expect(card).to_contain_text("Approved by @Bob")
+    expect(card.get_by_role("button", name="Approve")).to_have_count(0)
+    if SHOTS:
+        page.screenshot(path=str(DOCS / "sandbox-card-after-approve.png"))
+
+
+def test_a_decline_with_a_reason_reaches_the_model(page: Page) -> None:
+    send(page, "@Countersign create a task to delete the old docs")
+    act_as(page, "Bob (approver)")
+    thread = open_thread_of(page, "delete the old docs")
+    card = thread.get_by_role("article").filter(has_text="Approval needed")
+    card.get_by_role("button", name="Decline").click()
+    dialog = page.get_by_role("dialog", name="Decline action")
+    dialog.get_by_label("Why? (the assistant will read this)").fill("we still link to them")
+    dialog.get_by_role("button", name="Decline").click()
+    expect(dialog).to_have_count(0)
+    expect(bot_reply(thread, "“we still link to them”")).to_be_visible()
+    expect(card).to_contain_text("Declined by @Bob")
+
+
+def test_show_all_reveals_a_long_value(page: Page) -> None:
+    long = " ".join(f"step {n}: check the links, the spelling and the examples." for n in range(40))
+    send(page, f"@Countersign create a task to {long}")
+    thread = open_thread_of(page, "step 0:")
+    card = thread.get_by_role("article").filter(has_text="Approval needed")
+    card.get_by_role("button", name="Show all").first.click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text("step 39: check the links")
+    if SHOTS:
+        page.screenshot(path=str(DOCS / "sandbox-show-all.png"))
+    dialog.get_by_role("button", name="Close").click()
+    expect(dialog).to_have_count(0)
+
+
+def test_the_guest_cannot_have_exec_read(page: Page) -> None:
+    act_as(page, "Gail (guest)")
+    page.get_by_role("link", name="#exec").click()
+    expect(page.get_by_text("You are not a member of #exec")).to_be_visible()
+    expect(page.get_by_role("textbox", name="Message")).to_be_hidden()
+    page.get_by_role("link", name="#general").click()
+    send(page, "@Countersign read #exec")
+    thread = open_thread_of(page, "read #exec")
+    expect(bot_reply(thread, "not a member of that channel")).to_be_visible()
+    expect(thread).not_to_contain_text("budget")
+
+
+def test_history_typed_in_the_composer_lists_the_turn(page: Page) -> None:
+    page.get_by_role("link", name="Assistant").click()
+    send(page, "What is on my plate today?")
+    main = page.get_by_role("main")
+    expect(main.get_by_role("article").filter(has_text="demo model")).to_be_visible()
+    send(page, "/history")
+    history = main.get_by_role("article").filter(has_text="Only visible to you")
+    expect(history.filter(has_text="Your conversations")).to_be_visible()
+    expect(history).to_contain_text("Assistant DM")
+    entry = history.locator(".block-section").filter(has_text="Assistant DM")
+    entry.get_by_role("button", name="Open").click()
+    expect(history).to_contain_text("What is on my plate today?")
+
+
+def test_the_real_model_path_with_an_openai_compatible_server(browser: Browser) -> None:
+    model = fake_openai.FakeOpenAI(
+        fake_openai.Script(text="Hello from the fake model, word by word.", tokens_per_second=20)
+    ).start()
+    try:
+        env = {
+            "OPENAI_API_KEY": fake_openai.API_KEY,
+            "OPENAI_BASE_URL": model.base_url,
+            "LLM_MODEL": fake_openai.MODEL,
+        }
+        with running_sandbox(**env) as (base, _process):
+            context = browser.new_context()
+            context.set_default_timeout(TIMEOUT_MS)
+            page = context.new_page()
+            page.goto(base)
+            page.get_by_role("link", name="Assistant").click()
+            send(page, "Say hello")
+            reply = page.get_by_role("main").get_by_role("article").filter(has_text="fake model")
+            expect(reply).to_contain_text("Hello from the fake model, word by word.")
+            expect(reply).not_to_contain_text("demo model")
+            context.close()
+        assert model.requests, "the model was never asked"
+    finally:
+        model.stop()
+
+
+def test_summarise_general_reads_the_channel_then_answers(page: Page) -> None:
+    send(page, "@Countersign summarise #general")
+    thread = open_thread_of(page, "summarise #general")
+    answer = bot_reply(thread, "Here are the latest")
+    expect(answer).to_contain_text("Reading recent messages")  # the tool's progress, as a task
+    expect(answer).to_contain_text("The release train leaves Thursday")
+    expect(answer).to_contain_text("demo model")
+
+
+def test_edit_the_card_then_bob_sees_it_in_approvals_and_on_the_home_tab(page: Page) -> None:
+    send(page, "@Countersign create a task to order new badges")
+    thread = open_thread_of(page, "order new badges")
+    card = thread.get_by_role("article").filter(has_text="Approval needed")
+    card.get_by_role("button", name="Edit").click()
+    dialog = page.get_by_role("dialog", name="Edit action")
+    dialog.get_by_label("title", exact=True).fill("order new badges for the guests")
+    dialog.get_by_role("button", name="Save").click()
+    expect(dialog).to_have_count(0)
+    expect(card).to_contain_text("revision 2")
+    expect(card).to_contain_text("order new badges for the guests")
+
+    act_as(page, "Bob (approver)")
+    send(page, "/approvals")
+    answer = page.get_by_role("main").get_by_role("article").filter(has_text="Only visible to you")
+    expect(answer.filter(has_text="Waiting for your decision")).to_contain_text(
+        "order new badges for the guests"
+    )
+    page.get_by_role("link", name="Home").click()
+    home = page.get_by_role("main")
+    expect(home.get_by_text("Waiting for your decision")).to_be_visible()
+    expect(home).to_contain_text("order new badges for the guests")
