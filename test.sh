@@ -5,4 +5,12 @@
 set -euo pipefail
 source "$(dirname "$0")/scripts/bootstrap.sh"
 bootstrap
+# The sandbox's browser tests drive headless Chromium: Debian's package, since Playwright's own
+# browser downloads cannot be fetched here (PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD keeps it from trying).
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
+if [ ! -x "${CHROMIUM_PATH:-/usr/bin/chromium}" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "Installing chromium for the sandbox's browser tests ..." >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
 exec "$UV" run --frozen pytest "$@"

@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
 
 from tests.fakes import openai as fake_openai
-from tests.sandbox_browser import TIMEOUT_MS, chromium_or_skip, running_sandbox, state
+from tests.sandbox_browser import TIMEOUT_MS, chromium_path, running_sandbox, state
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 SHOTS = bool(__import__("os").environ.get("SANDBOX_SCREENSHOTS"))
@@ -23,7 +23,7 @@ expect.set_options(timeout=TIMEOUT_MS)  # generous but bounded: the machine is s
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    path = chromium_or_skip()
+    path = chromium_path()
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=path, headless=True)
         yield chromium

@@ -137,12 +137,15 @@ class NativePath:
             return False
         if options.patience <= 0 and not self._native_pays(options):
             return False  # auto: edits refresh this reply as often as appends would, or more
+        # Counted at once, before any await: replies starting together each see the others.
+        options.appends.open(self)
         admitted = (
             await options.slots.open(options.patience)
             if options.patience > 0
             else await options.slots.try_open()
         )
         if not admitted:
+            options.appends.close(self)
             return False
         try:
             self.native = await NativeMessage.start(
@@ -154,13 +157,13 @@ class NativePath:
             )
         except Exception as exc:  # e.g. the workspace does not offer streaming: use edits
             options.slots.release()
+            options.appends.close(self)
             reason = slack_error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
             log.warning("native stream refused in %s (%s): using edits", self.channel, reason)
             return False
         self.message_ts.append(self.native.ts)
         self.shown.append("")
         self._edit_base = 1
-        options.appends.open(self)
         return True
 
     def native_text(self) -> str:
