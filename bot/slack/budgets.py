@@ -184,6 +184,7 @@ class WorkspaceBudgets:
             limits.appends_per_minute,
             clock=clock,
             window=window(APPEND, limits.appends_per_minute),
+            reserve_finals=False,  # a native final goes with the stop, not an append
         )
         self.streams = StreamSlots(
             window(START, limits.starts_per_minute), window(STOP, limits.starts_per_minute), clock

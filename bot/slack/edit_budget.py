@@ -68,6 +68,7 @@ class EditBudget:
         *,
         burst: int | None = None,
         headroom: int | None = None,
+        reserve_finals: bool = True,
         window_seconds: float = WINDOW_SECONDS,
         clock: Callable[[], float] = time.monotonic,
         window: Window | None = None,
@@ -78,9 +79,13 @@ class EditBudget:
         self._window_seconds = window_seconds
         self.rate = per_minute / window_seconds  # intermediate edits per second
         self._fixed_burst, self._fixed_headroom = burst, headroom
-        self.burst = float(burst if burst is not None else max(1, per_minute // 2))
-        self.headroom = headroom if headroom is not None else per_minute // 10
-        # Told when a grant waited for room in the window (the rate is what limits us).
+        # Without finals to reserve for (a native reply's final goes with its stream's stop,
+        # not an append), the whole window may go to a wave of replies at once.
+        self.reserve_finals = reserve_finals
+        self.burst = float(burst if burst is not None else self._default_burst(per_minute))
+        self.headroom = headroom if headroom is not None else self._default_headroom(per_minute)
+        # Told when a grant waited for room in the window: the calls made reached the rate,
+        # which is then what limits us (waiting on the pacing alone proves nothing).
         self.on_saturated: Callable[[], None] | None = None
         self._clock = clock
         self._tokens = self.burst
@@ -102,11 +107,17 @@ class EditBudget:
         self.window.resize(per_minute)
         self.rate = per_minute / self._window_seconds
         if self._fixed_burst is None:
-            self.burst = float(max(1, per_minute // 2))
+            self.burst = float(self._default_burst(per_minute))
             self._tokens = min(self._tokens, self.burst)
         if self._fixed_headroom is None:
-            self.headroom = per_minute // 10
+            self.headroom = self._default_headroom(per_minute)
         self._wake.set()
+
+    def _default_burst(self, per_minute: int) -> int:
+        return max(1, per_minute // 2 if self.reserve_finals else per_minute)
+
+    def _default_headroom(self, per_minute: int) -> int:
+        return per_minute // 10 if self.reserve_finals else 0
 
     def _saturated(self) -> None:
         if self.on_saturated is not None:
@@ -213,10 +224,10 @@ class EditBudget:
             self._saturated()
             return wait
         if self._tokens < 1:
-            self._saturated()  # paced to the rate: a higher one would serve sooner
             return (1 - self._tokens) / self.rate
         # Intermediate edits leave one slot per open reply (and some headroom) for finals.
-        granted, wait = await self.window.take(keep_free=len(self._open) + self.headroom)
+        reserved = len(self._open) if self.reserve_finals else 0
+        granted, wait = await self.window.take(keep_free=reserved + self.headroom)
         if not granted:
             self._saturated()
             return wait

@@ -135,7 +135,7 @@ class NativePath:
         options = self.options
         if options is None or not self.thread_ts:
             return False
-        if options.patience <= 0 and not self._native_pays(options):
+        if options.patience <= 0 and not await self._native_pays(options):
             return False  # auto: edits refresh this reply as often as appends would, or more
         # Counted at once, before any await: replies starting together each see the others.
         options.appends.open(self)
@@ -184,16 +184,18 @@ class NativePath:
             return True
         return bool(native.next_piece(self.native_text(), False))
 
-    def _native_pays(self, options: NativeOptions) -> bool:
+    async def _native_pays(self, options: NativeOptions) -> bool:
         """`STREAMING=auto`: whether this reply would be refreshed at least as often as a
         native stream (its share of the append rate) as it would be by edits (its share of
-        the chat.update rate). The two budgets are separate, so using both carries more
-        replies at a time than either alone (at Slack's floors, 100 appends and 50 edits a
-        minute: two streams for each reply sent as edits)."""
+        the chat.update rate), and an append is free now for its first words. The two budgets
+        are separate, so using both carries more replies at a time than either alone (at
+        Slack's floors, 100 appends and 50 edits a minute: two streams for each reply sent as
+        edits); a reply sent as edits shows its first words with its first post."""
         appends, edits = options.appends, self.budget
-        return appends.per_minute / (appends.open_count + 1) >= edits.per_minute / (
+        fair = appends.per_minute / (appends.open_count + 1) >= edits.per_minute / (
             edits.open_count + 1
         )
+        return fair and await appends.window.free() > 0
 
     def _fill_native(self, options: NativeOptions) -> bool:
         """Whether the native message is full: its share of the reply ends where one message
