@@ -54,11 +54,11 @@ class StreamSlots:
         self._pauses: set[asyncio.Task[None]] = set()
         self.closed = False
         # Told when a start or a stop waited for room in its window.
-        self.on_saturated: Callable[[str], None] | None = None
+        self.on_saturated: Callable[[str, bool], None] | None = None
 
     def _saturated(self, method: str) -> None:
         if self.on_saturated is not None:
-            self.on_saturated(method)
+            self.on_saturated(method, True)
 
     async def _paused(self, method: str) -> float:
         window = self.starts if method == START else self.stops
@@ -209,8 +209,8 @@ class WorkspaceBudgets:
         self.streams.on_saturated = self._saturated
         self._learning: asyncio.Task[None] | None = None
 
-    def _saturated(self, method: str) -> None:
-        self.learned[method].saturated()
+    def _saturated(self, method: str, window_full: bool) -> None:
+        self.learned[method].saturated(window_full)
         self._keep_learning()
 
     def _keep_learning(self) -> None:

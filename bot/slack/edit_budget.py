@@ -80,13 +80,16 @@ class EditBudget:
         self.rate = per_minute / window_seconds  # intermediate edits per second
         self._fixed_burst, self._fixed_headroom = burst, headroom
         # Without finals to reserve for (a native reply's final goes with its stream's stop,
-        # not an append), the whole window may go to a wave of replies at once.
+        # not an append), intermediate calls may fill the window. The burst stays half the
+        # window: a wave that spent the whole window in its first seconds (measured: 100
+        # appends in 4 s) left its replies frozen for the rest of their stream.
         self.reserve_finals = reserve_finals
         self.burst = float(burst if burst is not None else self._default_burst(per_minute))
         self.headroom = headroom if headroom is not None else self._default_headroom(per_minute)
-        # Told when a grant waited for room in the window: the calls made reached the rate,
-        # which is then what limits us (waiting on the pacing alone proves nothing).
-        self.on_saturated: Callable[[], None] | None = None
+        # Told when a grant had to wait: the rate is what limits us. Only a full window proves
+        # that Slack takes the rate (the pacing alone keeps calls below it).
+        # (window_full: the calls made reached the window, not only the pacing).
+        self.on_saturated: Callable[[bool], None] | None = None
         self._clock = clock
         self._tokens = self.burst
         self._refilled_at = clock()
@@ -114,14 +117,14 @@ class EditBudget:
         self._wake.set()
 
     def _default_burst(self, per_minute: int) -> int:
-        return max(1, per_minute // 2 if self.reserve_finals else per_minute)
+        return max(1, per_minute // 2)
 
     def _default_headroom(self, per_minute: int) -> int:
         return per_minute // 10 if self.reserve_finals else 0
 
-    def _saturated(self) -> None:
+    def _saturated(self, window_full: bool) -> None:
         if self.on_saturated is not None:
-            self.on_saturated()
+            self.on_saturated(window_full)
 
     # -- replies ---------------------------------------------------------------------------
     def open(self, editor: Editor) -> None:
@@ -221,15 +224,16 @@ class EditBudget:
                 self._last_lane = lane_of(first.editor)
                 self._grant(first, intermediate=False)
                 return 0.0
-            self._saturated()
+            self._saturated(True)
             return wait
         if self._tokens < 1:
+            self._saturated(False)
             return (1 - self._tokens) / self.rate
         # Intermediate edits leave one slot per open reply (and some headroom) for finals.
         reserved = len(self._open) if self.reserve_finals else 0
         granted, wait = await self.window.take(keep_free=reserved + self.headroom)
         if not granted:
-            self._saturated()
+            self._saturated(True)
             return wait
         oldest = min(
             self._waiters,

@@ -4,8 +4,9 @@ Slack documents the streaming methods only as "Tier 4, 100+" (`chat.appendStream
 20+" (`chat.startStream`, `chat.stopStream`); the real limits are unknown and may differ per
 workspace. Each method's rate starts at the documented floor and moves with what Slack says:
 
-* a stretch of `EPOCH_SECONDS` in which the method was saturated (calls were held back for lack
-  of room in its window) and Slack refused nothing proves the rate good, and raises it: by half
+* a stretch of `EPOCH_SECONDS` in which the method was saturated (calls were held back by its
+  window or its pacing) and Slack refused nothing raises the rate (and, if the calls made filled
+  the window, proves it good): by half
   while in the slow start (no 429 yet: a workspace that gives 300 appends a minute is found
   within a minute), by a tenth of the floor after that, and then only once every
   `PROBE_EVERY_SECONDS` (each probe above what Slack allows costs a 429 and its Retry-After,
@@ -60,6 +61,7 @@ class LearnedRate:
     _epoch_started: float = field(init=False)
     _saturated: bool = field(init=False, default=False)
     _refused: bool = field(init=False, default=False)
+    _full: bool = field(init=False, default=False)
     good: float | None = field(init=False, default=None)  # held a saturated epoch, no 429
     _probed_at: float = field(init=False, default=float("-inf"))
 
@@ -77,9 +79,11 @@ class LearnedRate:
         """Calls the method's window may hold in a minute now."""
         return max(1, int(self.rate))
 
-    def saturated(self) -> None:
-        """A call waited because the window was full: the rate is what limits us."""
+    def saturated(self, window_full: bool = True) -> None:
+        """A call waited: the rate is what limits us. `window_full`: the calls made reached
+        the rate (only then does a quiet epoch prove that Slack takes it)."""
         self._saturated = True
+        self._full = self._full or window_full
 
     def refused(self) -> None:
         """Slack answered 429: back to the last good rate, or half if that was refused too;
@@ -102,7 +106,8 @@ class LearnedRate:
         if now - self._epoch_started < EPOCH_SECONDS:
             return
         if self._saturated and not self._refused:
-            self.good = max(self.good or 0.0, self.rate)
+            if self._full:
+                self.good = max(self.good or 0.0, self.rate)
             if self.slow_start:
                 step = self.rate * (SLOW_START_FACTOR - 1)
             elif now - self._probed_at >= PROBE_EVERY_SECONDS:
@@ -122,7 +127,7 @@ class LearnedRate:
 
     def _new_epoch(self) -> None:
         self._epoch_started = self.clock()
-        self._saturated = self._refused = False
+        self._saturated = self._refused = self._full = False
 
     def _set(self, rate: float, share: bool = True) -> None:
         if rate == self.rate:
