@@ -151,8 +151,12 @@ class Limits:
     starts_per_minute: int = 20
 
 
-# How far above where it started a method's learned rate may climb.
-CEILINGS = {UPDATE: 2, APPEND: 6, START: 3, STOP: 3}
+# How far above where it started a method's learned rate may climb. `chat.update` does not
+# probe upwards: it carries the finals of replies sent as edits and of cards, and a probe's 429
+# would hold every one of them for its Retry-After (measured: finals 4-6 s late); a 429 still
+# lowers it. The streaming methods probe: a refused append only delays refreshes (the final
+# goes with the stop), a refused start means edits, a refused stop a new message.
+CEILINGS = {UPDATE: 1, APPEND: 6, START: 3, STOP: 3}
 LEARN_EVERY_SECONDS = 1.0
 
 
