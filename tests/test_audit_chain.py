@@ -1,0 +1,360 @@
+"""A record nobody can quietly change: the audit log is a hash chain per workspace, checked by
+`countersign audit verify` against signed checkpoints, in the database and posted to Slack."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import subprocess
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import delete, select, update
+
+from bot.approvals.ledger import Ledger
+from bot.db.audit_chain import canonical, iso
+from bot.db.migrate import upgrade_to_head
+from bot.db.models import (
+    AuditChainHead,
+    AuditCheckpoint,
+    AuditEntry,
+    Proposal,
+    ProposalState,
+    utcnow,
+)
+from bot.db.session import Database
+from bot.records.audit_verify import verify
+from bot.records.retention import forget_user, purge
+from bot.slack import cards
+from tests.fakes.openai import FakeOpenAI
+from tests.fakes.slack import BOT_TOKEN, TEAM_ID, FakeSlack, wait_until
+from tests.harness import RunningBot, clean_env, make_settings, run_cli, start_bot, stop_bot
+from tests.test_approvals_flow import proposals
+from tests.test_approvals_rules import propose_create
+
+KEY = "audit-signing-key-for-tests"
+
+
+@pytest.fixture
+async def chain_bot(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, database_url: str
+) -> AsyncIterator[RunningBot]:
+    running = await start_bot(make_settings(fake_slack, fake_model, database_url))
+    yield running
+    await stop_bot(running)
+
+
+async def build_chain(bot: RunningBot, slack: FakeSlack, model: FakeOpenAI) -> None:
+    """Seven audited steps through the front door: two proposals, an edit, an approval with
+    its execution, and a decline."""
+    await propose_create(bot, slack, model)
+    await propose_create(bot, slack, model)
+    first, second = await proposals(bot)
+    await bot.click_value(first.id, cards.EDIT, "UALICE", "C1", slack)
+    await bot.idle()
+    status, _ = await bot.submit_view(
+        slack.views[-1]["view"],
+        "UALICE",
+        {"title": "Fix SSO", "priority": "high", "due_date": "2026-11-30", "description": "x"},
+    )
+    assert status == 200
+    await bot.idle()
+    await bot.click_value(first.id, cards.APPROVE, "UALICE", "C1", slack)
+    await bot.idle()
+    await bot.click_value(second.id, cards.DECLINE, "UALICE", "C1", slack)
+    await bot.idle()
+    await bot.submit_view(slack.views[-1]["view"], "UALICE", {"reason": "no"})
+    await bot.idle()
+    events = [e.event for e in await rows(bot.countersign.db)]
+    assert events == ["propose", "propose", "edit", "approve", "start", "succeed", "decline"]
+
+
+async def rows(db: Database) -> list[AuditEntry]:
+    async with db.transaction() as session:
+        return list((await session.scalars(select(AuditEntry).order_by(AuditEntry.seq))).all())
+
+
+def audit_cli(
+    command: str, url: str, tmp_path: Path, **env: str
+) -> subprocess.CompletedProcess[str]:
+    values = clean_env(**{"SLACK_BOT_TOKEN": "xoxb-1", "OPENAI_API_KEY": "k", **env})
+    values["DATABASE_URL"] = url
+    return run_cli(["audit", command], values, tmp_path)
+
+
+async def cut_the_end(db: Database, keep: int) -> None:
+    """What someone hiding the newest rows would do: delete them and move the head back."""
+    kept = (await rows(db))[keep - 1]
+    async with db.transaction() as session:
+        await session.execute(delete(AuditEntry).where(AuditEntry.seq > keep))
+        await session.execute(
+            update(AuditChainHead)
+            .where(AuditChainHead.team_id == TEAM_ID)
+            .values(seq=keep, head_hash=kept.row_hash)
+        )
+
+
+async def test_real_approvals_make_a_chain_that_verifies(
+    chain_bot: RunningBot,
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    database_url: str,
+    tmp_path: Path,
+) -> None:
+    await build_chain(chain_bot, fake_slack, fake_model)
+    chain = await rows(chain_bot.countersign.db)
+    assert [r.seq for r in chain] == list(range(1, 8))
+    assert {r.team_id for r in chain} == {TEAM_ID}
+    assert all(r.prev_hash == p.row_hash for p, r in pairwise(chain))
+    edit = chain[2].detail or {}
+    assert (edit["before"]["title"], edit["after"]["title"]) == ("Fix login bug", "Fix SSO")
+    result = audit_cli("verify", database_url, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "OK: the audit chain holds: 7 audit row(s)" in result.stdout
+    assert "AUDIT_SIGNING_KEY is not set" in result.stdout
+    written = audit_cli("checkpoint", database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)
+    assert written.returncode == 0, written.stderr
+    assert f"checkpoint of workspace {TEAM_ID}: 7 rows, head {chain[-1].row_hash}" in (
+        written.stdout
+    )
+    async with chain_bot.countersign.db.transaction() as session:
+        (checkpoint,) = (await session.scalars(select(AuditCheckpoint))).all()
+    assert (checkpoint.rows, checkpoint.head_hash) == (7, chain[-1].row_hash)
+    assert checkpoint.signature is not None
+    checked = audit_cli("verify", database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)
+    assert checked.returncode == 0, checked.stdout
+    assert "1 checkpoint(s) checked" in checked.stdout
+
+
+async def _edit_actor(db: Database, chain: list[AuditEntry]) -> None:
+    async with db.transaction() as session:
+        await session.execute(
+            update(AuditEntry).where(AuditEntry.id == chain[3].id).values(actor="UMALLORY")
+        )
+
+
+async def _edit_detail(db: Database, chain: list[AuditEntry]) -> None:
+    detail = dict(chain[3].detail or {})
+    detail["approvers"] = ["UMALLORY"]
+    async with db.transaction() as session:
+        await session.execute(
+            update(AuditEntry).where(AuditEntry.id == chain[3].id).values(detail=detail)
+        )
+
+
+async def _delete(db: Database, chain: list[AuditEntry]) -> None:
+    async with db.transaction() as session:
+        await session.execute(delete(AuditEntry).where(AuditEntry.id == chain[3].id))
+
+
+SWAPPED = ("proposal_id", "from_state", "to_state", "event", "actor", "detail", "created_at")
+HASHES = ("detail_hash", "content_hash", "prev_hash", "row_hash")
+
+
+async def _swap(db: Database, chain: list[AuditEntry]) -> None:
+    """Rows 4 and 5 trade places: every column but the id and the position, hashes too."""
+    a, b = chain[3], chain[4]
+    columns = SWAPPED + HASHES
+    async with db.transaction() as session:
+        for row, other in ((a, b), (b, a)):
+            values: dict[str, Any] = {c: getattr(other, c) for c in columns}
+            await session.execute(update(AuditEntry).where(AuditEntry.id == row.id).values(values))
+
+
+@pytest.mark.parametrize(
+    ("tamper", "named"),
+    [
+        (_edit_actor, "seq 4: edited: its content"),
+        (_edit_detail, "seq 4: edited: its detail"),
+        (_delete, "seq 4: missing (deleted): the next row present is id"),
+        (_swap, "seq 4: out of place"),
+    ],
+    ids=["edited-row", "edited-detail", "deleted-row", "reordered-rows"],
+)
+async def test_verify_names_the_first_bad_row(
+    chain_bot: RunningBot,
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    database_url: str,
+    tmp_path: Path,
+    tamper: Any,
+    named: str,
+) -> None:
+    await build_chain(chain_bot, fake_slack, fake_model)
+    db = chain_bot.countersign.db
+    chain = await rows(db)
+    await tamper(db, chain)
+    result = audit_cli("verify", database_url, tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    first = next(line for line in result.stdout.splitlines() if "first bad row" in line)
+    assert named in first
+    assert f"workspace {TEAM_ID}" in first
+    if tamper is not _delete:
+        assert f"row id {chain[3].id}, seq 4" in first
+
+
+async def test_truncation_is_caught_by_the_checkpoint_and_a_forged_one_by_its_signature(
+    chain_bot: RunningBot,
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    database_url: str,
+    tmp_path: Path,
+) -> None:
+    await build_chain(chain_bot, fake_slack, fake_model)
+    db = chain_bot.countersign.db
+    assert audit_cli("checkpoint", database_url, tmp_path, AUDIT_SIGNING_KEY=KEY).returncode == 0
+    await cut_the_end(db, keep=5)  # the chain itself is consistent again
+    result = audit_cli("verify", database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)
+    assert result.returncode == 1, result.stdout
+    first = next(line for line in result.stdout.splitlines() if "first bad row" in line)
+    assert "seq 6: missing (truncated): checkpoint database #1" in first
+    assert "recorded 7 rows, the chain has 5" in first
+    # Rewriting the checkpoint to the shorter chain needs the key: without it, a forgery.
+    head = (await rows(db))[-1]
+    async with db.transaction() as session:
+        checkpoint = (await session.scalars(select(AuditCheckpoint))).one()
+        message = canonical(
+            {"team": TEAM_ID, "rows": 5, "head": head.row_hash, "at": iso(checkpoint.created_at)}
+        )
+        checkpoint.rows, checkpoint.head_hash = 5, head.row_hash or ""
+        checkpoint.signature = hmac.new(b"a guess", message, hashlib.sha256).hexdigest()
+    result = audit_cli("verify", database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)
+    assert result.returncode == 1, result.stdout
+    first = next(line for line in result.stdout.splitlines() if "first bad row" in line)
+    assert "checkpoint database #1 has a bad signature" in first
+    # With the right key the rewrite would pass: the signature is what stopped it.
+    async with db.transaction() as session:
+        checkpoint = (await session.scalars(select(AuditCheckpoint))).one()
+        checkpoint.signature = hmac.new(KEY.encode(), message, hashlib.sha256).hexdigest()
+    assert audit_cli("verify", database_url, tmp_path, AUDIT_SIGNING_KEY=KEY).returncode == 0
+
+
+async def test_retention_and_forget_keep_the_chain_verifiable(
+    chain_bot: RunningBot,
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    database_url: str,
+    tmp_path: Path,
+) -> None:
+    await build_chain(chain_bot, fake_slack, fake_model)
+    db = chain_bot.countersign.db
+    await propose_create(chain_bot, fake_slack, fake_model, user="UBOB")  # still waiting
+    await forget_user(db, TEAM_ID, "UALICE")
+    removed = await purge(db, timedelta(0))  # Bob's conversation: its proposal expires first
+    assert removed.proposals_redacted == 1
+    chain = await rows(db)
+    assert [r.event for r in chain[-2:]] == ["propose", "expire"]
+    assert all(r.detail == {"redacted": True} for r in chain)
+    result = audit_cli("verify", database_url, tmp_path)
+    assert result.returncode == 0, result.stdout
+    assert "9 audit row(s) (9 with a redacted detail)" in result.stdout
+    # What a redacted row still says is still covered by its hash.
+    async with db.transaction() as session:
+        await session.execute(
+            update(AuditEntry).where(AuditEntry.id == chain[1].id).values(event="decline")
+        )
+    result = audit_cli("verify", database_url, tmp_path)
+    assert result.returncode == 1
+    assert f"row id {chain[1].id}, seq 2: edited" in result.stdout
+
+
+async def test_concurrent_transitions_from_two_engines_make_one_linear_chain(
+    database_url: str,
+) -> None:
+    first, second = Database.from_url(database_url), Database.from_url(database_url)
+    try:
+        await upgrade_to_head(first)
+        async with first.transaction() as session:
+            proposal = Proposal(
+                team_id="TRACE",
+                tool_call_id="c",
+                tool_name="create_task",
+                arguments={},
+                arguments_hash="h",
+                description="d",
+                preview=[],
+                requester="UALICE",
+                idempotency_key="k",
+                state=ProposalState.PROPOSED,
+                expires_at=utcnow(),
+                channel_id="C1",
+            )
+            session.add(proposal)
+        ledgers = [Ledger(first), Ledger(second)]
+        await asyncio.gather(
+            *(
+                ledgers[n % 2].audit_only(proposal.id, "refused", f"U{n}", {"n": n})
+                for n in range(40)
+            )
+        )
+        chain = await rows(first)
+        assert [r.seq for r in chain] == list(range(1, 41))
+        assert sorted(int((r.detail or {})["n"]) for r in chain) == list(range(40))
+        report = await verify(first, None)
+        assert report.ok, report.problems
+        assert report.rows == 40
+    finally:
+        await first.dispose()
+        await second.dispose()
+
+
+async def test_the_checkpoint_job_posts_on_schedule_and_verify_reads_slack_back(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str, tmp_path: Path
+) -> None:
+    bot = await start_bot(
+        make_settings(
+            fake_slack,
+            fake_model,
+            sqlite_url,
+            audit_checkpoint_every=1,
+            audit_checkpoint_channel="CAUDIT",
+            audit_signing_key=KEY,
+            sweep_interval_seconds=0.1,
+        )
+    )
+    try:
+        await build_chain(bot, fake_slack, fake_model)
+        head = (await rows(bot.countersign.db))[-1]
+
+        def posted() -> list[dict[str, Any]]:
+            return [
+                (m.metadata or {}).get("event_payload") or {}
+                for m in fake_slack.bot_messages("CAUDIT")
+            ]
+
+        await wait_until(lambda: any(p.get("rows") == 7 for p in posted()), timeout=10)
+        latest = posted()[-1]
+        assert (latest["team"], latest["rows"], latest["head"]) == (TEAM_ID, 7, head.row_hash)
+        assert len(str(latest["signature"])) == 64
+        assert str(head.row_hash) in fake_slack.bot_messages("CAUDIT")[-1].text
+        count = len(posted())
+        await asyncio.sleep(1.5)
+        assert len(posted()) == count  # nothing new, nothing posted again
+    finally:
+        await stop_bot(bot)
+    env = {
+        "AUDIT_SIGNING_KEY": KEY,
+        "AUDIT_CHECKPOINT_CHANNEL": "CAUDIT",
+        "SLACK_API_URL": fake_slack.api_url,
+        "SLACK_BOT_TOKEN": BOT_TOKEN,
+    }
+    result = audit_cli("verify", sqlite_url, tmp_path, **env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert fake_slack.calls_to("conversations.history")
+    # Someone removes the newest rows and every checkpoint in the database: Slack's remain.
+    db = Database.from_url(sqlite_url)
+    try:
+        await cut_the_end(db, keep=5)
+        async with db.transaction() as session:
+            await session.execute(delete(AuditCheckpoint))
+    finally:
+        await db.dispose()
+    result = audit_cli("verify", sqlite_url, tmp_path, **env)
+    assert result.returncode == 1, result.stdout
+    first = next(line for line in result.stdout.splitlines() if "first bad row" in line)
+    assert "seq 6: missing (truncated): checkpoint Slack CAUDIT" in first
