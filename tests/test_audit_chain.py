@@ -7,18 +7,19 @@ import asyncio
 import hashlib
 import hmac
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import delete, select, update
+from alembic import command
+from sqlalchemy import Connection, delete, select, text, update
 
 from bot.approvals.ledger import Ledger
 from bot.db.audit_chain import canonical, iso
-from bot.db.migrate import upgrade_to_head
+from bot.db.migrate import alembic_config, upgrade_to_head
 from bot.db.models import (
     AuditChainHead,
     AuditCheckpoint,
@@ -270,20 +271,7 @@ async def test_concurrent_transitions_from_two_engines_make_one_linear_chain(
     try:
         await upgrade_to_head(first)
         async with first.transaction() as session:
-            proposal = Proposal(
-                team_id="TRACE",
-                tool_call_id="c",
-                tool_name="create_task",
-                arguments={},
-                arguments_hash="h",
-                description="d",
-                preview=[],
-                requester="UALICE",
-                idempotency_key="k",
-                state=ProposalState.PROPOSED,
-                expires_at=utcnow(),
-                channel_id="C1",
-            )
+            proposal = new_proposal("TRACE", "k")
             session.add(proposal)
         ledgers = [Ledger(first), Ledger(second)]
         await asyncio.gather(
@@ -358,3 +346,68 @@ async def test_the_checkpoint_job_posts_on_schedule_and_verify_reads_slack_back(
     assert result.returncode == 1, result.stdout
     first = next(line for line in result.stdout.splitlines() if "first bad row" in line)
     assert "seq 6: missing (truncated): checkpoint Slack CAUDIT" in first
+
+
+def new_proposal(team_id: str, key: str) -> Proposal:
+    return Proposal(
+        team_id=team_id,
+        tool_call_id="c",
+        tool_name="create_task",
+        arguments={},
+        arguments_hash="h",
+        description="d",
+        preview=[],
+        requester="UALICE",
+        idempotency_key=key,
+        state=ProposalState.PROPOSED,
+        expires_at=utcnow(),
+        channel_id="C1",
+    )
+
+
+async def test_the_migration_chains_the_rows_written_before_it(database_url: str) -> None:
+    db = Database.from_url(database_url)
+
+    def to(revision: str) -> Callable[[Connection], None]:
+        return lambda c: command.upgrade(alembic_config(c), revision)
+
+    try:
+        async with db.engine.begin() as connection:
+            await connection.run_sync(to("0013"))
+        async with db.transaction() as session:
+            first, second = new_proposal("TONE", "k1"), new_proposal("TTWO", "k2")
+            session.add_all([first, second])
+        async with db.engine.begin() as connection:
+            for pid, event, detail in (
+                (first.id, "propose", '{"arguments": {"title": "é"}, "revision": 1}'),
+                (second.id, "propose", None),
+                (first.id, "approve", '{"approvers": ["UBOB"]}'),
+                (second.id, "decline", '{"reason": "no"}'),
+                (first.id, "start", "{}"),
+            ):
+                await connection.execute(
+                    text(
+                        "INSERT INTO audit_log (proposal_id, from_state, to_state, event, actor, "
+                        "detail, created_at) VALUES (:pid, NULL, 'proposed', :event, 'UALICE', "
+                        ":detail, CURRENT_TIMESTAMP)"
+                    ),
+                    {"pid": pid, "event": event, "detail": detail},
+                )
+            await connection.run_sync(to("head"))
+        chain = await rows(db)
+        assert sorted((r.team_id, r.seq, r.event) for r in chain) == [
+            ("TONE", 1, "propose"),
+            ("TONE", 2, "approve"),
+            ("TONE", 3, "start"),
+            ("TTWO", 1, "propose"),
+            ("TTWO", 2, "decline"),
+        ]
+        report = await verify(db, None)
+        assert report.ok, report.problems
+        assert report.rows == 5
+        await Ledger(db).audit_only(first.id, "refused", "UMALLORY", {"action": "approve"})
+        report = await verify(db, None)
+        assert report.ok, report.problems
+        assert [r.seq for r in await rows(db) if r.team_id == "TONE"] == [1, 2, 3, 4]
+    finally:
+        await db.dispose()
