@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import json
 import subprocess
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
@@ -118,6 +119,10 @@ async def test_real_approvals_make_a_chain_that_verifies(
     assert result.returncode == 0, result.stdout + result.stderr
     assert "OK: the audit chain holds: 7 audit row(s)" in result.stdout
     assert "AUDIT_SIGNING_KEY is not set" in result.stdout
+    values = clean_env(SLACK_BOT_TOKEN="xoxb-1", OPENAI_API_KEY="k", DATABASE_URL=database_url)
+    exported = run_cli(["audit", "export", "--format", "jsonl"], values, tmp_path)
+    events = [e for line in exported.stdout.splitlines() for e in json.loads(line)["events"]]
+    assert sorted((e["seq"], e["hash"]) for e in events) == [(r.seq, r.row_hash) for r in chain]
     written = audit_cli("checkpoint", database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)
     assert written.returncode == 0, written.stderr
     assert f"checkpoint of workspace {TEAM_ID}: 7 rows, head {chain[-1].row_hash}" in (
@@ -233,6 +238,13 @@ async def test_truncation_is_caught_by_the_checkpoint_and_a_forged_one_by_its_si
         checkpoint = (await session.scalars(select(AuditCheckpoint))).one()
         checkpoint.signature = hmac.new(KEY.encode(), message, hashlib.sha256).hexdigest()
     assert audit_cli("verify", database_url, tmp_path, AUDIT_SIGNING_KEY=KEY).returncode == 0
+    # With the key set, an unsigned checkpoint is not trusted (nor does it raise an alarm).
+    async with db.transaction() as session:
+        session.add(AuditCheckpoint(team_id=TEAM_ID, rows=99, head_hash="0" * 64))
+    result = audit_cli("verify", database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)
+    assert result.returncode == 0, result.stdout
+    assert "checkpoint database #2 is unsigned: not trusted" in result.stdout
+    assert audit_cli("verify", database_url, tmp_path).returncode == 1  # without the key: used
 
 
 async def test_retention_and_forget_keep_the_chain_verifiable(

@@ -116,15 +116,21 @@ class CheckpointJob:
         self.every = every
         self.post = post
         self._last = -float("inf")
+        self._unposted: list[Checkpoint] = []
 
     async def __call__(self) -> None:
         if time.monotonic() - self._last < self.every:
             return
         self._last = time.monotonic()
-        for checkpoint in await write_checkpoints(self.db, self.key, only_if_changed=True):
-            if self.post is None:
-                continue
+        written = await write_checkpoints(self.db, self.key, only_if_changed=True)
+        if self.post is None:
+            return
+        self._unposted += written
+        while self._unposted:
+            checkpoint = self._unposted[0]
             try:
                 await self.post(checkpoint)
-            except Exception:  # the stored checkpoint stands; the next one is posted again
+            except Exception:  # the stored checkpoint stands; posting is tried again next time
                 log.warning("could not post the audit checkpoint of %s", checkpoint.team_id)
+                return
+            self._unposted.pop(0)
