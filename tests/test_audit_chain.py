@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import json
@@ -18,7 +19,9 @@ import pytest
 from alembic import command
 from sqlalchemy import Connection, delete, select, text, update
 
-from bot.approvals.ledger import Ledger
+from bot.approvals.ledger import AlreadyHandled, Ledger
+from bot.approvals.machine import Event
+from bot.approvals.service import ApprovalsService
 from bot.db.audit_chain import canonical, iso
 from bot.db.migrate import alembic_config, upgrade_to_head
 from bot.db.models import (
@@ -423,3 +426,46 @@ async def test_the_migration_chains_the_rows_written_before_it(database_url: str
         assert [r.seq for r in await rows(db) if r.team_id == "TONE"] == [1, 2, 3, 4]
     finally:
         await db.dispose()
+
+
+async def test_a_transaction_moving_many_proposals_races_single_decisions_without_deadlock(
+    database_url: str,
+) -> None:
+    """Forgetting expires every waiting proposal of a conversation in one transaction while
+    people decide them one by one on another replica: both take the chain's lock before any
+    proposal's, so neither waits for the other in a loop (PostgreSQL would abort one)."""
+    first, second = Database.from_url(database_url), Database.from_url(database_url)
+    try:
+        await upgrade_to_head(first)
+        async with first.transaction() as session:
+            made = [new_proposal("TRACE", f"k{n}") for n in range(20)]
+            for proposal in made:
+                proposal.expires_at = utcnow() + timedelta(hours=1)
+            session.add_all(made)
+        ids = [p.id for p in made]
+        forgetting, deciding = ApprovalsService(first), ApprovalsService(second)
+
+        async def expire_all() -> None:
+            async with first.transaction() as session:
+                waiting = (await session.scalars(select(Proposal).order_by(Proposal.id))).all()
+                for proposal in waiting:
+                    with contextlib.suppress(AlreadyHandled):
+                        await forgetting.apply_in(session, proposal, Event.EXPIRE, "forgotten")
+                    await asyncio.sleep(0)
+
+        async def decline(proposal_id: int) -> None:
+            with contextlib.suppress(AlreadyHandled):
+                await deciding.decline(proposal_id, "UBOB", "no")
+
+        await asyncio.wait_for(
+            asyncio.gather(expire_all(), *(decline(pid) for pid in reversed(ids))), 60
+        )
+        chain = await rows(first)
+        assert [r.seq for r in chain] == list(range(1, 21))
+        assert sorted(r.proposal_id for r in chain) == ids  # each moved exactly once
+        assert {r.event for r in chain} <= {"expire", "decline"}
+        report = await verify(first, None)
+        assert report.ok, report.problems
+    finally:
+        await first.dispose()
+        await second.dispose()
