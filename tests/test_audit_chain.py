@@ -22,7 +22,7 @@ from sqlalchemy import Connection, delete, select, text, update
 from bot.approvals.ledger import AlreadyHandled, Ledger
 from bot.approvals.machine import Event
 from bot.approvals.service import ApprovalsService
-from bot.db.audit_chain import canonical, iso
+from bot.db.audit_chain import canonical, iso, seal
 from bot.db.migrate import alembic_config, upgrade_to_head
 from bot.db.models import (
     AuditChainHead,
@@ -349,6 +349,11 @@ async def test_the_checkpoint_job_posts_on_schedule_and_verify_reads_slack_back(
     result = audit_cli("verify", sqlite_url, tmp_path, **env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert fake_slack.calls_to("conversations.history")
+    written = audit_cli("checkpoint", sqlite_url, tmp_path, **env)
+    assert written.returncode == 0, written.stderr
+    assert "posted to CAUDIT" in written.stdout
+    assert posted()[-1]["rows"] == 7
+    assert len(posted()) == count + 1
     # Someone removes the newest rows and every checkpoint in the database: Slack's remain.
     db = Database.from_url(sqlite_url)
     try:
@@ -469,3 +474,29 @@ async def test_a_transaction_moving_many_proposals_races_single_decisions_withou
     finally:
         await first.dispose()
         await second.dispose()
+
+
+async def test_a_rewritten_chain_is_caught_by_the_checkpoint(
+    chain_bot: RunningBot,
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    database_url: str,
+    tmp_path: Path,
+) -> None:
+    """The chain has no secret: someone may change a row and recompute every hash after it.
+    The checkpoint written before still holds the old head."""
+    await build_chain(chain_bot, fake_slack, fake_model)
+    db = chain_bot.countersign.db
+    assert audit_cli("checkpoint", database_url, tmp_path).returncode == 0
+    async with db.transaction() as session:
+        chain = list((await session.scalars(select(AuditEntry).order_by(AuditEntry.seq))).all())
+        chain[3].actor = "UMALLORY"
+        for before, row in pairwise(chain):
+            seal(row, before.row_hash or "")
+        head = await session.get(AuditChainHead, TEAM_ID)
+        assert head is not None
+        head.head_hash = chain[-1].row_hash or ""
+    result = audit_cli("verify", database_url, tmp_path)
+    assert result.returncode == 1, result.stdout
+    first = next(line for line in result.stdout.splitlines() if "first bad row" in line)
+    assert "seq 7: the chain up to here differs from checkpoint database #1" in first
