@@ -22,6 +22,7 @@ from sqlalchemy import Connection, delete, select, text, update
 from bot.approvals.ledger import AlreadyHandled, Ledger
 from bot.approvals.machine import Event
 from bot.approvals.service import ApprovalsService
+from bot.config import load_settings
 from bot.db.audit_chain import canonical, iso, seal
 from bot.db.migrate import alembic_config, upgrade_to_head
 from bot.db.models import (
@@ -500,3 +501,29 @@ async def test_a_rewritten_chain_is_caught_by_the_checkpoint(
     assert result.returncode == 1, result.stdout
     first = next(line for line in result.stdout.splitlines() if "first bad row" in line)
     assert "seq 7: the chain up to here differs from checkpoint database #1" in first
+
+
+@pytest.mark.parametrize(
+    ("raw", "seconds"), [("1h", 3600), ("30s", 30), ("15m", 900), ("2d", 172_800), ("90", 90)]
+)
+def test_the_checkpoint_schedule_takes_durations(
+    monkeypatch: pytest.MonkeyPatch, raw: str, seconds: float
+) -> None:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-1")
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    monkeypatch.setenv("AUDIT_CHECKPOINT_EVERY", raw)
+    assert load_settings(_env_file=None).audit_checkpoint_every == seconds
+
+
+def test_a_bad_checkpoint_schedule_is_named(tmp_path: Path) -> None:
+    env = clean_env(SLACK_BOT_TOKEN="xoxb-1", OPENAI_API_KEY="k", AUDIT_CHECKPOINT_EVERY="soon")
+    result = run_cli(["audit", "verify"], env, tmp_path)
+    assert result.returncode == 2
+    assert "AUDIT_CHECKPOINT_EVERY" in result.stderr
+    assert "30s, 15m, 1h or 1d" in result.stderr
+    assert (
+        load_settings(
+            _env_file=None, slack_bot_token="xoxb-1", openai_api_key="k"
+        ).audit_checkpoint_every
+        == 3600
+    )
