@@ -12,20 +12,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import delete, select
 
+from bot.approvals.ledger import Ledger
 from bot.config import load_settings
 from bot.db.audit_chain import canonical, iso, seal
+from bot.db.migrate import upgrade_to_head
 from bot.db.models import (
     AuditChainHead,
     AuditCheckpoint,
     AuditEntry,
 )
 from bot.db.session import Database
+from bot.records.audit_checkpoints import CheckpointJob, signed_correctly, stored_checkpoints
+from bot.slack.audit_checkpoints import posted_checkpoints, poster
 from tests.fakes.openai import FakeOpenAI
 from tests.fakes.slack import BOT_TOKEN, TEAM_ID, FakeSlack, wait_until
 from tests.harness import RunningBot, clean_env, make_settings, run_cli, start_bot, stop_bot
-from tests.test_audit_chain import KEY, audit_cli, build_chain, cut_the_end, rows
+from tests.test_audit_chain import KEY, audit_cli, build_chain, cut_the_end, new_proposal, rows
 
 
 @pytest.fixture
@@ -192,3 +197,31 @@ def test_a_bad_checkpoint_schedule_is_named(tmp_path: Path) -> None:
         ).audit_checkpoint_every
         == 3600
     )
+
+
+async def test_a_checkpoint_slack_refused_is_posted_on_the_next_run(
+    fake_slack: FakeSlack, sqlite_url: str
+) -> None:
+    db = Database.from_url(sqlite_url)
+    try:
+        await upgrade_to_head(db)
+        async with db.transaction() as session:
+            proposal = new_proposal(TEAM_ID, "k")
+            session.add(proposal)
+        await Ledger(db).audit_only(proposal.id, "refused", "UMALLORY", {"action": "approve"})
+        client = AsyncWebClient(token=BOT_TOKEN, base_url=fake_slack.api_url)
+        job = CheckpointJob(db, KEY, 0, poster(client, "CAUDIT"))
+        fake_slack.fail_methods["chat.postMessage"] = "internal_error"
+        await job()
+        assert fake_slack.bot_messages("CAUDIT") == []
+        assert len(await stored_checkpoints(db)) == 1  # stored all the same
+        del fake_slack.fail_methods["chat.postMessage"]
+        await job()  # the chain did not grow: nothing new, the refused one goes now
+        (message,) = fake_slack.bot_messages("CAUDIT")
+        assert (message.metadata or {})["event_payload"]["rows"] == 1
+        assert len(await stored_checkpoints(db)) == 1
+        (read,) = await posted_checkpoints(client, "CAUDIT")
+        assert read.signature is not None
+        assert signed_correctly(KEY, read)
+    finally:
+        await db.dispose()
