@@ -55,8 +55,9 @@ def detail_hash(detail: dict[str, Any] | None) -> str:
     return sha256(canonical(detail))
 
 
-def content_hash(entry: AuditEntry) -> str:
-    """The hash of everything the row says; the detail through `detail_hash`."""
+def content_hash(entry: AuditEntry | Any) -> str:
+    """The hash of everything the row says (an `AuditEntry`, or a row of the `audit_log`
+    table); the detail through `detail_hash`."""
     return sha256(
         canonical(
             {

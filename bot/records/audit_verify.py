@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import select
 
@@ -64,7 +65,7 @@ class Report:
         return min(self.problems, key=lambda p: (p.team_id, p.seq), default=None)
 
 
-def _check_row(chain: Chain, row: AuditEntry) -> str | None:
+def _check_row(chain: Chain, row: Any) -> str | None:
     """What is wrong with the row that comes next in the chain, if anything."""
     if row.detail != REDACTED_DETAIL and detail_hash(row.detail) != row.detail_hash:
         return "edited: its detail does not match the hash it was written with"
@@ -83,9 +84,10 @@ async def _scan(db: Database, team_id: str, wanted: set[int]) -> Chain:
     last = 0
     while True:
         async with db.transaction() as session:
+            # Table rows, not ORM objects: the same columns, read about twice as fast.
             rows = (
-                await session.scalars(
-                    select(AuditEntry)
+                await session.execute(
+                    select(*AuditEntry.__table__.columns)
                     .where(AuditEntry.team_id == team_id, AuditEntry.seq > last)
                     .order_by(AuditEntry.seq)
                     .limit(BATCH)
