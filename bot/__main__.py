@@ -1,4 +1,4 @@
-"""The `countersign` command: run | serve | try | migrate | doctor."""
+"""The `countersign` command: run | serve | try | migrate | doctor | purge | audit."""
 
 from __future__ import annotations
 
@@ -41,6 +41,10 @@ def _parser() -> argparse.ArgumentParser:
         default="actions",
         help="the actions' audit trail (default) or the feedback given on answers",
     )
+    audit_commands.add_parser(
+        "verify", help="recompute the audit chain and check it against the checkpoints"
+    )
+    audit_commands.add_parser("checkpoint", help="write (and post) an audit checkpoint now")
     return parser
 
 
@@ -83,6 +87,54 @@ async def _audit_export(settings: Settings, fmt: str, records: str, out: TextIO)
     what = "feedback record(s)" if records == "feedback" else "proposal(s)"
     print(f"exported {count} {what}", file=sys.stderr)
     return 0
+
+
+async def _audit_chain(settings: Settings, command: str) -> int:
+    from bot.db.migrate import upgrade_to_head
+    from bot.db.session import Database
+    from bot.records.audit_checkpoints import write_checkpoints
+    from bot.records.audit_verify import render, verify
+    from bot.slack.audit_checkpoints import posted_checkpoints, poster
+
+    key = settings.audit_signing_key.get_secret_value() if settings.audit_signing_key else None
+    channel = settings.audit_checkpoint_channel
+    db = Database.from_url(settings.database_url)
+    slack = None
+    if channel:
+        from slack_sdk.web.async_client import AsyncWebClient
+
+        slack = AsyncWebClient(
+            token=settings.slack_bot_token.get_secret_value(), base_url=str(settings.slack_api_url)
+        )
+    try:
+        await upgrade_to_head(db)
+        if command == "checkpoint":
+            written = await write_checkpoints(db, key)
+            for checkpoint in written:
+                if slack is not None and channel:
+                    await poster(slack, channel)(checkpoint)
+                print(
+                    f"checkpoint of workspace {checkpoint.team_id}: {checkpoint.rows} rows, "
+                    f"head {checkpoint.head_hash}, "
+                    + ("signed" if checkpoint.signature else "unsigned (no AUDIT_SIGNING_KEY)")
+                    + (f", posted to {channel}" if channel else "")
+                )
+            if not written:
+                print("no audit rows yet: nothing to checkpoint")
+            return 0
+        posted = []
+        if slack is not None and channel:
+            try:
+                posted = await posted_checkpoints(slack, channel)
+            except Exception as exc:  # any failure to read is reported as such
+                print(f"FAILED: could not read the checkpoints posted to {channel}: {exc}")
+                return 1
+        report = await verify(db, key, posted)
+        for line in render(report):
+            print(line)
+        return 0 if report.ok else 1
+    finally:
+        await db.dispose()
 
 
 async def _purge(settings: Settings, days: int | None) -> int:
@@ -155,6 +207,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(_doctor(settings))
     if args.command == "purge":
         return asyncio.run(_purge(settings, args.older_than_days))
+    if args.command == "audit" and args.audit_command in ("verify", "checkpoint"):
+        return asyncio.run(_audit_chain(settings, args.audit_command))
     if args.command == "audit":
         if args.output == "-":
             return asyncio.run(_audit_export(settings, args.format, args.records, sys.stdout))

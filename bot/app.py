@@ -40,9 +40,11 @@ from bot.heartbeat import Heartbeat, freeze_start_up_objects
 from bot.links import LinkSigner
 from bot.llm import LLM, make_client
 from bot.metrics import SLACK_RATELIMITED
+from bot.records.audit_checkpoints import CheckpointJob
 from bot.records.retention import purge, purge_delivery_keys
 from bot.slack import feedback
 from bot.slack.agent_threads import AgentThreads
+from bot.slack.audit_checkpoints import poster as checkpoint_poster
 from bot.slack.budgets import Limits, WorkspaceBudgets
 from bot.slack.card_publisher import CardPublisher
 from bot.slack.commands import Records
@@ -250,6 +252,16 @@ class Countersign:
             StopSignals(settings.redis_url, worker) if settings.redis_url else None,
         )
         sweeper.jobs.append(stopper.recover)  # completes Stops a crash cut off
+        key = settings.audit_signing_key
+        channel = settings.audit_checkpoint_channel
+        sweeper.jobs.append(
+            CheckpointJob(
+                db,
+                key.get_secret_value() if key else None,
+                settings.audit_checkpoint_every,
+                checkpoint_poster(slack, channel) if channel else None,
+            )
+        )
         listeners.register(bolt, conversations, tasks, stopper)
         records.register(bolt)
         interactions.register(bolt)

@@ -70,6 +70,21 @@ DEFAULT_PROMPTS = (
 )
 
 
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> float:
+    """`90s`, `15m`, `1h`, `2d` (or plain seconds) as seconds."""
+    raw = text.strip().lower()
+    unit = _UNITS.get(raw[-1:], 0)
+    number = raw[:-1] if unit else raw
+    try:
+        value = float(number)
+    except ValueError:
+        raise ValueError("must be a duration such as 30s, 15m, 1h or 1d") from None
+    return value * (unit or 1)
+
+
 def _default_database_url() -> str:
     return "sqlite:///countersign.db"
 
@@ -136,6 +151,11 @@ class Settings(IntegrationSettings, BaseSettings):
     sweep_interval_seconds: Annotated[float, Field(ge=0.05, le=300)] = 15.0
     lease_seconds: Annotated[float, Field(ge=0.5, le=3600)] = 30.0
     retention_days: Annotated[int, Field(ge=0, le=36_500)] = 90
+    # The audit chain's checkpoints: how often (a duration: 30s, 15m, 1h, 1d), signed with
+    # this key (HMAC-SHA256; unset: unsigned) and posted to this channel (unset: not posted).
+    audit_checkpoint_every: Annotated[float, Field(ge=1, le=90 * 86400), NoDecode] = 3600.0
+    audit_signing_key: SecretStr | None = None
+    audit_checkpoint_channel: str | None = None
 
     shutdown_grace_seconds: Annotated[float, Field(ge=0, le=600)] = 20.0
     metrics_port: Annotated[int, Field(ge=0, le=65535)] | None = None
@@ -233,6 +253,11 @@ class Settings(IntegrationSettings, BaseSettings):
                 raise ValueError(f"not valid JSON ({exc.msg} at character {exc.pos})") from None
         return v
 
+    @field_validator("audit_checkpoint_every", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> Any:
+        return parse_duration(v) if isinstance(v, str) else v
+
     @field_validator("log_level")
     @classmethod
     def _log_level(cls, v: str) -> str:
@@ -253,7 +278,12 @@ class Settings(IntegrationSettings, BaseSettings):
 
     def secret_values(self) -> list[str]:
         """Every configured secret, so logs can redact them by value."""
-        secrets = [self.slack_bot_token, self.slack_app_token, self.slack_signing_secret]
+        secrets = [
+            self.slack_bot_token,
+            self.slack_app_token,
+            self.slack_signing_secret,
+            self.audit_signing_key,
+        ]
         values = [s.get_secret_value() for s in [*secrets, self.openai_api_key] if s]
         for url in (self.database_url, self.redis_url or ""):
             password = make_url(url).password if "://" in url else None

@@ -44,6 +44,10 @@ HINTS: dict[str, str] = {
     "SUGGESTED_PROMPTS": 'JSON such as [{"title": "Plan my day", "message": "What is due '
     'today?"}] (at most 4; [] for none)',
     "RETENTION_DAYS": "days a conversation is kept after its last activity; 0 keeps it forever",
+    "AUDIT_CHECKPOINT_EVERY": "how often the audit chain is checkpointed: a duration such as "
+    "30s, 15m, 1h or 1d",
+    "AUDIT_SIGNING_KEY": "a secret key (any text) that signs the audit checkpoints",
+    "AUDIT_CHECKPOINT_CHANNEL": "the id of the channel the audit checkpoints are posted to",
     "GITHUB_API_URL": "https://api.github.com, or https://HOST/api/v3 for GitHub Enterprise",
     "GITHUB_REPOS": "comma-separated owner/repo or owner/* the assistant may touch, e.g. "
     "acme/api,acme-docs/*",

@@ -28,7 +28,8 @@ from bot.approvals.ledger import (
     describe_state,
 )
 from bot.approvals.machine import Event, State
-from bot.db.models import AuditEntry, Proposal, ProposalApproval, utcnow
+from bot.db.audit_chain import append, lock_head
+from bot.db.models import Proposal, ProposalApproval, utcnow
 from bot.tools.registry import Preview, arguments_hash
 
 
@@ -81,20 +82,20 @@ class Decisions(Ledger):
         )
         session.add(proposal)
         await session.flush()
-        session.add(
-            AuditEntry(
-                proposal_id=proposal.id,
-                from_state=None,
-                to_state=State.PROPOSED.value,
-                event="propose",
-                actor=requester,
-                detail={
-                    "arguments": arguments,
-                    "arguments_hash": proposal.arguments_hash,
-                    "revision": 1,
-                    "resolved": preview.resolved,
-                },
-            )
+        await append(
+            session,
+            team_id=team_id,
+            proposal_id=proposal.id,
+            from_state=None,
+            to_state=State.PROPOSED.value,
+            event="propose",
+            actor=requester,
+            detail={
+                "arguments": arguments,
+                "arguments_hash": proposal.arguments_hash,
+                "revision": 1,
+                "resolved": preview.resolved,
+            },
         )
         return proposal
 
@@ -106,6 +107,9 @@ class Decisions(Ledger):
         transaction. If its time is up, it expires instead (committed, so the refusal does not
         roll the expiry back)."""
         async with self.db.transaction() as session:
+            team = await session.scalar(select(Proposal.team_id).where(Proposal.id == proposal_id))
+            if team is not None:
+                await lock_head(session, team)  # the chain's lock before the proposal's
             proposal = await session.get(Proposal, proposal_id, with_for_update=True)
             if proposal is None:
                 raise UnknownProposal("this action no longer exists")
@@ -172,7 +176,7 @@ class Decisions(Ledger):
                 "arguments_hash": proposal.arguments_hash,
             }
             if len(approvers) < approvals_required:
-                self.note_in(session, proposal, "vote", user, detail)
+                await self.note_in(session, proposal, "vote", user, detail)
                 return VoteResult(proposal, approvers, approved_now=False)
             approved = await self._apply(
                 session,
@@ -239,7 +243,7 @@ class Decisions(Ledger):
             await session.execute(
                 delete(ProposalApproval).where(ProposalApproval.proposal_id == proposal.id)
             )
-            self.note_in(
+            await self.note_in(
                 session,
                 proposal,
                 "edit",

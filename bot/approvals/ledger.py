@@ -19,8 +19,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.approvals.machine import SETTLED, Event, State, transition
+from bot.db.audit_chain import append, lock_head
 from bot.db.models import (
-    AuditEntry,
     Message,
     Proposal,
     ProposalApproval,
@@ -177,6 +177,7 @@ class Ledger:
         """Move `proposal` by `event` if its row is still exactly as read (state and version),
         and `guards` hold (e.g. "this worker holds the lease"); else `AlreadyHandled`."""
         step = transition(State(proposal.state), event)
+        await lock_head(session, proposal.team_id)  # the chain's lock first (see audit_chain)
         fresh = await session.scalar(
             update(Proposal)
             .where(
@@ -194,15 +195,15 @@ class Ledger:
             raise AlreadyHandled(
                 f"This action was {describe_state(current) if current else 'removed'}."
             )
-        session.add(
-            AuditEntry(
-                proposal_id=proposal.id,
-                from_state=step.source.value,
-                to_state=step.target.value,
-                event=event.value,
-                actor=actor,
-                detail=detail,
-            )
+        await append(
+            session,
+            team_id=proposal.team_id,
+            proposal_id=proposal.id,
+            from_state=step.source.value,
+            to_state=step.target.value,
+            event=event.value,
+            actor=actor,
+            detail=detail,
         )
         TRANSITIONS.labels(event=event.value).inc()
         if step.target in SETTLED:
@@ -266,21 +267,21 @@ class Ledger:
         return marker is not None
 
     @staticmethod
-    def note_in(
+    async def note_in(
         session: AsyncSession, proposal: Proposal, event: str, actor: str, detail: dict[str, Any]
     ) -> None:
         """An audit row for something that happened to a proposal without moving it (a vote,
         an edit, a refused click), in the caller's transaction."""
         state = proposal.state.value
-        session.add(
-            AuditEntry(
-                proposal_id=proposal.id,
-                from_state=state,
-                to_state=state,
-                event=event,
-                actor=actor,
-                detail=detail,
-            )
+        await append(
+            session,
+            team_id=proposal.team_id,
+            proposal_id=proposal.id,
+            from_state=state,
+            to_state=state,
+            event=event,
+            actor=actor,
+            detail=detail,
         )
 
     async def audit_only(
@@ -289,7 +290,7 @@ class Ledger:
         async with self.db.transaction() as session:
             proposal = await session.get(Proposal, proposal_id)
             if proposal is not None:
-                self.note_in(session, proposal, event, actor, detail)
+                await self.note_in(session, proposal, event, actor, detail)
 
     async def refuse(self, proposal_id: int, user: str, action: str, reason: str) -> None:
         """An unauthorised or stale click changes nothing but is remembered."""

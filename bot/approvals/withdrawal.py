@@ -15,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 
 from bot.approvals.ledger import STOPPED, AlreadyHandled, Ledger
 from bot.approvals.machine import SETTLED, Event, State
+from bot.db.audit_chain import lock_head
 from bot.db.models import Proposal, ResumeRequest, StopEntry, utcnow
 
 
@@ -112,6 +113,13 @@ class Withdrawals(Ledger):
                     )
             except IntegrityError:
                 pass  # stopped already (another replica handled the same Stop)
+            team = await session.scalar(
+                select(Proposal.team_id)
+                .where(Proposal.assistant_message_id == turn.assistant_message_id)
+                .limit(1)
+            )
+            if team is not None:
+                await lock_head(session, team)  # the chain's lock before the proposals'
             rows = await session.scalars(
                 select(Proposal)
                 .where(

@@ -120,6 +120,8 @@ async def audit_rows(db: Database, batch: int = 500) -> AsyncIterator[dict[str, 
                         "from": e.from_state,
                         "to": e.to_state,
                         "detail": e.detail,
+                        "seq": e.seq,
+                        "hash": e.row_hash,
                     }
                     for e in own
                 ],

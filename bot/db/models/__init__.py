@@ -13,6 +13,8 @@ from bot.db.models.conversations import (
 )
 from bot.db.models.feedback import AnswerFeedback
 from bot.db.models.proposals import (
+    AuditChainHead,
+    AuditCheckpoint,
     AuditEntry,
     Proposal,
     ProposalApproval,
@@ -24,6 +26,8 @@ from bot.db.models.tasks import Task, TaskComment
 
 __all__ = [
     "AnswerFeedback",
+    "AuditChainHead",
+    "AuditCheckpoint",
     "AuditEntry",
     "Base",
     "Conversation",

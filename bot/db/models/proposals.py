@@ -122,11 +122,19 @@ class ProposalApproval(Base):
 
 
 class AuditEntry(Base):
-    """Every transition, vote, edit and refused click, written in the same transaction."""
+    """Every transition, vote, edit and refused click, written in the same transaction.
+
+    Rows form one hash chain per workspace (`bot.db.audit_chain`): `seq` counts from 1,
+    `content_hash` covers every column but the detail, which it covers through `detail_hash`
+    (so redacting the detail keeps the row verifiable), and `row_hash` links it to the row
+    before (`prev_hash`)."""
 
     __tablename__ = "audit_log"
+    __table_args__ = (UniqueConstraint("team_id", "seq"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    team_id: Mapped[str | None] = mapped_column(String(32))
+    seq: Mapped[int | None] = mapped_column(Integer)
     proposal_id: Mapped[int] = mapped_column(
         ForeignKey("proposals.id", ondelete="CASCADE"), index=True
     )
@@ -136,6 +144,35 @@ class AuditEntry(Base):
     actor: Mapped[str] = mapped_column(String(255))
     detail: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
+    detail_hash: Mapped[str | None] = mapped_column(String(64))
+    content_hash: Mapped[str | None] = mapped_column(String(64))
+    prev_hash: Mapped[str | None] = mapped_column(String(64))
+    row_hash: Mapped[str | None] = mapped_column(String(64))
+
+
+class AuditChainHead(Base):
+    """The newest row of a workspace's audit chain: appending locks this row (compare-and-set
+    under `SELECT … FOR UPDATE`), so concurrent transitions make one linear chain."""
+
+    __tablename__ = "audit_chain_heads"
+
+    team_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, default=0)
+    head_hash: Mapped[str] = mapped_column(String(64))
+
+
+class AuditCheckpoint(Base):
+    """A workspace's chain head and row count at one moment, signed (HMAC-SHA256) when
+    `AUDIT_SIGNING_KEY` is set, and posted to `AUDIT_CHECKPOINT_CHANNEL`."""
+
+    __tablename__ = "audit_checkpoints"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    team_id: Mapped[str] = mapped_column(String(32), index=True)
+    rows: Mapped[int] = mapped_column(Integer)
+    head_hash: Mapped[str] = mapped_column(String(64))
+    signature: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class ResumeRequest(Base):
