@@ -1,4 +1,4 @@
-"""The `countersign` command: run | serve | try | migrate | doctor."""
+"""The `countersign` command: run | serve | try | migrate | doctor | purge | audit | policy."""
 
 from __future__ import annotations
 
@@ -41,6 +41,9 @@ def _parser() -> argparse.ArgumentParser:
         default="actions",
         help="the actions' audit trail (default) or the feedback given on answers",
     )
+    from bot.policy.cli import add_parser as add_policy
+
+    add_policy(commands)
     return parser
 
 
@@ -137,6 +140,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "try":
         return _try(args.port)
+    if args.command == "policy":  # check and test need no settings; replay reads them
+        from bot.policy.cli import run as run_policy
+
+        return run_policy(args)
     try:
         settings = load_settings()
         if args.command == "serve":

@@ -1,0 +1,113 @@
+"""`countersign policy check|test|replay`: lint the policy file, run its fixtures (for CI),
+and replay recorded decisions under a policy to see what it would change."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bot.policy.engine import Facts, decide
+from bot.policy.model import PolicyError
+from bot.policy.source import read_file
+
+
+def add_parser(commands: Any) -> None:
+    policy = commands.add_parser("policy", help="check, test and replay the policy file")
+    sub = policy.add_subparsers(dest="policy_command", required=True)
+    check = sub.add_parser("check", help="validate the policy file (exit 1 if invalid)")
+    check.add_argument("file", nargs="?", help="default: POLICY_FILE, else ./policy.yaml")
+    test = sub.add_parser("test", help="run fixtures: proposal -> expected outcome")
+    test.add_argument("fixtures", help="YAML list of {tool, args, ..., expect}")
+    test.add_argument("--policy", help="default: POLICY_FILE, else ./policy.yaml")
+    replay = sub.add_parser("replay", help="replay recorded decisions under a policy")
+    replay.add_argument("--since", default="30d", help="how far back: 30d, 12h (default 30d)")
+    replay.add_argument("--policy", help="default: POLICY_FILE, else ./policy.yaml")
+
+
+def policy_path(given: str | None) -> Path:
+    return Path(given or os.environ.get("POLICY_FILE") or "policy.yaml")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.policy_command == "check":
+        return check(policy_path(args.file))
+    if args.policy_command == "test":
+        return run_fixtures(policy_path(args.policy), Path(args.fixtures))
+    from bot.policy.replay import replay
+
+    return replay(policy_path(args.policy), args.since)
+
+
+def check(path: Path) -> int:
+    try:
+        policy, version = read_file(path)
+    except PolicyError as exc:
+        print(f"{path}: {exc}", file=sys.stderr)
+        return 1
+    shadow = sum(r.shadow for r in policy.rules)
+    print(
+        f"{path}: valid, version {version}, {len(policy.rules)} rule(s) "
+        f"({shadow} shadow), default {policy.default}"
+    )
+    return 0
+
+
+class Fixture(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    tool: str
+    pack: str = ""
+    args: dict[str, Any] = Field(default_factory=dict)
+    channel: str = "C0"
+    requester: str = "U0"
+    groups: list[str] = Field(default_factory=list)
+    calls_in_thread: int = 0
+    calls_today: int = 0
+    expect: str
+    rule: str | None = None  # the rule that should decide (optional)
+
+
+def run_fixtures(path: Path, fixtures: Path) -> int:
+    """Exit 0 when every fixture gets its expected outcome, 1 if one does not, 2 if the
+    policy or the fixtures are invalid."""
+    try:
+        policy, version = read_file(path)
+    except PolicyError as exc:
+        print(f"{path}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        raw = yaml.safe_load(fixtures.read_text(encoding="utf-8"))
+        cases = [Fixture.model_validate(c) for c in raw or []]
+    except (OSError, yaml.YAMLError, ValidationError, TypeError) as exc:
+        print(f"{fixtures}: invalid fixtures: {exc}", file=sys.stderr)
+        return 2
+    failed = 0
+    for number, case in enumerate(cases, 1):
+        facts = Facts(
+            case.tool,
+            case.pack,
+            case.args,
+            case.channel,
+            case.requester,
+            tuple(case.groups),
+            case.calls_in_thread,
+            case.calls_today,
+        )
+        got = decide(policy, version, facts)
+        ok = got.outcome == case.expect and (case.rule is None or got.rule == case.rule)
+        label = case.name or f"fixture {number}"
+        if ok:
+            print(f"ok    {label}: {got.outcome} ({got.rule or 'default'})")
+        else:
+            failed += 1
+            wanted = case.expect + (f" by {case.rule}" if case.rule else "")
+            print(f"FAIL  {label}: expected {wanted}, got {got.outcome} by {got.rule or 'default'}")
+    print(f"{len(cases) - failed} passed, {failed} failed (policy version {version})")
+    return 1 if failed else 0
