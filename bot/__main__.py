@@ -140,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "try":
         return _try(args.port)
-    if args.command == "policy":  # check and test need no settings; replay reads them
+    if args.command == "policy" and args.policy_command != "replay":  # no settings needed
         from bot.policy.cli import run as run_policy
 
         return run_policy(args)
@@ -156,6 +156,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from bot.logs import configure
 
     configure(settings.log_level, settings.secret_values(), settings.log_format == "json")
+    if args.command == "policy":
+        from bot.policy.cli import run as run_policy
+
+        return run_policy(args, settings.database_url)
     if args.command == "migrate":
         return asyncio.run(_migrate(settings))
     if args.command == "doctor":

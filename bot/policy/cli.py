@@ -34,14 +34,15 @@ def policy_path(given: str | None) -> Path:
     return Path(given or os.environ.get("POLICY_FILE") or "policy.yaml")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, database_url: str | None = None) -> int:
     if args.policy_command == "check":
         return check(policy_path(args.file))
     if args.policy_command == "test":
         return run_fixtures(policy_path(args.policy), Path(args.fixtures))
     from bot.policy.replay import replay
 
-    return replay(policy_path(args.policy), args.since)
+    assert database_url is not None  # replay reads the settings' database
+    return replay(policy_path(args.policy), args.since, database_url)
 
 
 def check(path: Path) -> int:

@@ -78,24 +78,18 @@ async def compare(db: Database, policy: PolicyFile, version: str, since: datetim
     return found
 
 
-def replay(path: Path, since_text: str) -> int:
-    from bot.config import SettingsError, load_settings
-
+def replay(path: Path, since_text: str, database_url: str) -> int:
     try:
         since = datetime.now(UTC) - parse_duration(since_text)
         policy, version = read_file(path)
-        settings = load_settings()
     except (PolicyError, ValueError) as exc:
         print(f"{path}: {exc}", file=sys.stderr)
-        return 2
-    except SettingsError as exc:
-        print(exc.render(), file=sys.stderr)
         return 2
 
     async def go() -> Replayed:
         from bot.db.migrate import upgrade_to_head
 
-        db = Database.from_url(settings.database_url)
+        db = Database.from_url(database_url)
         try:
             await upgrade_to_head(db)
             return await compare(db, policy, version, since)
