@@ -1,0 +1,219 @@
+"""The policy file as operators handle it: an invalid file refuses the start (exit 2, the line
+named), an edit is in force within 5 s without a restart and an invalid edit keeps the old
+version, and `countersign policy check|test|replay` with their exit codes and figures."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from bot.db.migrate import upgrade_to_head
+from bot.db.models import Proposal, ProposalState, utcnow
+from bot.db.session import Database
+from bot.policy.engine import Decision, Facts
+from bot.policy.gate import record
+from bot.policy.model import PolicyError, load_text
+from tests.fakes.openai import FakeOpenAI
+from tests.fakes.slack import FakeSlack
+from tests.harness import RunningBot, clean_env, make_settings, run_cli, start_bot, stop_bot
+from tests.test_approvals_flow import CREATE, tool_results
+from tests.test_policy import POLICY, ask_for
+
+BASE = {"SLACK_BOT_TOKEN": "xoxb-1", "OPENAI_API_KEY": "sk-x", "SLACK_SIGNING_SECRET": "s"}
+
+INVALID = """\
+version: 1
+default: ask
+rules:
+  - name: typo
+    tools: [create_task]
+    outcome: alow
+"""
+
+ALLOW_ALL = """\
+version: 2
+default: allow
+rules: []
+"""
+
+
+def test_an_invalid_file_at_start_exits_2_naming_the_line(tmp_path: Path) -> None:
+    (tmp_path / "policy.yaml").write_text(INVALID)  # found by default in the working directory
+    result = run_cli(["run"], clean_env(**BASE), tmp_path)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert "POLICY_FILE" in result.stderr
+    assert "line 6" in result.stderr
+    assert "outcome" in result.stderr
+
+
+def test_a_condition_that_does_not_parse_names_its_line() -> None:
+    text = POLICY.replace("'args.priority == \"low\"'", "'args.priority == '")
+    with pytest.raises(PolicyError) as raised:
+        load_text(text)
+    assert raised.value.line == 6
+    assert "does not parse" in raised.value.reason
+
+
+@pytest.fixture
+async def reloading_bot(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str, tmp_path: Path
+) -> AsyncIterator[tuple[RunningBot, Path]]:
+    path = tmp_path / "policy.yaml"
+    path.write_text(POLICY)
+    running = await start_bot(make_settings(fake_slack, fake_model, sqlite_url, policy_file=path))
+    yield running, path
+    await stop_bot(running)
+
+
+async def test_an_edit_is_in_force_within_5_s_and_an_invalid_edit_keeps_the_old(
+    reloading_bot: tuple[RunningBot, Path], fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    bot, path = reloading_bot
+    source = bot.countersign.policy
+    assert source is not None
+    first = source.current.version
+    await ask_for(bot, fake_slack, fake_model, CREATE, channel="CBOTS")
+    assert tool_results(fake_model)[-1]["status"] == "denied"
+    path.write_text(ALLOW_ALL)
+    edited = time.monotonic()
+    while source.current.version == first:
+        assert time.monotonic() - edited < 5, "the edit was not in force within 5 s"
+        await asyncio.sleep(0.1)
+    assert source.current.version.startswith("2@")
+    await ask_for(bot, fake_slack, fake_model, CREATE, channel="CBOTS")
+    assert tool_results(fake_model)[-1]["status"] != "denied"
+    assert fake_slack.cards("CBOTS") == []  # allowed by the default now
+    second = source.current.version
+    path.write_text(INVALID)
+    await asyncio.sleep(5)
+    assert source.current.version == second  # the invalid edit is not in force
+    await ask_for(bot, fake_slack, fake_model, CREATE, channel="CBOTS")
+    assert fake_slack.cards("CBOTS") == []
+
+
+FIXTURES = """\
+- name: low priority runs
+  tool: create_task
+  args: {priority: low}
+  expect: allow
+  rule: low-priority-tasks
+- name: bots channel is denied
+  tool: create_task
+  pack: tasks
+  channel: CBOTS
+  args: {priority: low}
+  expect: deny
+- name: others ask bob
+  tool: update_task
+  args: {priority: high}
+  expect: ask
+  rule: tasks
+"""
+
+
+def test_policy_check_and_test_exit_codes(tmp_path: Path) -> None:
+    env = clean_env()
+    (tmp_path / "policy.yaml").write_text(POLICY)
+    (tmp_path / "bad.yaml").write_text(INVALID)
+    (tmp_path / "fixtures.yaml").write_text(FIXTURES)
+    ok = run_cli(["policy", "check"], env, tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert "valid, version 1@" in ok.stdout
+    bad = run_cli(["policy", "check", "bad.yaml"], env, tmp_path)
+    assert bad.returncode == 1
+    assert "line 6" in bad.stderr
+    passed = run_cli(["policy", "test", "fixtures.yaml"], env, tmp_path)
+    assert passed.returncode == 0, passed.stdout
+    assert "3 passed, 0 failed" in passed.stdout
+    (tmp_path / "wrong.yaml").write_text(FIXTURES.replace("expect: deny", "expect: allow"))
+    failed = run_cli(["policy", "test", "wrong.yaml"], env, tmp_path)
+    assert failed.returncode == 1
+    assert "FAIL  bots channel is denied: expected allow, got deny" in failed.stdout
+    invalid = run_cli(["policy", "test", "fixtures.yaml", "--policy", "bad.yaml"], env, tmp_path)
+    assert invalid.returncode == 2
+
+
+NEW_POLICY = """\
+version: 2
+default: ask
+rules:
+  - name: no-urgent
+    tools: [create_task]
+    when: 'args.priority == "urgent"'
+    outcome: deny
+  - name: bots-ok
+    tools: [create_task]
+    channels: [CBOTS]
+    outcome: allow
+  - name: low
+    tools: [create_task]
+    when: 'args.priority == "low"'
+    outcome: allow
+"""
+
+
+async def seed(url: str) -> None:
+    """Five recorded decisions: two asks approved by people (one urgent), one ask declined,
+    one deny in CBOTS and one allow."""
+    db = Database.from_url(url)
+    await upgrade_to_head(db)
+    async with db.transaction() as session:
+        rows = [
+            ("ask", "urgent", ProposalState.SUCCEEDED, "UBOB", "C1"),
+            ("ask", "low", ProposalState.SUCCEEDED, "UBOB", "C1"),
+            ("ask", "high", ProposalState.DECLINED, "UBOB", "C1"),
+            ("deny", "high", None, None, "CBOTS"),
+            ("allow", "low", ProposalState.SUCCEEDED, "policy:low", "C1"),
+        ]
+        for number, (outcome, priority, state, by, channel) in enumerate(rows):
+            facts = Facts("create_task", "tasks", {"priority": priority}, channel, "UALICE")
+            proposal_id = None
+            if state is not None:
+                proposal = Proposal(
+                    team_id="T1",
+                    tool_call_id=f"c{number}",
+                    tool_name="create_task",
+                    arguments={"priority": priority},
+                    arguments_hash="",
+                    description="Create a task",
+                    preview=[],
+                    requester="UALICE",
+                    idempotency_key=f"k{number}",
+                    state=state,
+                    version=1,
+                    expires_at=utcnow(),
+                    channel_id=channel,
+                    decided_by=by,
+                )
+                session.add(proposal)
+                await session.flush()
+                proposal_id = proposal.id
+            rule = {"ask": None, "deny": "no-bots", "allow": "low"}[outcome]
+            reason = "no bots" if outcome == "deny" else None
+            decision = Decision(outcome, rule, "1@seed", reason)
+            record(session, decision, facts, "T1", "1.0", proposal_id)
+    await db.dispose()
+
+
+async def test_policy_replay_figures_on_a_seeded_database(
+    tmp_path: Path, database_url: str
+) -> None:
+    await seed(database_url)
+    (tmp_path / "new.yaml").write_text(NEW_POLICY)
+    env = clean_env(**BASE, DATABASE_URL=database_url)
+    result = await asyncio.to_thread(
+        run_cli, ["policy", "replay", "--since", "30d", "--policy", "new.yaml"], env, tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "replayed 5 decision(s)" in out
+    assert "asks it would have removed: 2" in out  # the urgent (deny) and the low (allow)
+    assert "past approvals it would have denied: 1" in out
+    assert "create_task by UALICE in C1, approved by UBOB: denied by no-urgent" in out
+    assert "denials it would have allowed: 1" in out
+    assert "in CBOTS, denied by no-bots: allowed by bots-ok" in out
