@@ -5,6 +5,7 @@ counts and user groups in conditions."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -299,4 +300,68 @@ async def test_the_requesters_user_groups_in_a_condition(
     assert tool_results(fake_model)[-1]["status"] == "denied"
     await ask_for(bot, fake_slack, fake_model, CREATE, user="UALICE")
     assert tool_results(fake_model)[-1]["status"] != "denied"
+    assert len(await tasks_in_db(bot)) == 1
+
+
+READS = """\
+version: 1
+default: ask
+rules:
+  - name: reads-allowed-is-ignored
+    tools: [list_tasks]
+    outcome: allow
+  - name: no-done-lists-here
+    tools: [list_tasks]
+    channels: [CBOTS]
+    when: 'args.status == "any"'
+    outcome: deny
+    reason: the board is not read from this channel
+  - name: quorum
+    tools: [create_task]
+    outcome: ask
+    approvers: [UBOB, UCAT]
+    approvals_required: 2
+    timeout: 30m
+"""
+
+
+@pytest.mark.parametrize("policy_bot", [READS], indirect=True)
+async def test_a_rule_may_deny_a_read_with_schema_defaults_applied(
+    policy_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    bot = policy_bot
+    for channel in ("CBOTS", "C1"):
+        fake_model.script(Script(tool_calls=[call("list_tasks", {})]), Script(text="ok"))
+        await bot.mention(channel, "what is on the board", fake_slack)
+        await bot.idle()
+    answers = [
+        r.body["messages"][-1]["content"]
+        for r in fake_model.requests
+        if r.body["messages"][-1]["role"] == "tool"
+    ]
+    assert len(answers) == 2
+    in_bots, in_c1 = (json.loads(a) for a in answers)
+    assert in_bots == {
+        "status": "denied",
+        "reason": "forbidden by policy: the board is not read from this channel, do not retry",
+    }
+    assert in_c1.get("status") != "denied"  # C1: the read ran (an allow rule changes nothing)
+
+
+@pytest.mark.parametrize("policy_bot", [READS], indirect=True)
+async def test_an_ask_rule_sets_the_quorum_and_the_cards_timeout(
+    policy_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    bot = policy_bot
+    await ask_for(bot, fake_slack, fake_model, CREATE)
+    (card,) = fake_slack.cards("C1")
+    (proposal,) = await proposals(bot)
+    waits = (proposal.expires_at - proposal.created_at).total_seconds()
+    assert 29 * 60 < waits <= 30 * 60 + 5
+    await bot.click(card, cards.APPROVE, "UBOB", "C1")
+    await bot.idle()
+    assert await tasks_in_db(bot) == []
+    assert "Approved by <@UBOB> (1 of 2)" in json.dumps(fake_slack.cards("C1")[0].blocks)
+    await bot.click(card, cards.APPROVE, "UCAT", "C1")
+    await bot.idle()
     assert len(await tasks_in_db(bot)) == 1

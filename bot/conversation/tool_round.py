@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.audience import narrowest
 from bot.conversation.private_reply import TurnAudience
-from bot.conversation.tool_calls import Prepared, prepare_calls, stored_result
+from bot.conversation.tool_calls import Prepared, Screen, prepare_calls, stored_result
 from bot.db import repositories as repo
 from bot.db.models import Conversation, Role
 from bot.db.session import Database
@@ -25,7 +25,7 @@ from bot.policy.engine import Decision, Facts
 from bot.policy.gate import PolicyGate, record
 from bot.slack.streamer import ReplyStream
 from bot.tools.catalog import ToolRegistry
-from bot.tools.registry import ToolContext
+from bot.tools.registry import Tool, ToolContext
 
 if TYPE_CHECKING:
     from bot.approvals.policy import Policies
@@ -91,6 +91,7 @@ async def tool_round(
         stream.task,
         settings.tool_timeout,
         settings.max_tool_calls_per_round,
+        screen_reads(desk, conversation, requester),
     )
     stream.set_status("")
     decided = await decide(desk, prepared, conversation, requester)
@@ -176,6 +177,21 @@ async def tool_round(
         else:
             await desk.cards.post(proposal)
     return len(proposals)
+
+
+def screen_reads(desk: ActionDesk, conversation: Conversation, requester: str) -> Screen | None:
+    """A read tool runs unless a policy rule denies it (rules may name reads only to deny)."""
+    gate = desk.gate
+    if gate is None:
+        return None
+
+    async def screen(tool: Tool[Any], arguments: dict[str, Any]) -> dict[str, Any] | None:
+        decision = await gate.screen_read(
+            tool.name, tool.pack, arguments, conversation.channel_id, requester
+        )
+        return None if decision is None else decision.for_model()
+
+    return screen
 
 
 async def decide(

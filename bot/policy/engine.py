@@ -66,6 +66,14 @@ class Decision:
             kept["four_eyes"] = self.ask.four_eyes
             if self.ask.timeout:
                 kept["timeout"] = self.ask.timeout
+            # Kept for the work that acts on them (routing, grants, escalation): not used yet.
+            if self.ask.route != "thread":
+                kept["route"] = self.ask.route
+            if self.ask.grants:
+                kept["grants"] = list(self.ask.grants)
+                kept["grant_expiry"] = self.ask.grant_expiry
+            if self.ask.escalate:
+                kept["escalate"] = [e.model_dump(exclude_none=True) for e in self.ask.escalate]
         return kept
 
 
@@ -98,9 +106,11 @@ def decide(policy: PolicyFile, version: str, facts: Facts) -> Decision:
             if rule.shadow:
                 shadow.append(f"{rule.name}:error")
                 continue
-            # Fail closed: a rule that cannot be evaluated asks (the requester, as today).
+            # Fail closed: a rule that cannot be evaluated asks (the requester, as today); a
+            # read cannot be asked for, so its deny rule that cannot be evaluated denies it.
             reason = f"rule {rule.name!r} could not be evaluated ({exc})"
-            return Decision("ask", rule.name, version, reason, shadow=tuple(shadow))
+            closed = "deny" if facts.read_only else "ask"
+            return Decision(closed, rule.name, version, reason, shadow=tuple(shadow))
         if not holds:
             continue
         if rule.shadow:

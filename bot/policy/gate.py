@@ -3,6 +3,7 @@ user groups and the counts), the policy's decision, and its record."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections import Counter
@@ -16,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bot.approvals.policy import GroupMembers
 from bot.db.models import PolicyDecision
 from bot.db.session import Database
-from bot.policy.engine import Decision, Facts, decide
+from bot.policy.engine import Decision, Facts, decide, names_tool
 from bot.policy.model import PolicyFile
 from bot.policy.source import PolicySource
 
@@ -84,6 +85,27 @@ class PolicyGate:
                 return None
         return tuple(member_of)
 
+    async def screen_read(
+        self, tool: str, pack: str, arguments: dict[str, Any], channel: str, requester: str
+    ) -> Decision | None:
+        """A deny for a read tool, or None (most reads: no deny rule names them, and the
+        decision costs nothing). Counts are not kept for reads: they are 0 here."""
+        in_force = self.source.current
+        named = [
+            r
+            for r in in_force.policy.rules
+            if r.outcome == "deny" and not r.shadow and names_tool(r, tool, pack)
+        ]
+        if not named:
+            return None
+        groups = await self.groups_of(requester, in_force.policy)
+        if groups is None:
+            reason = "the user groups could not be read"
+            return Decision("deny", None, in_force.version, reason)
+        facts = Facts(tool, pack, arguments, channel, requester, groups, read_only=True)
+        made = await asyncio.to_thread(decide, in_force.policy, in_force.version, facts)
+        return made if made.outcome == "deny" else None
+
     async def decide_round(
         self,
         calls: list[tuple[str, str, dict[str, Any]]],
@@ -115,7 +137,9 @@ class PolicyGate:
                     reason = "the user groups could not be read"
                     decided.append((Decision("ask", None, in_force.version, reason), facts))
                 else:
-                    decided.append((decide(in_force.policy, in_force.version, facts), facts))
+                    # Off the event loop: a condition may take up to its time guard.
+                    made = await asyncio.to_thread(decide, in_force.policy, in_force.version, facts)
+                    decided.append((made, facts))
         return decided
 
 
