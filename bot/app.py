@@ -300,6 +300,8 @@ class Countersign:
         """Run pending migrations before any event is handled."""
         await upgrade_to_head(self.db)
         await self.integrations.start()
+        if self.policy is not None:
+            self.policy.remap()  # tool servers' tools are known now
         await self.sweeper.recover()
         self.sweeper.start()
         TokenCounter(self.settings.llm_model).warm_up()

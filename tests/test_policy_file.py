@@ -14,9 +14,10 @@ import pytest
 from bot.db.migrate import upgrade_to_head
 from bot.db.models import Proposal, ProposalState, utcnow
 from bot.db.session import Database
-from bot.policy.engine import Decision, Facts
+from bot.policy.engine import Decision, Facts, decide
 from bot.policy.gate import record
 from bot.policy.model import PolicyError, load_text
+from bot.policy.source import PolicySource
 from tests.fakes.openai import FakeOpenAI
 from tests.fakes.slack import FakeSlack
 from tests.harness import RunningBot, clean_env, make_settings, run_cli, start_bot, stop_bot
@@ -217,3 +218,65 @@ async def test_policy_replay_figures_on_a_seeded_database(
     assert "create_task by UALICE in C1, approved by UBOB: denied by no-urgent" in out
     assert "denials it would have allowed: 1" in out
     assert "in CBOTS, denied by no-bots: allowed by bots-ok" in out
+
+
+def test_approval_policies_are_read_into_the_same_rules() -> None:
+    raw = {
+        "*": {"approvers": ["UOPS"], "expires_after_minutes": 30},
+        "tasks": {"four_eyes": True},
+        "create_task": {"approvals_required": 2},
+    }
+    packs = {"create_task": "tasks", "update_task": "tasks"}
+    source = PolicySource(None, raw, lambda name: packs.get(name, ""))
+    policy, version = source.current.policy, source.current.version
+    assert version.startswith("env@")
+
+    def asked(tool: str) -> dict[str, object]:
+        made = decide(policy, version, Facts(tool, packs.get(tool, ""), {}, "C1", "UALICE"))
+        assert made.outcome == "ask"
+        return made.record()
+
+    create = asked("create_task")  # its own entry over its pack's over "*"
+    assert (create["approvers"], create["four_eyes"], create["approvals_required"]) == (
+        ["UOPS"],
+        True,
+        2,
+    )
+    assert create["timeout"] == "1800s"
+    update = asked("update_task")  # the pack's entry over "*"
+    assert (update["four_eyes"], update["approvals_required"]) == (True, 1)
+    other = asked("post_message")  # "*" only
+    assert (other["approvers"], other["four_eyes"]) == (["UOPS"], False)
+
+
+FAIL_CLOSED = load_text("""\
+version: 1
+default: allow
+rules:
+  - name: leads-ask
+    tools: [create_task]
+    when: 'args.missing == 1'
+    outcome: ask
+    approvers: [S0LEADS]
+  - name: allow-low
+    tools: [create_task]
+    when: 'args.priority == "low"'
+    outcome: allow
+  - name: no-bots
+    tools: [create_task]
+    channels: [CBOTS]
+    outcome: deny
+""")
+
+
+def test_a_broken_condition_asks_the_rules_approvers_and_a_later_deny_still_wins() -> None:
+    def made(channel: str) -> Decision:
+        facts = Facts("create_task", "tasks", {"priority": "low"}, channel, "UALICE")
+        return decide(FAIL_CLOSED, "1@x", facts)
+
+    asked = made("C1")  # the allow would have run it: the broken rule turns it to ask
+    assert (asked.outcome, asked.rule) == ("ask", "leads-ask")
+    assert asked.record()["approvers"] == ["S0LEADS"]
+    assert asked.reason is not None
+    assert "could not be evaluated" in asked.reason
+    assert made("CBOTS").outcome == "deny"

@@ -94,6 +94,8 @@ def _applies(rule: Rule, facts: Facts) -> bool:
 
 def decide(policy: PolicyFile, version: str, facts: Facts) -> Decision:
     first: Decision | None = None
+    first_ask: Rule | None = None  # who asks, should a broken rule turn the decision to ask
+    broken: tuple[str, str] | None = None  # (rule, why) of the first that cannot be evaluated
     shadow: list[str] = []
     for rule in policy.rules:
         if facts.read_only and rule.outcome != "deny":
@@ -106,33 +108,34 @@ def decide(policy: PolicyFile, version: str, facts: Facts) -> Decision:
             if rule.shadow:
                 shadow.append(f"{rule.name}:error")
                 continue
-            # Fail closed: a rule that cannot be evaluated asks (the requester, as today); a
-            # read cannot be asked for, so its deny rule that cannot be evaluated denies it.
-            reason = f"rule {rule.name!r} could not be evaluated ({exc})"
-            closed = "deny" if facts.read_only else "ask"
-            return Decision(closed, rule.name, version, reason, shadow=tuple(shadow))
+            why = f"rule {rule.name!r} could not be evaluated ({exc})"
+            if facts.read_only:  # a read cannot be asked for: its deny rule denies it
+                return Decision("deny", rule.name, version, why, shadow=tuple(shadow))
+            broken = broken or (rule.name, why)
+            if rule.outcome == "ask":
+                first_ask = first_ask or rule
+            continue  # a later deny still wins
         if not holds:
             continue
         if rule.shadow:
             shadow.append(f"{rule.name}:{rule.outcome}")
             continue
-        reason = rule.reason or rule.name
-        decision = Decision(
-            rule.outcome,
-            rule.name,
-            version,
-            reason if rule.outcome == "deny" else None,
-            rule if rule.outcome == "ask" else None,
-        )
         if rule.outcome == "deny":
-            return _with_shadow(decision, shadow)
+            denied = Decision("deny", rule.name, version, rule.reason or rule.name)
+            return _with_shadow(denied, shadow)
+        if rule.outcome == "ask":
+            first_ask = first_ask or rule
         if first is None:
-            first = decision
+            first = Decision(
+                rule.outcome, rule.name, version, None, rule if rule.outcome == "ask" else None
+            )
+    if facts.read_only:
+        return Decision("allow", None, version)  # reads run, as always
+    if broken is not None:  # fail closed: ask, whatever else matched (but a deny)
+        return _with_shadow(Decision("ask", broken[0], version, broken[1], first_ask), shadow)
     if first is None:
-        if facts.read_only:
-            return Decision("allow", None, version)  # reads run, as always
-        why = "no rule allows it" if policy.default == "deny" else None
-        first = Decision(policy.default, None, version, why)
+        default_reason = "no rule allows it" if policy.default == "deny" else None
+        first = Decision(policy.default, None, version, default_reason)
     return _with_shadow(first, shadow)
 
 

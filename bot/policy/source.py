@@ -74,7 +74,10 @@ class PolicySource:
         pack_of: Callable[[str], str] = lambda _name: "",
     ) -> None:
         self.path = path
-        self.legacy = from_approval_policies(approval_policies or {}, pack_of)
+        self._approval_policies = approval_policies or {}
+        self._pack_of = pack_of
+        self.legacy = from_approval_policies(self._approval_policies, pack_of)
+        self._file: tuple[PolicyFile, str] | None = None
         self._seen: bytes | None = None
         self._mtime: float | None = None
         self.current = self._build(None, None)  # replaced by `load` when there is a file
@@ -101,8 +104,15 @@ class PolicySource:
         data = self.path.read_bytes() if self.path.exists() else None
         policy, version = read_file(self.path)
         self._seen, self._mtime = data, self.path.stat().st_mtime
+        self._file = (policy, version)
         self.current = self._build(policy, version)
         return self.current
+
+    def remap(self) -> None:
+        """Map `APPROVAL_POLICIES` again, once every tool is known (MCP servers' tools are
+        registered at start, after the policy was first read)."""
+        self.legacy = from_approval_policies(self._approval_policies, self._pack_of)
+        self.current = self._build(*self._file) if self._file else self._build(None, None)
 
     def refresh(self) -> bool:
         """Check the file once; True if a new version is now in force."""
