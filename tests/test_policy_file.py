@@ -280,3 +280,33 @@ def test_a_broken_condition_asks_the_rules_approvers_and_a_later_deny_still_wins
     assert asked.reason is not None
     assert "could not be evaluated" in asked.reason
     assert made("CBOTS").outcome == "deny"
+
+
+LINTED = """\
+version: 1
+rules:
+  - name: every-task-asks
+    tools: [create_task]
+    outcome: ask
+    four_eyes: true
+  - name: low-runs
+    tools: [create_task]
+    when: 'args.priority == "low"'
+    outcome: allow
+"""
+
+
+def test_policy_check_warns_and_strict_fails_on_warnings(tmp_path: Path) -> None:
+    env = clean_env()
+    (tmp_path / "policy.yaml").write_text(POLICY)
+    (tmp_path / "linted.yaml").write_text(LINTED)
+    clean = run_cli(["policy", "check", "--strict"], env, tmp_path)
+    assert clean.returncode == 0, clean.stdout
+    assert "warning" not in clean.stdout
+    warned = run_cli(["policy", "check", "linted.yaml"], env, tmp_path)
+    assert warned.returncode == 0
+    assert "rule 'low-runs' is never reached" in warned.stdout
+    assert "rule 'every-task-asks': four_eyes without approvers: nobody may approve" in (
+        warned.stdout
+    )
+    assert run_cli(["policy", "check", "--strict", "linted.yaml"], env, tmp_path).returncode == 1

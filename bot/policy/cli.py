@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.policy.engine import Facts, decide
+from bot.policy.lint import warnings
 from bot.policy.model import PolicyError
 from bot.policy.source import read_file
 
@@ -22,6 +23,7 @@ def add_parser(commands: Any) -> None:
     sub = policy.add_subparsers(dest="policy_command", required=True)
     check = sub.add_parser("check", help="validate the policy file (exit 1 if invalid)")
     check.add_argument("file", nargs="?", help="default: POLICY_FILE, else ./policy.yaml")
+    check.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
     test = sub.add_parser("test", help="run fixtures: proposal -> expected outcome")
     test.add_argument("fixtures", help="YAML list of {tool, args, ..., expect}")
     test.add_argument("--policy", help="default: POLICY_FILE, else ./policy.yaml")
@@ -36,7 +38,7 @@ def policy_path(given: str | None) -> Path:
 
 def run(args: argparse.Namespace, database_url: str | None = None) -> int:
     if args.policy_command == "check":
-        return check(policy_path(args.file))
+        return check(policy_path(args.file), args.strict)
     if args.policy_command == "test":
         return run_fixtures(policy_path(args.policy), Path(args.fixtures))
     from bot.policy.replay import replay
@@ -45,7 +47,8 @@ def run(args: argparse.Namespace, database_url: str | None = None) -> int:
     return replay(policy_path(args.policy), args.since, database_url)
 
 
-def check(path: Path) -> int:
+def check(path: Path, strict: bool = False) -> int:
+    """Exit 1 if the file is invalid (or, with `strict`, has warnings), else 0."""
     try:
         policy, version = read_file(path)
     except PolicyError as exc:
@@ -56,7 +59,10 @@ def check(path: Path) -> int:
         f"{path}: valid, version {version}, {len(policy.rules)} rule(s) "
         f"({shadow} shadow), default {policy.default}"
     )
-    return 0
+    found = warnings(policy)
+    for warning in found:
+        print(f"{path}: warning: {warning}")
+    return 1 if found and strict else 0
 
 
 class Fixture(BaseModel):
