@@ -14,6 +14,7 @@ import pytest
 from bot.db.migrate import upgrade_to_head
 from bot.db.models import Proposal, ProposalState, utcnow
 from bot.db.session import Database
+from bot.policy.cel import MAX_CONTEXT, ConditionError, evaluate
 from bot.policy.engine import Decision, Facts, decide
 from bot.policy.gate import record
 from bot.policy.model import PolicyError, load_text
@@ -310,3 +311,16 @@ def test_policy_check_warns_and_strict_fails_on_warnings(tmp_path: Path) -> None
         warned.stdout
     )
     assert run_cli(["policy", "check", "--strict", "linted.yaml"], env, tmp_path).returncode == 1
+
+
+def test_hostile_conditions_and_arguments_are_bounded() -> None:
+    started = time.monotonic()
+    backtracking = "args.s.matches('(a+)+$')"  # exponential for a backtracking engine
+    assert evaluate(backtracking, {"args": {"s": "a" * 40 + "!"}}) is False
+    with pytest.raises(ConditionError, match="longer than"):
+        evaluate('args.s == "x"', {"args": {"s": "x" * (MAX_CONTEXT + 1)}})
+    ten = "[1,2,3,4,5,6,7,8,9,10]"
+    nested = f"{ten}.all(a, {ten}.all(b, {ten}.all(c, {ten}.all(d, a + b + c + d > 0))))"
+    with pytest.raises(ConditionError, match="ran longer than"):
+        evaluate(nested, {})
+    assert time.monotonic() - started < 3

@@ -1,10 +1,12 @@
 """CEL conditions (cel-python, `celpy`): compiled once per policy version, evaluated under a
 time and size guard. A condition that runs too long is stopped (a trace function raises in
 the evaluating thread), so a hostile or broken expression cannot hang the bot; the caller
-treats any failure as "cannot be evaluated" and falls back to ask."""
+treats any failure as "cannot be evaluated" and falls back to ask. `matches()` runs on RE2
+(linear time, no backtracking), so a pattern cannot hang inside one C call either."""
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
@@ -76,6 +78,8 @@ def _guarded(work: Callable[[], Any], seconds: float) -> Any:
 
 def evaluate(expression: str, facts: dict[str, Any], seconds: float = EVALUATION_SECONDS) -> bool:
     """Whether the condition holds for `facts`; `ConditionError` if it cannot be told."""
+    if len(json.dumps(facts, default=str)) > MAX_CONTEXT:
+        raise ConditionError(f"the arguments are longer than {MAX_CONTEXT} characters")
     try:
         program = _program(expression)
         activation = {name: json_to_cel(value) for name, value in facts.items()}
