@@ -5,6 +5,7 @@ version, and `countersign policy check|test|replay` with their exit codes and fi
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -73,7 +74,10 @@ async def reloading_bot(
 
 
 async def test_an_edit_is_in_force_within_5_s_and_an_invalid_edit_keeps_the_old(
-    reloading_bot: tuple[RunningBot, Path], fake_slack: FakeSlack, fake_model: FakeOpenAI
+    reloading_bot: tuple[RunningBot, Path],
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     bot, path = reloading_bot
     source = bot.countersign.policy
@@ -91,9 +95,11 @@ async def test_an_edit_is_in_force_within_5_s_and_an_invalid_edit_keeps_the_old(
     assert tool_results(fake_model)[-1]["status"] != "denied"
     assert fake_slack.cards("CBOTS") == []  # allowed by the default now
     second = source.current.version
+    caplog.set_level(logging.ERROR, logger="bot.policy.source")
     path.write_text(INVALID)
     await asyncio.sleep(5)
     assert source.current.version == second  # the invalid edit is not in force
+    assert f"version {second} stays in force: line 6: rules.0.outcome" in caplog.text
     await ask_for(bot, fake_slack, fake_model, CREATE, channel="CBOTS")
     assert fake_slack.cards("CBOTS") == []
 
@@ -324,3 +330,51 @@ def test_hostile_conditions_and_arguments_are_bounded() -> None:
     with pytest.raises(ConditionError, match=r"ran longer than|did not finish"):
         evaluate(nested, {})
     assert time.monotonic() - started < 5  # a loaded machine included
+
+
+CONTRACT_EXAMPLE = """\
+version: 1
+default: ask                          # when no rule matches
+rules:                                # first match wins, except that any matching deny wins
+  - name: low-priority-tasks
+    tools: [create_task]              # tool names, pack names or globs (github_*, wiki__*)
+    when: 'args.priority == "low"'
+    outcome: allow
+  - name: no-urgent-tasks-from-bots-channel
+    tools: [create_task]
+    channels: [CBOTS]
+    outcome: deny
+    reason: urgent work is not filed from this channel
+  - name: tasks
+    tools: [create_task, update_task]
+    outcome: ask
+    approvers: [UBOB, S0LEADS]        # users or user groups
+    approvals_required: 1
+    four_eyes: true
+    route: dm                         # thread (default) | dm | channel:C123
+    grants: [once, thread, channel, me]
+    grant_expiry: 8h
+    escalate:
+      - after: 30m
+        to: [UCAROL]
+      - after: 2h
+        outcome: deny
+"""
+
+
+def test_the_contracts_example_parses_and_an_ask_keeps_route_grants_and_escalation() -> None:
+    policy = load_text(CONTRACT_EXAMPLE)
+    facts = Facts("update_task", "tasks", {"priority": "high"}, "C1", "UALICE")
+    made = decide(policy, "1@x", facts).record()
+    assert made["rule"] == "tasks"
+    assert made["approvers"] == ["UBOB", "S0LEADS"]
+    assert made["route"] == "dm"
+    assert made["grants"] == ["once", "thread", "channel", "me"]
+    assert made["grant_expiry"] == "8h"
+    assert made["escalate"] == [
+        {"after": "30m", "to": ["UCAROL"]},
+        {"after": "2h", "to": [], "outcome": "deny"},
+    ]
+    with pytest.raises(PolicyError) as raised:
+        load_text(CONTRACT_EXAMPLE.replace("grant_expiry: 8h", "grant_expiry: 8 weeks"))
+    assert raised.value.line == 21
