@@ -378,3 +378,20 @@ def test_the_contracts_example_parses_and_an_ask_keeps_route_grants_and_escalati
     with pytest.raises(PolicyError) as raised:
         load_text(CONTRACT_EXAMPLE.replace("grant_expiry: 8h", "grant_expiry: 8 weeks"))
     assert raised.value.line == 21
+
+
+def test_the_example_policy_passes_its_fixtures_with_packs_and_defaults_applied() -> None:
+    root = Path(__file__).parent.parent
+    env = clean_env()
+    env.pop("TOOL_PACKS", None)
+    args = ["policy", "check", "--strict", "examples/policy.yaml"]
+    assert run_cli(args, env, root).returncode == 0
+    tested = run_cli(
+        ["policy", "test", "examples/policy_fixtures.yaml", "--policy", "examples/policy.yaml"],
+        env,
+        root,
+    )
+    assert tested.returncode == 0, tested.stdout
+    assert "8 passed, 0 failed" in tested.stdout
+    # No args.priority given: the schema's default ("normal") decides, not a failed condition.
+    assert "ok    a task without a priority is normal, so it asks: ask (tasks)" in tested.stdout

@@ -4,6 +4,7 @@ and replay recorded decisions under a policy to see what it would change."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from bot.policy.engine import Facts, decide
 from bot.policy.lint import warnings
 from bot.policy.model import PolicyError
 from bot.policy.source import read_file
+from bot.tools.catalog import ToolRegistry, UnknownPack
 
 
 def add_parser(commands: Any) -> None:
@@ -96,16 +98,20 @@ def run_fixtures(path: Path, fixtures: Path) -> int:
         print(f"{fixtures}: invalid fixtures: {exc}", file=sys.stderr)
         return 2
     failed = 0
+    known = _registry()
     for number, case in enumerate(cases, 1):
+        pack, args = with_defaults(known, case.tool, case.pack, case.args)
+        tool = known.get(case.tool) if known is not None else None
         facts = Facts(
             case.tool,
-            case.pack,
-            case.args,
+            pack,
+            args,
             case.channel,
             case.requester,
             tuple(case.groups),
             case.calls_in_thread,
             case.calls_today,
+            read_only=tool is not None and not tool.requires_approval,
         )
         got = decide(policy, version, facts)
         ok = got.outcome == case.expect and (case.rule is None or got.rule == case.rule)
@@ -118,3 +124,34 @@ def run_fixtures(path: Path, fixtures: Path) -> int:
             print(f"FAIL  {label}: expected {wanted}, got {got.outcome} by {got.rule or 'default'}")
     print(f"{len(cases) - failed} passed, {failed} failed (policy version {version})")
     return 1 if failed else 0
+
+
+DEFAULT_PACKS = "bot.tools.packs.tasks,bot.tools.packs.slack"
+
+
+def _registry() -> ToolRegistry | None:
+    """The tools of `TOOL_PACKS` (as the bot loads them), to give fixtures their packs and
+    schema defaults; None if they cannot be loaded here."""
+    modules = [m.strip() for m in os.environ.get("TOOL_PACKS", DEFAULT_PACKS).split(",")]
+    try:
+        return ToolRegistry.from_packs([m for m in modules if m])
+    except (UnknownPack, ValueError) as exc:
+        print(f"warning: tool packs not loaded ({exc}): no packs or defaults", file=sys.stderr)
+        return None
+
+
+def with_defaults(
+    known: ToolRegistry | None, name: str, pack: str, args: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """The tool's pack (unless given) and `args` with the schema's defaults applied, as the
+    bot decides on validated arguments."""
+    tool = known.get(name) if known is not None else None
+    if tool is None:
+        return pack, args
+    filled = dict(args)
+    if tool.input_schema is None:
+        for field, info in tool.arguments.model_fields.items():
+            if field not in filled and not info.is_required():
+                default = info.get_default(call_default_factory=True)
+                filled[field] = json.loads(json.dumps(default, default=str))
+    return pack or tool.pack, filled
