@@ -162,11 +162,15 @@ rules:
     tools: [create_task]
     when: 'args.priority == "low"'
     outcome: allow
+  - name: normal-ok
+    tools: [create_task]
+    when: 'args.priority == "normal"'
+    outcome: allow
 """
 
 
 async def seed(url: str) -> None:
-    """Five recorded decisions: two asks approved by people (one urgent), one ask declined,
+    """Six recorded decisions: three asks approved by people (one urgent), one ask declined,
     one deny in CBOTS and one allow."""
     db = Database.from_url(url)
     await upgrade_to_head(db)
@@ -174,7 +178,8 @@ async def seed(url: str) -> None:
         rows = [
             ("ask", "urgent", ProposalState.SUCCEEDED, "UBOB", "C1"),
             ("ask", "low", ProposalState.SUCCEEDED, "UBOB", "C1"),
-            ("ask", "high", ProposalState.DECLINED, "UBOB", "C1"),
+            ("ask", "normal", ProposalState.DECLINED, "UBOB", "C1"),
+            ("ask", "high", ProposalState.SUCCEEDED, "UBOB", "C1"),
             ("deny", "high", None, None, "CBOTS"),
             ("allow", "low", ProposalState.SUCCEEDED, "policy:low", "C1"),
         ]
@@ -219,12 +224,14 @@ async def test_policy_replay_figures_on_a_seeded_database(
     )
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "replayed 5 decision(s)" in out
-    assert "asks it would have removed: 2" in out  # the urgent (deny) and the low (allow)
+    assert "replayed 6 decision(s)" in out
+    # the urgent (deny), the low and the normal (allow); the high still asks
+    assert "asks it would have removed: 3" in out
     assert "past approvals it would have denied: 1" in out
-    assert "create_task by UALICE in C1, approved by UBOB: denied by no-urgent" in out
-    assert "denials it would have allowed: 1" in out
-    assert "in CBOTS, denied by no-bots: allowed by bots-ok" in out
+    assert "#1 create_task by UALICE in C1, approved by UBOB: denied by no-urgent" in out
+    assert "denials it would have allowed: 2" in out
+    assert "#3 create_task by UALICE in C1, declined by a person: allowed by normal-ok" in out
+    assert "#5 create_task by UALICE in CBOTS, denied by no-bots: allowed by bots-ok" in out
 
 
 def test_approval_policies_are_read_into_the_same_rules() -> None:
@@ -395,3 +402,19 @@ def test_the_example_policy_passes_its_fixtures_with_packs_and_defaults_applied(
     assert "8 passed, 0 failed" in tested.stdout
     # No args.priority given: the schema's default ("normal") decides, not a failed condition.
     assert "ok    a task without a priority is normal, so it asks: ask (tasks)" in tested.stdout
+
+
+def test_approval_policies_come_after_the_files_own_rules(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(POLICY)
+    source = PolicySource(path, {"create_task": {"approvers": ["UOPS"]}}, lambda _n: "tasks")
+    source.load()
+    names = [r.name for r in source.current.policy.rules]
+    assert names == [
+        "low-priority-tasks",
+        "no-tasks-from-bots",
+        "tasks",
+        "APPROVAL_POLICIES[create_task]",
+    ]
+    facts = Facts("create_task", "tasks", {"priority": "high"}, "C1", "UALICE")
+    assert decide(source.current.policy, "v", facts).rule == "tasks"  # the file's rule first
