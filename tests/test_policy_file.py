@@ -100,6 +100,10 @@ async def test_an_edit_is_in_force_within_5_s_and_an_invalid_edit_keeps_the_old(
     await asyncio.sleep(5)
     assert source.current.version == second  # the invalid edit is not in force
     assert f"version {second} stays in force: line 6: rules.0.outcome" in caplog.text
+    path.unlink()  # a file that goes away leaves the version in force too
+    await asyncio.sleep(3)
+    assert source.current.version == second
+    assert caplog.text.count("unreadable") == 1  # said once, not every poll
     await ask_for(bot, fake_slack, fake_model, CREATE, channel="CBOTS")
     assert fake_slack.cards("CBOTS") == []
 

@@ -78,6 +78,7 @@ class PolicySource:
         self._pack_of = pack_of
         self.legacy = from_approval_policies(self._approval_policies, pack_of)
         self._file: tuple[PolicyFile, str] | None = None
+        self._unreadable = False
         self._seen: bytes | None = None
         self._mtime: float | None = None
         self.current = self._build(None, None)  # replaced by `load` when there is a file
@@ -122,8 +123,11 @@ class PolicySource:
             mtime = self.path.stat().st_mtime
             data = self.path.read_bytes()
         except OSError as exc:
-            log.warning("policy file %s unreadable (%s): the old version stays", self.path, exc)
+            if not self._unreadable:  # once, not every poll
+                log.error("policy file %s unreadable (%s): the old version stays", self.path, exc)
+            self._unreadable = True
             return False
+        self._unreadable = False
         if data == self._seen and mtime == self._mtime:
             return False
         if data == self._seen:
