@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 from sqlalchemy import select
 
 from bot.db.models import PolicyDecision, ProposalState
@@ -21,6 +22,7 @@ from tests.harness import RunningBot, make_settings, start_bot, stop_bot
 from tests.test_approvals_flow import CREATE, audit, call, proposals, tasks_in_db, tool_results
 
 LOW = {**CREATE, "priority": "low"}
+METRIC = "countersign_policy_decisions_total"
 
 POLICY = """\
 version: 1
@@ -229,8 +231,10 @@ async def test_a_shadow_rule_is_recorded_but_not_enforced(
     policy_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
     bot = policy_bot
+    shadowed = REGISTRY.get_sample_value(METRIC, {"outcome": "shadow"}) or 0.0
     await ask_for(bot, fake_slack, fake_model, CREATE)
     assert len(fake_slack.cards("C1")) == 1  # asked, not denied
+    assert REGISTRY.get_sample_value(METRIC, {"outcome": "shadow"}) == shadowed + 1
     (decision,) = await decisions(bot)
     assert decision.outcome == "ask"
     assert decision.shadow == ["would-deny:deny"]

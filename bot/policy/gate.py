@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bot.approvals.policy import GroupMembers
 from bot.db.models import PolicyDecision
 from bot.db.session import Database
+from bot.metrics import POLICY_DECISIONS
 from bot.policy.engine import Decision, Facts, decide, names_tool
 from bot.policy.model import PolicyFile
 from bot.policy.source import PolicySource
@@ -151,6 +152,9 @@ def record(
     thread_ts: str | None,
     proposal_id: int | None,
 ) -> None:
+    POLICY_DECISIONS.labels(outcome=decision.outcome).inc()
+    if decision.shadow:
+        POLICY_DECISIONS.labels(outcome="shadow").inc()
     session.add(
         PolicyDecision(
             team_id=team_id,
