@@ -8,18 +8,21 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from bot.db.migrate import upgrade_to_head
-from bot.db.models import Proposal, ProposalState, utcnow
+from bot.db.models import PolicyDecision, Proposal, ProposalState, utcnow
 from bot.db.session import Database
 from bot.policy.cel import MAX_CONTEXT, ConditionError, evaluate
 from bot.policy.engine import Decision, Facts, decide
 from bot.policy.gate import record
 from bot.policy.model import PolicyError, load_text
 from bot.policy.source import PolicySource
+from bot.records.retention import purge
 from tests.fakes.openai import FakeOpenAI
 from tests.fakes.slack import FakeSlack
 from tests.harness import RunningBot, clean_env, make_settings, run_cli, start_bot, stop_bot
@@ -422,3 +425,19 @@ def test_approval_policies_come_after_the_files_own_rules(tmp_path: Path) -> Non
     ]
     facts = Facts("create_task", "tasks", {"priority": "high"}, "C1", "UALICE")
     assert decide(source.current.policy, "v", facts).rule == "tasks"  # the file's rule first
+
+
+async def test_retention_forgets_old_decisions_with_their_arguments(sqlite_url: str) -> None:
+    await seed(sqlite_url)
+    db = Database.from_url(sqlite_url)
+    try:
+        async with db.transaction() as session:
+            first = await session.get(PolicyDecision, 1)
+            assert first is not None
+            first.created_at = utcnow() - timedelta(days=40)
+        await purge(db, timedelta(days=30))
+        async with db.transaction() as session:
+            kept = (await session.scalars(select(PolicyDecision.id))).all()
+    finally:
+        await db.dispose()
+    assert sorted(kept) == [2, 3, 4, 5, 6]
