@@ -1,4 +1,4 @@
-"""The `countersign` command: run | serve | try | migrate | doctor | purge | audit."""
+"""The `countersign` command: run | serve | try | migrate | doctor | purge | audit | policy."""
 
 from __future__ import annotations
 
@@ -45,6 +45,10 @@ def _parser() -> argparse.ArgumentParser:
         "verify", help="recompute the audit chain and check it against the checkpoints"
     )
     audit_commands.add_parser("checkpoint", help="write (and post) an audit checkpoint now")
+
+    from bot.policy.cli import add_parser as add_policy
+
+    add_policy(commands)
     return parser
 
 
@@ -189,6 +193,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "try":
         return _try(args.port)
+    if args.command == "policy" and args.policy_command != "replay":  # no settings needed
+        from bot.policy.cli import run as run_policy
+
+        return run_policy(args)
     try:
         settings = load_settings()
         if args.command == "serve":
@@ -201,6 +209,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from bot.logs import configure
 
     configure(settings.log_level, settings.secret_values(), settings.log_format == "json")
+    if args.command == "policy":
+        from bot.policy.cli import run as run_policy
+
+        return run_policy(args, settings.database_url)
     if args.command == "migrate":
         return asyncio.run(_migrate(settings))
     if args.command == "doctor":

@@ -6,6 +6,7 @@ hands it to whoever needs it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import math
@@ -40,6 +41,8 @@ from bot.heartbeat import Heartbeat, freeze_start_up_objects
 from bot.links import LinkSigner
 from bot.llm import LLM, make_client
 from bot.metrics import SLACK_RATELIMITED
+from bot.policy.gate import PolicyGate
+from bot.policy.source import PolicySource
 from bot.records.audit_checkpoints import CheckpointJob
 from bot.records.retention import purge, purge_delivery_keys
 from bot.slack import feedback
@@ -85,6 +88,8 @@ class Countersign:
     budgets: WorkspaceBudgets | None = None
     stopper: Stopper | None = None
     integrations: Integrations = field(default_factory=Integrations)
+    policy: PolicySource | None = None
+    _policy_watch: asyncio.Task[None] | None = None
 
     @classmethod
     def build(cls, settings: Settings) -> Countersign:
@@ -143,6 +148,14 @@ class Countersign:
         registry.max_tool_tokens = (settings.token_budget - settings.reply_tokens) // 2
         integrations = Integrations.attach(registry, settings)
         policies = Policies.parse(settings.approval_policies)
+        policy = PolicySource(
+            settings.policy_path,
+            settings.approval_policies,
+            lambda name: tool.pack if (tool := registry.get(name)) else "",
+        )
+        policy.load()  # the settings checked it already: a file gone since fails here
+        policies.rules_name_approvers = policy.names_approvers
+        groups = GroupMembers(slack)
         approvals = ApprovalsService(
             db, lease_for(settings.tool_timeout_seconds, settings.lease_seconds)
         )
@@ -150,13 +163,14 @@ class Countersign:
         worker = new_worker_id()
         live_replies = LiveReplies(db, worker, settings.lease_seconds)
         cards = CardPublisher(slack, budget, approvals, registry, policies, tasks)
+        desk = ActionDesk(registry, policies, approvals, cards, PolicyGate(policy, groups, db))
         conversations = Conversations(
             db,
             llm,
             slack,
             budget,
             TurnSettings.from_settings(settings, links),
-            ActionDesk(registry, policies, approvals, cards),
+            desk,
             ThreadLocks(redis),
             live_replies,
             budgets,
@@ -184,6 +198,11 @@ class Countersign:
             worker,
             settings.tool_timeout_seconds,
         )
+
+        def execute(proposal_id: int) -> None:
+            tasks.spawn(executor.run(proposal_id), name=f"execute-{proposal_id}")
+
+        desk.execute = execute
         reminder = settings.proposal_reminder_minutes
 
         async def resume_settled() -> None:
@@ -216,7 +235,6 @@ class Countersign:
             timedelta(minutes=reminder) if reminder else None,
             jobs=[resume_settled, finish_cut_off_replies, retention],
         )
-        groups = GroupMembers(slack)
         records = Records(db, slack, registry, policies, groups, tasks)
         cards.on_change = records.proposal_changed
         threads = AgentThreads(slack, settings.suggested_prompts)
@@ -287,12 +305,15 @@ class Countersign:
             budgets=budgets,
             stopper=stopper,
             integrations=integrations,
+            policy=policy,
         )
 
     async def start(self) -> None:
         """Run pending migrations before any event is handled."""
         await upgrade_to_head(self.db)
         await self.integrations.start()
+        if self.policy is not None:
+            self.policy.remap()  # tool servers' tools are known now
         await self.sweeper.recover()
         self.sweeper.start()
         TokenCounter(self.settings.llm_model).warm_up()
@@ -300,12 +321,16 @@ class Countersign:
             self.stopper.start()
         freeze_start_up_objects()
         self.heartbeat.start()
+        if self.policy is not None and self.policy.path is not None:
+            self._policy_watch = asyncio.create_task(self.policy.watch(), name="policy-watch")
 
     async def shutdown(self) -> None:
         """Let live replies finish (or finalise them with a note), then release resources."""
         log.info("shutting down: %d turn(s) in flight", self.tasks.running)
         await self.sweeper.stop()
         self.heartbeat.stop()
+        if self._policy_watch is not None:
+            self._policy_watch.cancel()
         stop_budgets = self.budgets.stop if self.budgets is not None else self.budget.stop
         await self.tasks.drain(self.settings.shutdown_grace_seconds, stop_budgets)
         await stop_budgets()

@@ -139,6 +139,7 @@ class Settings(IntegrationSettings, BaseSettings):
         default_factory=lambda: ["bot.tools.packs.tasks", "bot.tools.packs.slack"]
     )
     approval_policies: Annotated[dict[str, Any], NoDecode] = Field(default_factory=dict)
+    policy_file: Path | None = None  # default: policy.yaml in the working directory, if there
     proposal_expiry_minutes: Annotated[float, Field(ge=1, le=10080)] = 15.0
     proposal_reminder_minutes: Annotated[float, Field(ge=0, le=10080)] = 3.0
     max_tool_rounds: Annotated[int, Field(ge=1, le=50)] = 8
@@ -275,6 +276,27 @@ class Settings(IntegrationSettings, BaseSettings):
                     f"SYSTEM_PROMPT_FILE: cannot read {self.system_prompt_file} ({exc.strerror})"
                 ) from exc
         return self
+
+    @model_validator(mode="after")
+    def _policy_file_valid(self) -> Settings:
+        """An invalid policy file stops the start, naming its line and what is wrong."""
+        path = self.policy_path
+        if path is not None:
+            from bot.policy.model import PolicyError
+            from bot.policy.source import read_file
+
+            try:
+                read_file(path)
+            except PolicyError as exc:
+                raise ValueError(f"POLICY_FILE: {path}: {exc}") from None
+        return self
+
+    @property
+    def policy_path(self) -> Path | None:
+        if self.policy_file is not None:
+            return self.policy_file
+        default = Path("policy.yaml")
+        return default if default.is_file() else None
 
     def secret_values(self) -> list[str]:
         """Every configured secret, so logs can redact them by value."""

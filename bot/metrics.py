@@ -54,6 +54,11 @@ EXECUTIONS = Counter(
     "Executions by outcome",
     ["outcome"],  # succeeded | failed
 )
+POLICY_DECISIONS = Counter(
+    "countersign_policy_decisions_total",
+    "Write calls decided by the policy file, by outcome (shadow: a shadow rule matched)",
+    ["outcome"],  # allow | deny | ask | shadow
+)
 TOOL_READS = Counter(
     "countersign_tool_reads_total",
     "Read tool calls run at once, by pack",

@@ -57,8 +57,10 @@ class Decisions(Ledger):
         channel_id: str,
         thread_ts: str | None,
         expires_in: timedelta,
+        policy: dict[str, Any] | None = None,
     ) -> Proposal:
         proposal = Proposal(
+            policy=policy,
             team_id=team_id,
             conversation_id=conversation_id,
             assistant_message_id=assistant_message_id,
@@ -95,9 +97,38 @@ class Decisions(Ledger):
                 "arguments_hash": proposal.arguments_hash,
                 "revision": 1,
                 "resolved": preview.resolved,
+                **({"policy": policy} if policy else {}),
             },
         )
         return proposal
+
+    async def approve_by_rule(
+        self, session: AsyncSession, proposal: Proposal, rule: str, version: str
+    ) -> Proposal:
+        """A policy rule allowed it: approved at once, in the proposing transaction, by
+        `policy:RULE` (one vote, so the executor's check of the approvals on record holds)."""
+        actor = f"policy:{rule}"[:255]
+        short = actor[:32]  # the vote's and decider's columns hold a user id's length
+        session.add(
+            ProposalApproval(
+                proposal_id=proposal.id,
+                approver=short,
+                revision=proposal.revision,
+                arguments_hash=proposal.arguments_hash,
+            )
+        )
+        return await self._apply(
+            session,
+            proposal,
+            Event.APPROVE,
+            actor,
+            {"rule": rule, "policy_version": version, "revision": proposal.revision},
+            approved_arguments=proposal.arguments,
+            approved_hash=proposal.arguments_hash,
+            approved_revision=proposal.revision,
+            decided_by=short,
+            decided_at=utcnow(),
+        )
 
     @asynccontextmanager
     async def _deciding(

@@ -12,6 +12,7 @@ User group ids (S…) are resolved to members through the Web API.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,8 @@ class Policy:
 class Policies:
     def __init__(self, config: dict[str, PolicyConfig] | None = None) -> None:
         self._config = config or {}
+        # Set when a policy file is in force: whether any of its ask rules names approvers.
+        self.rules_name_approvers: Callable[[], bool] = lambda: False
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> Policies:
@@ -47,7 +50,19 @@ class Policies:
     @property
     def anyone_else_approves(self) -> bool:
         """False when every proposal is decided by its requester (the default)."""
-        return any(c.approvers for c in self._config.values())
+        return any(c.approvers for c in self._config.values()) or self.rules_name_approvers()
+
+    def for_proposal(self, tool: str, pack: str, recorded: dict[str, Any] | None) -> Policy:
+        """Who decides a proposal: what the policy's ask rule said when it was made (kept on
+        the proposal), else the settings' lookup (proposals made before policy files)."""
+        if not recorded or recorded.get("outcome") != "ask":
+            return self.for_tool(tool, pack)
+        return Policy(
+            tuple(str(a) for a in recorded.get("approvers") or ()),
+            bool(recorded.get("four_eyes", False)),
+            int(recorded.get("approvals_required") or 1),
+            None,  # its expiry was fixed when it was proposed
+        )
 
     def for_tool(self, tool: str, pack: str) -> Policy:
         merged: dict[str, Any] = {}

@@ -73,11 +73,11 @@ class Authority:
     """Who may stop what (see the module docstring)."""
 
     def __init__(
-        self, policies: Policies, groups: GroupMembers, policy_for: Callable[[str], Policy]
+        self, policies: Policies, groups: GroupMembers, policy_for: Callable[[Proposal], Policy]
     ) -> None:
         self.policies = policies
         self.groups = groups
-        self.policy_for = policy_for  # tool name -> its policy
+        self.policy_for = policy_for  # a proposal -> who decides it
 
     async def may_cancel(self, user: str, requester: str) -> bool:
         default = self.policies.for_tool("", "")  # the `*` policy
@@ -88,7 +88,7 @@ class Authority:
             return True
         for proposal in turn.undecided:
             verdict = await may_approve(
-                self.policy_for(proposal.tool_name),
+                self.policy_for(proposal),
                 proposal.requester,
                 user,
                 self.groups,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +65,8 @@ def stored_result(result: dict[str, Any]) -> str:
 
 # (task id, title, pending|in_progress|complete|error, details): how the reply shows a step
 OnTask = Callable[[str, str, str, str | None], None]
+# A read's tool and arguments -> the result that refuses it (a policy's deny), or None: run it
+Screen = Callable[[Tool[Any], dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
 
 def _invalid(exc: ToolArgumentsError) -> dict[str, Any]:
@@ -81,6 +83,11 @@ def _source(tool: Tool[Any], arguments: Any, declared: str | None) -> str:
         return f"{tool.name}: {declared}"[:300]
     shown = json.dumps(arguments.model_dump(mode="json"), ensure_ascii=False, sort_keys=True)
     return f"{tool.name} {shown}"[:300]
+
+
+def _plain(arguments: Any) -> dict[str, Any]:
+    dumped = arguments.model_dump(mode="json")
+    return dumped if isinstance(dumped, dict) else {}
 
 
 def _outcome(result: dict[str, Any]) -> str:
@@ -102,6 +109,7 @@ async def prepare_calls(
     on_task: OnTask,
     timeout: float,
     max_calls: int = 8,
+    screen: Screen | None = None,
 ) -> list[Prepared]:
     """One `Prepared` per call, in call order (each call is answered, run or not); calls past
     `max_calls` in one round are refused without running."""
@@ -143,6 +151,11 @@ async def prepare_calls(
             continue
         if not tool.requires_approval:
             label = tool.running_label or f"Running {tool.name}"
+            refused = None if screen is None else await screen(tool, _plain(arguments))
+            if refused is not None:
+                on_task(call.id, label, "error", "forbidden by policy")
+                prepared.append(Prepared(call, tool, refused))
+                continue
             on_task(call.id, label, "in_progress", None)
             audience = source = None
             try:

@@ -10,20 +10,22 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.audience import narrowest
 from bot.conversation.private_reply import TurnAudience
-from bot.conversation.tool_calls import prepare_calls
+from bot.conversation.tool_calls import Prepared, Screen, prepare_calls, stored_result
 from bot.db import repositories as repo
 from bot.db.models import Conversation, Role
 from bot.db.session import Database
 from bot.llm import Finished
+from bot.policy.engine import Decision, Facts
+from bot.policy.gate import PolicyGate, record
 from bot.slack.streamer import ReplyStream
 from bot.tools.catalog import ToolRegistry
-from bot.tools.registry import ToolContext
+from bot.tools.registry import Tool, ToolContext
 
 if TYPE_CHECKING:
     from bot.approvals.policy import Policies
@@ -44,6 +46,8 @@ class ActionDesk:
     policies: Policies
     approvals: ApprovalsService
     cards: CardPublisher
+    gate: PolicyGate | None = None  # the policy file's rules decide first
+    execute: Callable[[int], None] | None = None  # runs a proposal a rule allowed
 
 
 class Once:
@@ -87,9 +91,12 @@ async def tool_round(
         stream.task,
         settings.tool_timeout,
         settings.max_tool_calls_per_round,
+        screen_reads(desk, conversation, requester),
     )
     stream.set_status("")
+    decided = await decide(desk, prepared, conversation, requester)
     proposals = []
+    allowed = []
     async with db.transaction() as session:
         assistant = await repo.add_message(
             session,
@@ -119,12 +126,20 @@ async def tool_round(
             assert item.tool is not None
             assert item.preview is not None
             assert item.arguments is not None
+            decision, facts = decided.get(item.call.id) or (None, None)
+            team, thread = conversation.team_id, conversation.thread_ts or None
+            if decision is not None and facts is not None and decision.outcome == "deny":
+                tool_message.content = stored_result(decision.for_model())
+                record(session, decision, facts, team, thread, None)
+                continue
             policy = desk.policies.for_tool(item.tool.name, item.tool.pack)
             expiry = settings.proposal_expiry
             if item.tool.expires_after is not None:
                 expiry = item.tool.expires_after
             if policy.expires_after_minutes is not None:
                 expiry = timedelta(minutes=policy.expires_after_minutes)
+            if decision is not None and decision.ask is not None and decision.ask.expires_after:
+                expiry = decision.ask.expires_after
             proposals.append(
                 await desk.approvals.propose(
                     session,
@@ -140,11 +155,54 @@ async def tool_round(
                     channel_id=conversation.channel_id,
                     thread_ts=conversation.thread_ts or None,
                     expires_in=expiry,
+                    policy=decision.record() if decision is not None else None,
                 )
             )
             proposals[-1].audience = narrowest(seen.place, seen.audience)
             proposals[-1].provenance = seen.sources[-PROVENANCE_KEPT:] or None
+            if decision is not None and facts is not None:
+                record(session, decision, facts, team, thread, proposals[-1].id)
+                if decision.outcome == "allow":
+                    rule = decision.rule or "default"
+                    approved = await desk.approvals.approve_by_rule(
+                        session, proposals[-1], rule, decision.version
+                    )
+                    allowed.append(approved.id)
         await hook(session)
     for proposal in proposals:
-        await desk.cards.post(proposal)
+        if proposal.id in allowed:
+            await desk.cards.note_allowed(proposal)
+            if desk.execute is not None:
+                desk.execute(proposal.id)
+        else:
+            await desk.cards.post(proposal)
     return len(proposals)
+
+
+def screen_reads(desk: ActionDesk, conversation: Conversation, requester: str) -> Screen | None:
+    """A read tool runs unless a policy rule denies it (rules may name reads only to deny)."""
+    gate = desk.gate
+    if gate is None:
+        return None
+
+    async def screen(tool: Tool[Any], arguments: dict[str, Any]) -> dict[str, Any] | None:
+        decision = await gate.screen_read(
+            tool.name, tool.pack, arguments, conversation.channel_id, requester
+        )
+        return None if decision is None else decision.for_model()
+
+    return screen
+
+
+async def decide(
+    desk: ActionDesk, prepared: list[Prepared], conversation: Conversation, requester: str
+) -> dict[str, tuple[Decision, Facts]]:
+    """The policy's decision on each write call waiting for approval, by call id."""
+    if desk.gate is None:
+        return {}
+    waiting = [p for p in prepared if p.needs_approval and p.tool and p.arguments is not None]
+    calls = [(p.tool.name, p.tool.pack, p.arguments or {}) for p in waiting if p.tool]
+    decisions = await desk.gate.decide_round(
+        calls, conversation.channel_id, conversation.thread_ts or None, requester
+    )
+    return {p.call.id: d for p, d in zip(waiting, decisions, strict=True)}

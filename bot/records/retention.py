@@ -27,6 +27,7 @@ from bot.db.models import (
     Conversation,
     Message,
     Participant,
+    PolicyDecision,
     ProcessedEvent,
     Proposal,
     ProposalState,
@@ -147,6 +148,8 @@ async def purge(db: Database, keep: timedelta, batch: int = 500) -> Removed:
         ]
         if len(ids) < batch:
             break
+    async with db.transaction() as session:  # they hold arguments: kept no longer either
+        await session.execute(delete(PolicyDecision).where(PolicyDecision.created_at < cutoff))
     return Removed(totals[0], totals[1], totals[2], await purge_delivery_keys(db))
 
 

@@ -70,7 +70,9 @@ class ApprovalsAndHome:
             if proposal.id in voted or not await self.access.may_read(user, proposal.audience):
                 continue
             tool = self.registry.get(proposal.tool_name)
-            policy = self.policies.for_tool(proposal.tool_name, tool.pack if tool else "")
+            policy = self.policies.for_proposal(
+                proposal.tool_name, tool.pack if tool else "", proposal.policy
+            )
             try:
                 verdict = await may_approve(
                     policy, proposal.requester, user, self.groups, proposal.revised_by
@@ -140,7 +142,9 @@ class ApprovalsAndHome:
     def proposal_changed(self, proposal: Proposal, approvers: list[str]) -> None:
         """Refresh the Home tab of everyone a proposal concerns (who has the tab open)."""
         tool = self.registry.get(proposal.tool_name)
-        policy = self.policies.for_tool(proposal.tool_name, tool.pack if tool else "")
+        policy = self.policies.for_proposal(
+            proposal.tool_name, tool.pack if tool else "", proposal.policy
+        )
         people = {
             proposal.requester,
             *approvers,

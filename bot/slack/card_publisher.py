@@ -90,7 +90,9 @@ class CardPublisher:
 
     def view_with(self, proposal: Proposal, approvers: list[str]) -> CardView:
         tool = self.registry.get(proposal.tool_name)
-        policy = self.policies.for_tool(proposal.tool_name, tool.pack if tool else "")
+        policy = self.policies.for_proposal(
+            proposal.tool_name, tool.pack if tool else "", proposal.policy
+        )
         return CardView(
             proposal_id=proposal.id,
             revision=proposal.revision,
@@ -236,6 +238,26 @@ class CardPublisher:
                 self.on_change(proposal, approvers)
         if proposal.card_version is None or proposal.card_version < proposal.version:
             await self.approvals.card_shown(proposal_id, proposal.version)
+
+    async def note_allowed(self, proposal: Proposal) -> None:
+        """A compact note in the thread instead of a card: a policy rule allowed the action."""
+        rule = (proposal.policy or {}).get("rule") or "the default"
+        version = (proposal.policy or {}).get("version") or "?"
+        text = (
+            f":white_check_mark: Allowed by policy rule `{escape(str(rule))[:100]}` "
+            f"(version {escape(str(version))}), no approval needed: "
+            f"{escape(proposal.description[:200])}"
+        )
+        try:
+            await self.slack.chat_postMessage(
+                channel=proposal.channel_id,
+                thread_ts=proposal.thread_ts,
+                text=text,
+                unfurl_links=False,
+                unfurl_media=False,
+            )
+        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("no note for the allowed proposal %s: %s", proposal.id, exc)
 
     async def remind(self, proposal: Proposal) -> None:
         """A reminder in the thread that a card waits for a decision."""

@@ -56,12 +56,14 @@ class Interactions:
     context: Callable[[Proposal], ToolContext]
     on_settled: Callable[[], None]
 
-    def policy_for(self, tool_name: str) -> Policy:
-        tool = self.registry.get(tool_name)
-        return self.policies.for_tool(tool_name, tool.pack if tool else "")
+    def policy_for(self, proposal: Proposal) -> Policy:
+        tool = self.registry.get(proposal.tool_name)
+        return self.policies.for_proposal(
+            proposal.tool_name, tool.pack if tool else "", proposal.policy
+        )
 
     def _policy(self, proposal: Proposal) -> Policy:
-        return self.policy_for(proposal.tool_name)
+        return self.policy_for(proposal)
 
     async def _refusal(self, proposal: Proposal, user: str, action: str) -> str | None:
         """None if `user` may decide on `proposal`; else the reason (already audited). Nobody

@@ -12,6 +12,7 @@ from bot.db.models.conversations import (
     Role,
 )
 from bot.db.models.feedback import AnswerFeedback
+from bot.db.models.policy import PolicyDecision
 from bot.db.models.proposals import (
     AuditChainHead,
     AuditCheckpoint,
@@ -35,6 +36,7 @@ __all__ = [
     "LiveReply",
     "Message",
     "Participant",
+    "PolicyDecision",
     "ProcessedEvent",
     "Proposal",
     "ProposalApproval",

@@ -63,6 +63,9 @@ class Proposal(Base):
     # before proposing it (shown on the card: text that could have steered the proposal).
     audience: Mapped[str | None] = mapped_column(Text)
     provenance: Mapped[list[str] | None] = mapped_column(JSON)
+    # The policy's decision that made it (outcome, rule, version; an ask's approvers, quorum,
+    # four-eyes): who may approve is read from here. NULL: made before policy files.
+    policy: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     requester: Mapped[str] = mapped_column(String(32), index=True)
     idempotency_key: Mapped[str] = mapped_column(String(64), unique=True)
     state: Mapped[ProposalState] = mapped_column(

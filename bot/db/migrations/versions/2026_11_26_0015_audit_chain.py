@@ -3,7 +3,7 @@ one chain per workspace, with a head row to append under a lock and signed check
 existing rows are chained in the order they were written
 
 Revision ID: 0015
-Revises: 0013
+Revises: 0014
 Create Date: 2026-11-26 00:15:00
 """
 
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0015"
-down_revision: str | None = "0013"
+down_revision: str | None = "0014"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,150 @@
+"""Deciding one write call: the first matching rule wins, except that any matching deny wins
+over it. A rule whose condition cannot be evaluated makes the decision `ask` (fail closed);
+shadow rules are evaluated and reported, never enforced."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Any
+
+from bot.policy.cel import ConditionError, evaluate
+from bot.policy.model import PolicyFile, Rule
+
+DENIED = "forbidden by policy: {reason}, do not retry"
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a condition sees: the names CEL expressions use."""
+
+    tool: str
+    pack: str
+    args: dict[str, Any]
+    channel: str
+    requester: str
+    groups: tuple[str, ...] = ()
+    calls_in_thread: int = 0
+    calls_today: int = 0
+    read_only: bool = False  # a read tool: rules may only deny it
+
+    def as_cel(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool,
+            "pack": self.pack,
+            "args": self.args,
+            "channel": self.channel,
+            "requester": self.requester,
+            "groups": list(self.groups),
+            "calls_in_thread": self.calls_in_thread,
+            "calls_today": self.calls_today,
+        }
+
+
+@dataclass(frozen=True)
+class Decision:
+    outcome: str  # allow | deny | ask
+    rule: str | None  # None: the default (or a fail-closed ask)
+    version: str
+    reason: str | None = None  # deny: why; a fail-closed ask: what could not be evaluated
+    ask: Rule | None = None  # the ask rule with approvers, quorum, four-eyes
+    shadow: tuple[str, ...] = field(default=())  # "rule:outcome" of matching shadow rules
+
+    def for_model(self) -> dict[str, Any]:
+        return {"status": "denied", "reason": DENIED.format(reason=self.reason or self.rule)}
+
+    def record(self) -> dict[str, Any]:
+        """What proposals and audit rows keep of it."""
+        kept: dict[str, Any] = {"outcome": self.outcome, "rule": self.rule, "version": self.version}
+        if self.reason:
+            kept["reason"] = self.reason
+        if self.shadow:
+            kept["shadow"] = list(self.shadow)
+        if self.ask is not None:
+            kept["approvers"] = list(self.ask.approvers)
+            kept["approvals_required"] = self.ask.approvals_required
+            kept["four_eyes"] = self.ask.four_eyes
+            if self.ask.timeout:
+                kept["timeout"] = self.ask.timeout
+            # Kept for the work that acts on them (routing, grants, escalation): not used yet.
+            if self.ask.route != "thread":
+                kept["route"] = self.ask.route
+            if self.ask.grants:
+                kept["grants"] = list(self.ask.grants)
+                kept["grant_expiry"] = self.ask.grant_expiry
+            if self.ask.escalate:
+                kept["escalate"] = [e.model_dump(exclude_none=True) for e in self.ask.escalate]
+        return kept
+
+
+def names_tool(rule: Rule, tool: str, pack: str) -> bool:
+    return any(fnmatchcase(tool, p) or (pack and fnmatchcase(pack, p)) for p in rule.tools)
+
+
+def _applies(rule: Rule, facts: Facts) -> bool:
+    """Everything but the condition: tool, channel, requester, groups."""
+    if not names_tool(rule, facts.tool, facts.pack):
+        return False
+    if rule.channels and facts.channel not in rule.channels:
+        return False
+    if rule.requesters and facts.requester not in rule.requesters:
+        return False
+    return not rule.groups or bool(set(rule.groups) & set(facts.groups))
+
+
+def decide(policy: PolicyFile, version: str, facts: Facts) -> Decision:
+    first: Decision | None = None
+    first_ask: Rule | None = None  # who asks, should a broken rule turn the decision to ask
+    broken: tuple[str, str] | None = None  # (rule, why) of the first that cannot be evaluated
+    shadow: list[str] = []
+    for rule in policy.rules:
+        if facts.read_only and rule.outcome != "deny":
+            continue  # a rule may name a read tool only to deny it
+        if not _applies(rule, facts):
+            continue
+        try:
+            holds = rule.when is None or evaluate(rule.when, facts.as_cel())
+        except ConditionError as exc:
+            if rule.shadow:
+                shadow.append(f"{rule.name}:error")
+                continue
+            why = f"rule {rule.name!r} could not be evaluated ({exc})"
+            if facts.read_only:  # a read cannot be asked for: its deny rule denies it
+                return Decision("deny", rule.name, version, why, shadow=tuple(shadow))
+            broken = broken or (rule.name, why)
+            if rule.outcome == "ask":
+                first_ask = first_ask or rule
+            continue  # a later deny still wins
+        if not holds:
+            continue
+        if rule.shadow:
+            shadow.append(f"{rule.name}:{rule.outcome}")
+            continue
+        if rule.outcome == "deny":
+            denied = Decision("deny", rule.name, version, rule.reason or rule.name)
+            return _with_shadow(denied, shadow)
+        if rule.outcome == "ask":
+            first_ask = first_ask or rule
+        if first is None:
+            first = Decision(
+                rule.outcome, rule.name, version, None, rule if rule.outcome == "ask" else None
+            )
+    if facts.read_only:
+        return Decision("allow", None, version)  # reads run, as always
+    if broken is not None:  # fail closed: ask, whatever else matched (but a deny)
+        return _with_shadow(Decision("ask", broken[0], version, broken[1], first_ask), shadow)
+    if first is None:
+        default_reason = "no rule allows it" if policy.default == "deny" else None
+        first = Decision(policy.default, None, version, default_reason)
+    return _with_shadow(first, shadow)
+
+
+def _with_shadow(decision: Decision, shadow: list[str]) -> Decision:
+    return Decision(
+        decision.outcome,
+        decision.rule,
+        decision.version,
+        decision.reason,
+        decision.ask,
+        tuple(shadow),
+    )

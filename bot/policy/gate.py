@@ -1,0 +1,177 @@
+"""The decision hook before a card is made: the facts of each write call (with the requester's
+user groups and the counts), the policy's decision, and its record."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections import Counter
+from datetime import UTC, datetime
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.approvals.policy import GroupMembers
+from bot.db.models import PolicyDecision
+from bot.db.session import Database
+from bot.metrics import POLICY_DECISIONS
+from bot.policy.engine import Decision, Facts, decide, names_tool
+from bot.policy.model import PolicyFile
+from bot.policy.source import PolicySource
+
+log = logging.getLogger(__name__)
+
+_GROUP_ID = re.compile(r"\bS[A-Z0-9]{2,}\b")
+
+
+def referenced_groups(policy: PolicyFile) -> set[str]:
+    """User groups the rules ask about: `groups:` lists and S… ids in conditions."""
+    found: set[str] = set()
+    for rule in policy.rules:
+        found.update(rule.groups)
+        found.update(_GROUP_ID.findall(rule.when or ""))
+    return found
+
+
+def start_of_today() -> datetime:
+    now = datetime.now(UTC)
+    return now.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+async def counts(
+    session: AsyncSession, tool: str, channel: str, thread_ts: str | None, requester: str
+) -> tuple[int, int]:
+    """Earlier calls of `tool` in this thread, and by this person today (UTC)."""
+    in_thread = await session.scalar(
+        select(func.count())
+        .select_from(PolicyDecision)
+        .where(
+            PolicyDecision.tool_name == tool,
+            PolicyDecision.channel_id == channel,
+            PolicyDecision.thread_ts.is_(None)
+            if thread_ts is None
+            else PolicyDecision.thread_ts == thread_ts,
+        )
+    )
+    today = await session.scalar(
+        select(func.count())
+        .select_from(PolicyDecision)
+        .where(
+            PolicyDecision.tool_name == tool,
+            PolicyDecision.requester == requester,
+            PolicyDecision.created_at >= start_of_today(),
+        )
+    )
+    return int(in_thread or 0), int(today or 0)
+
+
+class PolicyGate:
+    def __init__(self, source: PolicySource, groups: GroupMembers, db: Database) -> None:
+        self.source = source
+        self.groups = groups
+        self.db = db
+
+    async def groups_of(self, requester: str, policy: PolicyFile) -> tuple[str, ...] | None:
+        """The referenced groups the requester is in; None if Slack could not tell."""
+        member_of = []
+        for group in sorted(referenced_groups(policy)):
+            try:
+                if requester in await self.groups.members(group):
+                    member_of.append(group)
+            except (SlackApiError, OSError, TimeoutError) as exc:
+                log.warning("user group %s unreadable for the policy: %s", group, exc)
+                return None
+        return tuple(member_of)
+
+    async def screen_read(
+        self, tool: str, pack: str, arguments: dict[str, Any], channel: str, requester: str
+    ) -> Decision | None:
+        """A deny for a read tool, or None (most reads: no deny rule names them, and the
+        decision costs nothing). Counts are not kept for reads: they are 0 here."""
+        in_force = self.source.current
+        named = [
+            r
+            for r in in_force.policy.rules
+            if r.outcome == "deny" and not r.shadow and names_tool(r, tool, pack)
+        ]
+        if not named:
+            return None
+        groups = await self.groups_of(requester, in_force.policy)
+        if groups is None:
+            reason = "the user groups could not be read"
+            return Decision("deny", None, in_force.version, reason)
+        facts = Facts(tool, pack, arguments, channel, requester, groups, read_only=True)
+        made = await asyncio.to_thread(decide, in_force.policy, in_force.version, facts)
+        return made if made.outcome == "deny" else None
+
+    async def decide_round(
+        self,
+        calls: list[tuple[str, str, dict[str, Any]]],
+        channel: str,
+        thread_ts: str | None,
+        requester: str,
+    ) -> list[tuple[Decision, Facts]]:
+        """One decision per (tool, pack, validated arguments), in order, with the facts it
+        was made on; a call's counts include the calls before it in the same round."""
+        in_force = self.source.current
+        groups = await self.groups_of(requester, in_force.policy)
+        decided = []
+        earlier: Counter[str] = Counter()
+        async with self.db.transaction() as session:
+            for tool, pack, arguments in calls:
+                thread, today = await counts(session, tool, channel, thread_ts, requester)
+                facts = Facts(
+                    tool,
+                    pack,
+                    arguments,
+                    channel,
+                    requester,
+                    groups or (),
+                    thread + earlier[tool],
+                    today + earlier[tool],
+                )
+                earlier[tool] += 1
+                if groups is None:  # cannot be evaluated: fail closed
+                    reason = "the user groups could not be read"
+                    decided.append((Decision("ask", None, in_force.version, reason), facts))
+                else:
+                    # Off the event loop: a condition may take up to its time guard.
+                    made = await asyncio.to_thread(decide, in_force.policy, in_force.version, facts)
+                    decided.append((made, facts))
+        return decided
+
+
+def record(
+    session: AsyncSession,
+    decision: Decision,
+    facts: Facts,
+    team_id: str,
+    thread_ts: str | None,
+    proposal_id: int | None,
+) -> None:
+    POLICY_DECISIONS.labels(outcome=decision.outcome).inc()
+    if decision.shadow:
+        POLICY_DECISIONS.labels(outcome="shadow").inc()
+    session.add(
+        PolicyDecision(
+            team_id=team_id,
+            channel_id=facts.channel,
+            thread_ts=thread_ts,
+            requester=facts.requester,
+            tool_name=facts.tool,
+            pack=facts.pack,
+            arguments=facts.args,
+            groups=list(facts.groups),
+            calls_in_thread=facts.calls_in_thread,
+            calls_today=facts.calls_today,
+            outcome=decision.outcome,
+            rule=decision.rule,
+            policy_version=decision.version,
+            reason=decision.reason,
+            shadow=list(decision.shadow) or None,
+            proposal_id=proposal_id,
+        )
+    )
