@@ -369,3 +369,25 @@ async def test_an_ask_rule_sets_the_quorum_and_the_cards_timeout(
     await bot.click(card, cards.APPROVE, "UCAT", "C1")
     await bot.idle()
     assert len(await tasks_in_db(bot)) == 1
+
+
+async def test_writes_the_policy_decides_keep_the_audit_chain_verifiable(
+    policy_bot: RunningBot,
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    database_url: str,
+    tmp_path: Path,
+) -> None:
+    """The policy's own paths (allow runs as approved by the rule, deny makes no proposal)
+    write their audit rows into the same chain as people's decisions: `audit verify` holds."""
+    from tests.test_audit_chain import audit_cli
+
+    await ask_for(policy_bot, fake_slack, fake_model, LOW)  # allowed by the rule
+    await ask_for(policy_bot, fake_slack, fake_model, CREATE)  # asked: a card for Bob
+    (card,) = fake_slack.cards("C1")
+    assert await policy_bot.click(card, cards.APPROVE, "UBOB", "C1") == 200
+    await policy_bot.idle()
+    events = [a.event for a in await audit(policy_bot)]
+    assert events.count("approve") == 2
+    verified = audit_cli("verify", database_url, tmp_path)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
