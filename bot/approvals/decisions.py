@@ -19,6 +19,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.approvals import grants
 from bot.approvals.ledger import (
     AlreadyHandled,
     CardChanged,
@@ -29,7 +30,7 @@ from bot.approvals.ledger import (
 )
 from bot.approvals.machine import Event, State
 from bot.db.audit_chain import append, lock_head
-from bot.db.models import Proposal, ProposalApproval, utcnow
+from bot.db.models import Grant, Proposal, ProposalApproval, utcnow
 from bot.tools.registry import Preview, arguments_hash
 
 
@@ -130,6 +131,39 @@ class Decisions(Ledger):
             decided_at=utcnow(),
         )
 
+    async def approve_by_grant(
+        self, session: AsyncSession, proposal: Proposal, grant: Grant
+    ) -> Proposal:
+        """A live grant covers it: approved at once, in the proposing transaction, by
+        `grant:ID` (one vote), through the same transition as a person's approval."""
+        actor = f"grant:{grant.id}"
+        session.add(
+            ProposalApproval(
+                proposal_id=proposal.id,
+                approver=actor,
+                revision=proposal.revision,
+                arguments_hash=proposal.arguments_hash,
+            )
+        )
+        return await self._apply(
+            session,
+            proposal,
+            Event.APPROVE,
+            actor,
+            {
+                "grant": grant.id,
+                "granted_by": grant.granted_by,
+                "scope": grant.scope,
+                "definition": grant.definition,
+                "revision": proposal.revision,
+            },
+            approved_arguments=proposal.arguments,
+            approved_hash=proposal.arguments_hash,
+            approved_revision=proposal.revision,
+            decided_by=actor,
+            decided_at=utcnow(),
+        )
+
     @asynccontextmanager
     async def _deciding(
         self, proposal_id: int, revision: int | None
@@ -163,11 +197,14 @@ class Decisions(Ledger):
         approvals_required: int,
         four_eyes: bool = False,
         digest: str | None = None,
+        grant: str | None = None,
     ) -> VoteResult:
         """Record `user`'s approval of `revision`; the quorum's last vote moves the proposal to
         approved and freezes that revision's arguments (and hash) for the executor. `digest`:
         the arguments' digest the clicked card showed; arguments whose hash does not start with
-        it are not the ones the clicker saw, and the vote counts for nothing."""
+        it are not the ones the clicker saw, and the vote counts for nothing. `grant` (thread,
+        channel, me): a vote that approves also leaves a grant of that scope, if the
+        proposal's rule offers it."""
         async with self._deciding(proposal_id, revision) as (session, proposal):
             if digest is not None and not (digest and proposal.arguments_hash.startswith(digest)):
                 raise CardChanged()
@@ -221,6 +258,17 @@ class Decisions(Ledger):
                 decided_by=user,
                 decided_at=utcnow(),
             )
+            four_eyes_rule = bool((proposal.policy or {}).get("four_eyes")) or four_eyes
+            if grant is not None and grant in grants.offered(proposal.policy, four_eyes_rule):
+                made = grants.make(session, approved, grant, user)
+                await session.flush()
+                await self.note_in(
+                    session,
+                    approved,
+                    "grant",
+                    user,
+                    {"grant": made.id, "scope": grant, "requester": made.requester},
+                )
             return VoteResult(approved, approvers, approved_now=True)
 
     async def decline(
