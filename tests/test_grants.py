@@ -19,7 +19,7 @@ from sqlalchemy import select, update
 from bot.db.models import Grant, ProposalState, utcnow
 from bot.slack import cards
 from tests.fakes.openai import FakeOpenAI, Script
-from tests.fakes.slack import FakeSlack, StoredMessage
+from tests.fakes.slack import TEAM_ID, FakeSlack, StoredMessage, wait_until
 from tests.harness import RunningBot, make_settings, start_bot, stop_bot
 from tests.test_approvals_flow import CREATE, audit, call, proposals, tasks_in_db, tool_results
 from tests.test_policy import ask_for
@@ -266,3 +266,98 @@ async def test_a_changed_tool_definition_voids_the_grant(
     assert await asks(bot, fake_slack, fake_model)
     registry._tools["create_task"] = tool  # the definition the grant was made for
     assert not await asks(bot, fake_slack, fake_model)
+
+
+@pytest.fixture
+async def replicas(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, postgres_url: str, tmp_path: Path
+) -> AsyncIterator[tuple[RunningBot, RunningBot]]:
+    """Two bots on one PostgreSQL database: two replicas."""
+    path = tmp_path / "policy.yaml"
+    path.write_text(POLICY)
+    settings = make_settings(fake_slack, fake_model, postgres_url, policy_file=path)
+    first = await start_bot(settings)
+    second = await start_bot(settings)
+    yield first, second
+    await stop_bot(second)
+    await stop_bot(first)
+
+
+def texts(blocks: list[dict[str, Any]]) -> str:
+    return "\n".join(str((b.get("text") or {}).get("text", "")) for b in blocks)
+
+
+@pytest.mark.postgres
+async def test_a_revoke_from_approvals_grants_holds_for_the_next_proposal_on_another_replica(
+    replicas: tuple[RunningBot, RunningBot], fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    first, second = replicas
+    thread = await granted(first, fake_slack, fake_model, THREAD)
+    assert not await asks(first, fake_slack, fake_model, thread=thread)
+    assert not await asks(second, fake_slack, fake_model, thread=thread)  # the other replica
+    status, _, key = await second.command(fake_slack, "/approvals", "grants", "UCAT")
+    assert status == 200
+    await wait_until(lambda: bool(fake_slack.answers(key)), timeout=10)
+    shown = fake_slack.answers(key)[-1]
+    assert "No live grants" in texts(shown["blocks"])  # UCAT neither made one nor is covered
+    status, _, key = await second.command(fake_slack, "/approvals", "grants", "UBOB")
+    await wait_until(lambda: bool(fake_slack.answers(key)), timeout=10)
+    listing = fake_slack.answers(key)[-1]
+    (grant,) = await grants_in_db(first)
+    assert f"Grant {grant.id}: `create_task` for <@UALICE>" in texts(listing["blocks"])
+    await second.press(fake_slack, listing["blocks"], "grant_revoke", "UCAT")  # not theirs
+    await second.idle()
+    assert (await grants_in_db(first))[0].revoked_at is None
+    key = await second.press(fake_slack, listing["blocks"], "grant_revoke", "UBOB")
+    await wait_until(lambda: bool(fake_slack.answers(key)), timeout=10)
+    assert "Revoked grant" in texts(fake_slack.answers(key)[-1]["blocks"])
+    (grant,) = await grants_in_db(first)
+    assert grant.revoked_by == "UBOB"
+    assert await asks(first, fake_slack, fake_model, thread=thread)  # the next one asks
+    assert any(a.event == "grant_revoke" and a.actor == "UBOB" for a in await audit(first))
+
+
+@pytest.mark.postgres
+async def test_a_revoke_from_the_app_home_holds_for_the_next_proposal_on_another_replica(
+    replicas: tuple[RunningBot, RunningBot], fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    first, second = replicas
+    await granted(first, fake_slack, fake_model, ME)
+    home = {"type": "app_home_opened", "user": "UALICE", "channel": "D1", "tab": "home"}
+    assert await second.send_event({**home, "event_ts": "1.0"}) == 200
+    await second.idle()
+    view = fake_slack.home_of("UALICE")
+    assert view is not None
+    assert "`create_task` for <@UALICE> for all their calls" in texts(view["blocks"])
+    button = next(
+        b["accessory"]
+        for b in view["blocks"]
+        if b.get("accessory", {}).get("action_id") == "grant_revoke"
+    )
+    published = len(fake_slack.published)
+    status, _ = await second._interact(
+        {
+            "type": "block_actions",
+            "user": {"id": "UALICE", "team_id": TEAM_ID},
+            "team": {"id": TEAM_ID},
+            "trigger_id": "t",
+            "container": {"type": "view", "view_id": "V1"},
+            "view": {"id": "V1", "type": "home"},
+            "actions": [
+                {
+                    "type": "button",
+                    "action_id": "grant_revoke",
+                    "block_id": "b",
+                    "value": button["value"],
+                    "action_ts": "1.0",
+                }
+            ],
+        }
+    )
+    assert status == 200
+    await second.idle()
+    (grant,) = await grants_in_db(first)
+    assert grant.revoked_by == "UALICE"  # the covered requester may give it up
+    assert len(fake_slack.published) > published
+    assert "No live grants" in texts(fake_slack.home_of("UALICE")["blocks"])  # type: ignore[index]
+    assert await asks(first, fake_slack, fake_model, channel="C2")
