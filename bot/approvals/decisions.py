@@ -19,18 +19,17 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.approvals import grants
+from bot.approvals.granting import Granting
 from bot.approvals.ledger import (
     AlreadyHandled,
     CardChanged,
-    Ledger,
     NotAuthorised,
     UnknownProposal,
     describe_state,
 )
 from bot.approvals.machine import Event, State
 from bot.db.audit_chain import append, lock_head
-from bot.db.models import Grant, Proposal, ProposalApproval, utcnow
+from bot.db.models import Proposal, ProposalApproval, utcnow
 from bot.tools.registry import Preview, arguments_hash
 
 
@@ -41,7 +40,7 @@ class VoteResult:
     approved_now: bool
 
 
-class Decisions(Ledger):
+class Decisions(Granting):
     async def propose(
         self,
         session: AsyncSession,
@@ -128,39 +127,6 @@ class Decisions(Ledger):
             approved_hash=proposal.arguments_hash,
             approved_revision=proposal.revision,
             decided_by=short,
-            decided_at=utcnow(),
-        )
-
-    async def approve_by_grant(
-        self, session: AsyncSession, proposal: Proposal, grant: Grant
-    ) -> Proposal:
-        """A live grant covers it: approved at once, in the proposing transaction, by
-        `grant:ID` (one vote), through the same transition as a person's approval."""
-        actor = f"grant:{grant.id}"
-        session.add(
-            ProposalApproval(
-                proposal_id=proposal.id,
-                approver=actor,
-                revision=proposal.revision,
-                arguments_hash=proposal.arguments_hash,
-            )
-        )
-        return await self._apply(
-            session,
-            proposal,
-            Event.APPROVE,
-            actor,
-            {
-                "grant": grant.id,
-                "granted_by": grant.granted_by,
-                "scope": grant.scope,
-                "definition": grant.definition,
-                "revision": proposal.revision,
-            },
-            approved_arguments=proposal.arguments,
-            approved_hash=proposal.arguments_hash,
-            approved_revision=proposal.revision,
-            decided_by=actor,
             decided_at=utcnow(),
         )
 
@@ -258,17 +224,8 @@ class Decisions(Ledger):
                 decided_by=user,
                 decided_at=utcnow(),
             )
-            four_eyes_rule = bool((proposal.policy or {}).get("four_eyes")) or four_eyes
-            if grant is not None and grant in grants.offered(proposal.policy, four_eyes_rule):
-                made = grants.make(session, approved, grant, user)
-                await session.flush()
-                await self.note_in(
-                    session,
-                    approved,
-                    "grant",
-                    user,
-                    {"grant": made.id, "scope": grant, "requester": made.requester},
-                )
+            if grant is not None:
+                await self.leave_grant(session, approved, grant, user, four_eyes)
             return VoteResult(approved, approvers, approved_now=True)
 
     async def decline(
