@@ -21,6 +21,7 @@ from bot.slack import cards
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import TEAM_ID, FakeSlack, StoredMessage, wait_until
 from tests.harness import RunningBot, make_settings, start_bot, stop_bot
+from tests.mcp_helpers import HttpNotes, calls, until
 from tests.test_approvals_flow import CREATE, audit, call, proposals, tasks_in_db, tool_results
 from tests.test_policy import ask_for
 
@@ -361,3 +362,62 @@ async def test_a_revoke_from_the_app_home_holds_for_the_next_proposal_on_another
     assert len(fake_slack.published) > published
     assert "No live grants" in texts(fake_slack.home_of("UALICE")["blocks"])  # type: ignore[index]
     assert await asks(first, fake_slack, fake_model, channel="C2")
+
+
+MCP_POLICY = """\
+version: 1
+default: ask
+rules:
+  - name: web-notes
+    tools: [web]
+    outcome: ask
+    grants: [once, me]
+"""
+
+
+async def test_an_mcp_tool_whose_schema_changed_is_not_covered_by_its_grant(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "notes.jsonl"
+    path = tmp_path / "policy.yaml"
+    path.write_text(MCP_POLICY)
+    notes = await HttpNotes(log).start("v1")
+    settings = make_settings(
+        fake_slack,
+        fake_model,
+        sqlite_url,
+        policy_file=path,
+        mcp_servers={"mcpServers": {"web": notes.config()}},
+        mcp_check_seconds=0.2,
+    )
+    bot = await start_bot(settings)
+    hub = bot.countersign.integrations.mcp
+    assert hub is not None
+
+    async def note(title: str) -> bool:
+        """True if the call made a card."""
+        before = len(fake_slack.cards("C1"))
+        fake_model.script(Script(tool_calls=[call("web__add_note", {"title": title, "body": "b"})]))
+        await bot.mention("C1", "note it", fake_slack)
+        await bot.idle()
+        return len(fake_slack.cards("C1")) > before
+
+    try:
+        assert await note("first")
+        card = fake_slack.cards("C1")[-1]
+        assert labels(card)[:2] == ["Approve once", "Always for me"]
+        await bot.click(card, ME, "UALICE", "C1")
+        await bot.idle()
+        (grant,) = await grants_in_db(bot)
+        assert grant.definition.startswith("sha256:")
+        assert not await note("second")  # covered by the grant
+        assert len(calls(log, "add_note")) == 2
+        notes.kill()
+        await until(lambda: not hub.connections["web"].up)
+        await notes.start("v2")  # the same server, its add_note now takes tags
+        await until(lambda: hub.connections["web"].up)
+        assert await note("third")  # another definition: asked again
+        assert len(calls(log, "add_note")) == 2
+    finally:
+        notes.kill()
+        await stop_bot(bot)
