@@ -121,14 +121,26 @@ async def test_the_card_offers_the_rules_grants_by_their_names(
     ]
 
 
-@pytest.mark.parametrize("grant_bot", [FOUR_EYES], indirect=True)
-async def test_always_for_me_is_not_offered_under_four_eyes(
+BOB_APPROVES = POLICY.replace("approvers: [UBOB, UALICE, UCAT]", "approvers: [UBOB]")
+
+
+@pytest.mark.parametrize("grant_bot", [FOUR_EYES, BOB_APPROVES], indirect=True)
+async def test_always_for_me_is_offered_only_where_the_requester_may_self_approve(
     grant_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
     await ask_for(grant_bot, fake_slack, fake_model, CREATE)
     (card,) = fake_slack.cards("C1")
     assert "Always for me" not in labels(card)
     assert "Approve for this thread" in labels(card)
+    crafted = deepcopy(card)  # an "Always for me" the card did not offer
+    for block in crafted.blocks or []:
+        for element in block.get("elements", []):
+            if element.get("action_id") == THREAD:
+                element["action_id"] = ME
+    await grant_bot.click(crafted, ME, "UBOB", "C1")  # approves, grants nothing
+    await grant_bot.idle()
+    assert len(await tasks_in_db(grant_bot)) == 1
+    assert await grants_in_db(grant_bot) == []
 
 
 async def test_a_thread_grant_covers_that_requesters_tool_in_that_thread_only(

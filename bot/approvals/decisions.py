@@ -224,7 +224,7 @@ class Decisions(Granting):
                 decided_by=user,
                 decided_at=utcnow(),
             )
-            if grant is not None:
+            if grant is not None and approvals_required == 1:  # grants need one approval
                 await self.leave_grant(session, approved, grant, user, four_eyes)
             return VoteResult(approved, approvers, approved_now=True)
 

@@ -50,8 +50,10 @@ class Granting(Ledger):
         self, session: AsyncSession, approved: Proposal, scope: str, user: str, four_eyes: bool
     ) -> Grant | None:
         """The grant `user`'s approving vote leaves, if the proposal's rule offers `scope`."""
-        four_eyes = four_eyes or bool((approved.policy or {}).get("four_eyes"))
-        if scope not in grants.offered(approved.policy, four_eyes):
+        kept = approved.policy or {}
+        four_eyes = four_eyes or bool(kept.get("four_eyes"))
+        mine = grants.self_approves(kept.get("approvers") or (), four_eyes, approved.requester)
+        if scope not in grants.offered(approved.policy, mine):
             return None
         made = grants.make(session, approved, scope, user)
         await session.flush()

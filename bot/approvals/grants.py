@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -42,13 +43,19 @@ def _schema(tool: Tool[Any]) -> dict[str, Any]:
     return schema
 
 
-def offered(policy: dict[str, Any] | None, four_eyes: bool) -> tuple[str, ...]:
+def self_approves(approvers: Sequence[str], four_eyes: bool, requester: str) -> bool:
+    """Whether the requester may approve their own proposals: no four-eyes, and no approvers
+    (the requester decides) or the requester named among them by id."""
+    return not four_eyes and (not approvers or requester in approvers)
+
+
+def offered(policy: dict[str, Any] | None, self_approving: bool) -> tuple[str, ...]:
     """The scopes a card offers beyond "once": the ask rule's `grants`, in a fixed order;
-    "me" only where the requester may approve their own proposals (no four-eyes)."""
+    "me" only where the requester may approve their own proposals (`self_approves`)."""
     named = set((policy or {}).get("grants") or ())
     if not (policy or {}).get("definition"):
         return ()
-    return tuple(s for s in SCOPES if s in named and not (s == "me" and four_eyes))
+    return tuple(s for s in SCOPES if s in named and (s != "me" or self_approving))
 
 
 def make(session: AsyncSession, proposal: Proposal, scope: str, granted_by: str) -> Grant:

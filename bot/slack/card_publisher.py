@@ -116,7 +116,10 @@ class CardPublisher:
             arguments_hash=proposal.arguments_hash,
             mentions=mentions_of(tool).value,
             finds_earlier_write=bool(tool and tool.finds_earlier_write),
-            grants=grants.offered(proposal.policy, policy.four_eyes)
+            grants=grants.offered(
+                proposal.policy,
+                grants.self_approves(policy.approvers, policy.four_eyes, proposal.requester),
+            )
             if policy.approvals_required == 1
             else (),
         )
