@@ -11,7 +11,7 @@ from typing import Any
 from slack_bolt.async_app import AsyncAck, AsyncRespond
 
 from bot.approvals import grants
-from bot.db.audit_chain import append
+from bot.db.audit_chain import append, lock_head
 from bot.db.models import Grant, Proposal
 from bot.db.session import Database
 from bot.slack.cards import clip
@@ -58,8 +58,9 @@ async def live_for(db: Database, team: str, user: str) -> list[Grant]:
 
 async def revoke(db: Database, team: str, grant_id: int, user: str) -> Grant | None:
     """Revoke the grant if `user` made it or is covered by it, with an audit row on the
-    proposal it came from (the chain's lock is taken by `append`; no proposal is locked)."""
+    proposal it came from (no proposal is locked)."""
     async with db.transaction() as session:
+        await lock_head(session, team)  # the chain's lock first, as every audit writer takes it
         revoked = await grants.revoke(session, grant_id, team, user)
         if revoked is None:
             return None
