@@ -168,6 +168,12 @@ async def test_a_thread_grant_covers_that_requesters_tool_in_that_thread_only(
     assert len(notes) == 1
     assert "Ran under <@UBOB>'s grant for this thread" in notes[0]
     assert "revoke" in notes[0]
+    link = f"https://x.slack.com/archives/C1/p{thread.replace('.', '')}"
+    _, _, key = await bot.command(fake_slack, "/history", link, "UALICE")
+    await wait_until(lambda: bool(fake_slack.answers(key)), timeout=10)
+    history = texts(fake_slack.answers(key)[-1]["blocks"])
+    assert f"*succeeded* by `grant:{grant.id}`" in history  # a grant, not a person
+    assert "*succeeded* by <@UBOB>" in history
 
     assert await asks(bot, fake_slack, fake_model)  # another thread
     assert await asks(bot, fake_slack, fake_model, thread=thread, user="UCAT")  # another person

@@ -121,6 +121,11 @@ class CardView:
         return card_ref(self.proposal_id, self.revision, self.digest)
 
 
+def decider(decided_by: str) -> str:
+    """A person as a mention; a rule (`policy:NAME`) or a grant (`grant:ID`) as code."""
+    return f"`{safe(decided_by, 100)}`" if ":" in decided_by else f"<@{decided_by}>"
+
+
 def _provenance(view: CardView) -> list[Block]:
     """One context line: what the turn read before proposing this, so an approver sees when
     text from outside (an issue, a channel) could have steered it."""
@@ -203,7 +208,7 @@ def _buttons(view: CardView) -> ActionsBlock:
 
 def _status(view: CardView) -> list[Block]:
     state = view.state
-    who = f"<@{view.decided_by}>" if view.decided_by else "someone"
+    who = decider(view.decided_by) if view.decided_by else "someone"
     when = f" {slack_date(view.decided_at)}" if view.decided_at else ""
     if state is State.PROPOSED:
         lines = [f"Asked by <@{view.requester}> · expires {slack_date(view.expires_at)}"]
