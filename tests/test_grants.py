@@ -17,6 +17,7 @@ import pytest
 from sqlalchemy import select, update
 
 from bot.db.models import Grant, ProposalState, utcnow
+from bot.records.retention import purge
 from bot.slack import cards
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import TEAM_ID, FakeSlack, StoredMessage, wait_until
@@ -439,3 +440,21 @@ async def test_an_mcp_tool_whose_schema_changed_is_not_covered_by_its_grant(
     finally:
         notes.kill()
         await stop_bot(bot)
+
+
+async def test_retention_forgets_grants_that_ended_before_the_cutoff_only(
+    grant_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    bot = grant_bot
+    await granted(bot, fake_slack, fake_model, CHANNEL, channel="C2")
+    await granted(bot, fake_slack, fake_model, THREAD, channel="C3")
+    await granted(bot, fake_slack, fake_model, ME)
+    assert len(await grants_in_db(bot)) == 3
+    long_ago = utcnow() - timedelta(days=40)
+    async with bot.countersign.db.transaction() as session:
+        await session.execute(update(Grant).where(Grant.scope == "me").values(revoked_at=long_ago))
+        await session.execute(
+            update(Grant).where(Grant.scope == "channel").values(expires_at=long_ago)
+        )
+    await purge(bot.countersign.db, timedelta(days=30))
+    assert [g.scope for g in await grants_in_db(bot)] == ["thread"]  # still live: kept
