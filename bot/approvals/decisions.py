@@ -19,10 +19,10 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.approvals.granting import Granting
 from bot.approvals.ledger import (
     AlreadyHandled,
     CardChanged,
-    Ledger,
     NotAuthorised,
     UnknownProposal,
     describe_state,
@@ -40,7 +40,7 @@ class VoteResult:
     approved_now: bool
 
 
-class Decisions(Ledger):
+class Decisions(Granting):
     async def propose(
         self,
         session: AsyncSession,
@@ -163,11 +163,14 @@ class Decisions(Ledger):
         approvals_required: int,
         four_eyes: bool = False,
         digest: str | None = None,
+        grant: str | None = None,
     ) -> VoteResult:
         """Record `user`'s approval of `revision`; the quorum's last vote moves the proposal to
         approved and freezes that revision's arguments (and hash) for the executor. `digest`:
         the arguments' digest the clicked card showed; arguments whose hash does not start with
-        it are not the ones the clicker saw, and the vote counts for nothing."""
+        it are not the ones the clicker saw, and the vote counts for nothing. `grant` (thread,
+        channel, me): a vote that approves also leaves a grant of that scope, if the
+        proposal's rule offers it."""
         async with self._deciding(proposal_id, revision) as (session, proposal):
             if digest is not None and not (digest and proposal.arguments_hash.startswith(digest)):
                 raise CardChanged()
@@ -221,6 +224,8 @@ class Decisions(Ledger):
                 decided_by=user,
                 decided_at=utcnow(),
             )
+            if grant is not None and approvals_required == 1:  # grants need one approval
+                await self.leave_grant(session, approved, grant, user, four_eyes)
             return VoteResult(approved, approvers, approved_now=True)
 
     async def decline(

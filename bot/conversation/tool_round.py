@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.audience import narrowest
+from bot.conversation.granted import grant_for
 from bot.conversation.private_reply import TurnAudience
 from bot.conversation.tool_calls import Prepared, Screen, prepare_calls, stored_result
 from bot.db import repositories as repo
@@ -97,6 +98,7 @@ async def tool_round(
     decided = await decide(desk, prepared, conversation, requester)
     proposals = []
     allowed = []
+    granted = {}
     async with db.transaction() as session:
         assistant = await repo.add_message(
             session,
@@ -140,6 +142,9 @@ async def tool_round(
                 expiry = timedelta(minutes=policy.expires_after_minutes)
             if decision is not None and decision.ask is not None and decision.ask.expires_after:
                 expiry = decision.ask.expires_after
+            kept, grant = await grant_for(
+                session, decision, item.tool, item.preview, conversation, requester
+            )
             proposals.append(
                 await desk.approvals.propose(
                     session,
@@ -155,7 +160,7 @@ async def tool_round(
                     channel_id=conversation.channel_id,
                     thread_ts=conversation.thread_ts or None,
                     expires_in=expiry,
-                    policy=decision.record() if decision is not None else None,
+                    policy=kept,
                 )
             )
             proposals[-1].audience = narrowest(seen.place, seen.audience)
@@ -168,9 +173,16 @@ async def tool_round(
                         session, proposals[-1], rule, decision.version
                     )
                     allowed.append(approved.id)
+                elif grant is not None:
+                    approved = await desk.approvals.approve_by_grant(session, proposals[-1], grant)
+                    granted[approved.id] = grant
         await hook(session)
     for proposal in proposals:
-        if proposal.id in allowed:
+        if proposal.id in granted:
+            await desk.cards.note_granted(proposal, granted[proposal.id])
+            if desk.execute is not None:
+                desk.execute(proposal.id)
+        elif proposal.id in allowed:
             await desk.cards.note_allowed(proposal)
             if desk.execute is not None:
                 desk.execute(proposal.id)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.approvals.ledger import Ledger
@@ -25,6 +25,7 @@ from bot.approvals.machine import Event
 from bot.db.models import (
     AuditEntry,
     Conversation,
+    Grant,
     Message,
     Participant,
     PolicyDecision,
@@ -150,6 +151,10 @@ async def purge(db: Database, keep: timedelta, batch: int = 500) -> Removed:
             break
     async with db.transaction() as session:  # they hold arguments: kept no longer either
         await session.execute(delete(PolicyDecision).where(PolicyDecision.created_at < cutoff))
+        # Grants that ended (revoked or expired) before the cutoff cover nothing any more.
+        await session.execute(
+            delete(Grant).where(or_(Grant.revoked_at < cutoff, Grant.expires_at < cutoff))
+        )
     return Removed(totals[0], totals[1], totals[2], await purge_delivery_keys(db))
 
 

@@ -15,6 +15,7 @@ from bot.approvals.policy import GroupMembers, Policies, may_approve
 from bot.db.models import Proposal, utcnow
 from bot.db.session import Database
 from bot.records import queries
+from bot.slack import grant_views
 from bot.slack import record_views as views
 from bot.slack.access import ChannelAccess
 from bot.tasks import TaskGroup
@@ -117,6 +118,10 @@ class ApprovalsAndHome:
         async with self.db.transaction() as session:
             mine = await queries.my_conversations(session, team, user, 0)
         view = views.home_view(waiting, recent, mine, await self.team_url(), utcnow())
+        held = grant_views.grant_blocks(await grant_views.live_for(self.db, team, user))
+        room = 100 - len(view["blocks"])  # Slack's limit of blocks in a view
+        if room > 2:
+            view["blocks"][-1:-1] = held[:room]
         try:
             await self.slack.views_publish(user_id=user, view=view)
         except SlackApiError as exc:

@@ -21,10 +21,11 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import audience
+from bot.approvals import grants
 from bot.approvals.machine import State
 from bot.approvals.policy import Policies
 from bot.approvals.service import ApprovalsService, UnknownProposal
-from bot.db.models import Proposal
+from bot.db.models import Grant, Proposal
 from bot.errors import retryable, slack_error
 from bot.keyed_messages import find_keyed, keyed
 from bot.membership import reach_of
@@ -115,6 +116,12 @@ class CardPublisher:
             arguments_hash=proposal.arguments_hash,
             mentions=mentions_of(tool).value,
             finds_earlier_write=bool(tool and tool.finds_earlier_write),
+            grants=grants.offered(
+                proposal.policy,
+                grants.self_approves(policy.approvers, policy.four_eyes, proposal.requester),
+            )
+            if policy.approvals_required == 1
+            else (),
         )
 
     async def post(self, proposal: Proposal) -> bool:
@@ -258,6 +265,25 @@ class CardPublisher:
             )
         except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
             log.warning("no note for the allowed proposal %s: %s", proposal.id, exc)
+
+    async def note_granted(self, proposal: Proposal, grant: Grant) -> None:
+        """A compact note in the thread instead of a card: a person's grant covered it."""
+        scope = grants.SCOPE_WORDS.get(grant.scope, grant.scope)
+        text = (
+            f":white_check_mark: Ran under <@{grant.granted_by}>'s grant {scope} "
+            f"(grant {grant.id}; revoke it with `/approvals grants` or in the App Home): "
+            f"{escape(proposal.description[:200])}"
+        )
+        try:
+            await self.slack.chat_postMessage(
+                channel=proposal.channel_id,
+                thread_ts=proposal.thread_ts,
+                text=text,
+                unfurl_links=False,
+                unfurl_media=False,
+            )
+        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("no note for the granted proposal %s: %s", proposal.id, exc)
 
     async def remind(self, proposal: Proposal) -> None:
         """A reminder in the thread that a card waits for a decision."""

@@ -38,6 +38,17 @@ from bot.tools.shown import shown_arguments
 from bot.tools.shown_notes import Mentions
 
 APPROVE = "proposal_approve"
+# Approve and leave a grant (the rule's `grants:`); the names on the buttons are a contract.
+APPROVE_GRANT = {
+    "thread": "proposal_approve_thread",
+    "channel": "proposal_approve_channel",
+    "me": "proposal_approve_me",
+}
+GRANT_LABELS = {
+    "thread": "Approve for this thread",
+    "channel": "Approve for this channel",
+    "me": "Always for me",
+}
 DECLINE = "proposal_decline"
 EDIT = "proposal_edit"
 RETRY = "proposal_retry"
@@ -99,6 +110,7 @@ class CardView:
     arguments: dict[str, Any] | None = None
     arguments_hash: str = ""
     mentions: str = Mentions.UNKNOWN.value
+    grants: tuple[str, ...] = ()  # scopes offered beyond once: thread, channel, me
 
     @property
     def digest(self) -> str:
@@ -107,6 +119,11 @@ class CardView:
     @property
     def ref(self) -> str:
         return card_ref(self.proposal_id, self.revision, self.digest)
+
+
+def decider(decided_by: str) -> str:
+    """A person as a mention; a rule (`policy:NAME`) or a grant (`grant:ID`) as code."""
+    return f"`{safe(decided_by, 100)}`" if ":" in decided_by else f"<@{decided_by}>"
 
 
 def _provenance(view: CardView) -> list[Block]:
@@ -160,13 +177,12 @@ def _change_field(change: dict[str, Any], sent: dict[str, Any]) -> MarkdownTextO
     return MarkdownTextObject(text=f"*{name}*\n{body}")
 
 
-def _buttons(view: CardView) -> ActionsBlock:
-    value = view.ref
-    approve = ButtonElement(
-        text="Approve",
-        action_id=APPROVE,
-        value=value,
-        style="primary",
+def _approve_button(view: CardView, text: str, action_id: str, primary: bool) -> ButtonElement:
+    return ButtonElement(
+        text=text,
+        action_id=action_id,
+        value=view.ref,
+        style="primary" if primary else None,
         confirm=ConfirmObject(
             title="Approve this action?",
             text=clip(f"This cannot be undone: {safe(view.description, 300)}", 300),
@@ -176,14 +192,23 @@ def _buttons(view: CardView) -> ActionsBlock:
         if view.destructive
         else None,
     )
+
+
+def _buttons(view: CardView) -> ActionsBlock:
+    value = view.ref
+    approve = [_approve_button(view, "Approve once" if view.grants else "Approve", APPROVE, True)]
+    approve += [
+        _approve_button(view, GRANT_LABELS[scope], APPROVE_GRANT[scope], False)
+        for scope in view.grants
+    ]
     decline = ButtonElement(text="Decline", action_id=DECLINE, value=value, style="danger")
     edit = ButtonElement(text="Edit", action_id=EDIT, value=value)
-    return ActionsBlock(block_id=f"proposal:{view.proposal_id}", elements=[approve, decline, edit])
+    return ActionsBlock(block_id=f"proposal:{view.proposal_id}", elements=[*approve, decline, edit])
 
 
 def _status(view: CardView) -> list[Block]:
     state = view.state
-    who = f"<@{view.decided_by}>" if view.decided_by else "someone"
+    who = decider(view.decided_by) if view.decided_by else "someone"
     when = f" {slack_date(view.decided_at)}" if view.decided_at else ""
     if state is State.PROPOSED:
         lines = [f"Asked by <@{view.requester}> · expires {slack_date(view.expires_at)}"]

@@ -17,6 +17,7 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 from bot.db.models import Conversation
 from bot.records import feedback, queries
 from bot.records.retention import forget_user
+from bot.slack import grant_views
 from bot.slack import record_views as views
 from bot.slack.approvals_home import ApprovalsAndHome
 from bot.slack.cards import clip, safe
@@ -143,7 +144,13 @@ class Records(ApprovalsAndHome):
 
         async def approvals(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
             await ack()
-            blocks = await self.approvals(body["team_id"], body["user_id"])
+            team, user = body["team_id"], body["user_id"]
+            if body.get("text", "").strip().lower() == "grants":
+                rows = await grant_views.live_for(self.db, team, user)
+                blocks = grant_views.grant_blocks(rows)
+                await respond(response_type="ephemeral", text="Your grants", blocks=blocks)
+                return
+            blocks = await self.approvals(team, user)
             await respond(response_type="ephemeral", text="Your approvals", blocks=blocks)
 
         async def page(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
@@ -208,6 +215,7 @@ class Records(ApprovalsAndHome):
         app.action(views.HISTORY_OPEN)(later(_guarded(open_conversation)))
         app.action(views.HISTORY_FULL)(later(_guarded(full_text)))
         app.action(views.HISTORY_FORGET)(later(forget))
+        app.action(grant_views.REVOKE)(later(grant_views.revoke_button(self.db, self.refresh_home)))
 
         @app.event("app_home_opened")
         async def home_opened(event: dict[str, Any], body: dict[str, Any]) -> None:

@@ -121,7 +121,9 @@ class Interactions:
         return click, proposal
 
     # -- buttons -----------------------------------------------------------------------------
-    async def approve(self, body: dict[str, Any]) -> None:
+    async def approve(self, body: dict[str, Any], grant: str | None = None) -> None:
+        """An Approve button; `grant` (thread, channel, me): the approval also leaves a grant
+        of that scope when it is the one that approves (a stranger's click makes nothing)."""
         clicked = await self._clicked(body, "approve")
         if clicked is None:
             return
@@ -135,6 +137,7 @@ class Interactions:
                 policy.approvals_required,
                 policy.four_eyes,
                 digest=click.digest,
+                grant=grant,
             )
         except CardChanged:
             await self._stale(click, "approve")
@@ -289,6 +292,15 @@ class Interactions:
         @app.action(cards.APPROVE)
         async def _approve(ack: AsyncAck, body: dict[str, Any]) -> None:
             await ack_then(ack, body, self.approve)
+
+        def granting(scope: str) -> Any:  # Bolt passes arguments by their names
+            async def _grant(ack: AsyncAck, body: dict[str, Any]) -> None:
+                await ack_then(ack, body, self.approve, scope)
+
+            return _grant
+
+        for scope, action_id in cards.APPROVE_GRANT.items():
+            app.action(action_id)(granting(scope))
 
         @app.action(cards.DECLINE)
         async def _decline(ack: AsyncAck, body: dict[str, Any], client: Any) -> None:

@@ -24,7 +24,7 @@ from slack_sdk.models.blocks import (
 
 from bot.db.models import Message, Proposal
 from bot.records.queries import ConversationRow, Hit, Page
-from bot.slack.cards import clip, safe, slack_date
+from bot.slack.cards import clip, decider, safe, slack_date
 
 HISTORY_PAGE = "history_page"
 HISTORY_OPEN = "history_open"
@@ -171,7 +171,7 @@ def conversation_detail(
     if proposals and messages.page == 0:
         lines = [
             f"• {safe(p.description, 200)}: *{p.state.value}*"
-            + (f" by <@{p.decided_by}>" if p.decided_by else "")
+            + (f" by {decider(p.decided_by)}" if p.decided_by else "")
             for p in proposals[:20]
         ]
         blocks.append(DividerBlock())

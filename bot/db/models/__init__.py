@@ -12,6 +12,7 @@ from bot.db.models.conversations import (
     Role,
 )
 from bot.db.models.feedback import AnswerFeedback
+from bot.db.models.grants import Grant
 from bot.db.models.policy import PolicyDecision
 from bot.db.models.proposals import (
     AuditChainHead,
@@ -33,6 +34,7 @@ __all__ = [
     "Base",
     "Conversation",
     "ConversationSummary",
+    "Grant",
     "LiveReply",
     "Message",
     "Participant",
