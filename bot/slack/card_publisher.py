@@ -25,15 +25,15 @@ from bot.approvals import grants
 from bot.approvals.machine import State
 from bot.approvals.policy import Policies
 from bot.approvals.service import ApprovalsService, UnknownProposal
-from bot.db.models import Grant, Proposal
+from bot.db.models import Proposal
 from bot.errors import retryable, slack_error
 from bot.keyed_messages import find_keyed, keyed
 from bot.membership import reach_of
 from bot.metrics import SLACK_EDITS
-from bot.slack.cards import CardView, approval_card, slack_date
+from bot.slack.cards import CardView, approval_card
 from bot.slack.edit_budget import EditBudget
+from bot.slack.thread_notes import ThreadNotes
 from bot.tasks import TaskGroup
-from bot.text import escape
 from bot.tools.catalog import ToolRegistry
 from bot.tools.shown_notes import mentions_of
 
@@ -54,7 +54,7 @@ class _CardEdit:
     lane: str = "card"  # takes turns with replies' final edits
 
 
-class CardPublisher:
+class CardPublisher(ThreadNotes):
     def __init__(
         self,
         slack: AsyncWebClient,
@@ -245,65 +245,3 @@ class CardPublisher:
                 self.on_change(proposal, approvers)
         if proposal.card_version is None or proposal.card_version < proposal.version:
             await self.approvals.card_shown(proposal_id, proposal.version)
-
-    async def note_allowed(self, proposal: Proposal) -> None:
-        """A compact note in the thread instead of a card: a policy rule allowed the action."""
-        rule = (proposal.policy or {}).get("rule") or "the default"
-        version = (proposal.policy or {}).get("version") or "?"
-        text = (
-            f":white_check_mark: Allowed by policy rule `{escape(str(rule))[:100]}` "
-            f"(version {escape(str(version))}), no approval needed: "
-            f"{escape(proposal.description[:200])}"
-        )
-        try:
-            await self.slack.chat_postMessage(
-                channel=proposal.channel_id,
-                thread_ts=proposal.thread_ts,
-                text=text,
-                unfurl_links=False,
-                unfurl_media=False,
-            )
-        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
-            log.warning("no note for the allowed proposal %s: %s", proposal.id, exc)
-
-    async def note_granted(self, proposal: Proposal, grant: Grant) -> None:
-        """A compact note in the thread instead of a card: a person's grant covered it."""
-        scope = grants.SCOPE_WORDS.get(grant.scope, grant.scope)
-        text = (
-            f":white_check_mark: Ran under <@{grant.granted_by}>'s grant {scope} "
-            f"(grant {grant.id}; revoke it with `/approvals grants` or in the App Home): "
-            f"{escape(proposal.description[:200])}"
-        )
-        try:
-            await self.slack.chat_postMessage(
-                channel=proposal.channel_id,
-                thread_ts=proposal.thread_ts,
-                text=text,
-                unfurl_links=False,
-                unfurl_media=False,
-            )
-        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
-            log.warning("no note for the granted proposal %s: %s", proposal.id, exc)
-
-    async def remind(self, proposal: Proposal) -> None:
-        """A reminder in the thread that a card waits for a decision."""
-        text = (
-            f":alarm_clock: <@{proposal.requester}>, an action waits for a decision and "
-            f"expires {slack_date(proposal.expires_at)}: {escape(proposal.description[:200])}"
-        )
-        # Where the card is: a card sent privately is reminded of privately too.
-        channel = proposal.card_channel or proposal.channel_id
-        thread_ts = proposal.thread_ts if channel == proposal.channel_id else None
-        try:
-            await self.slack.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text)
-        except Exception as exc:  # a missed reminder must not stop the sweep
-            log.warning("reminder for proposal %s failed: %s", proposal.id, type(exc).__name__)
-
-    async def tell(self, channel: str, user: str, text: str, thread_ts: str | None) -> None:
-        """An ephemeral note to one person (e.g. why their click changed nothing)."""
-        try:
-            await self.slack.chat_postEphemeral(
-                channel=channel, user=user, text=text, thread_ts=thread_ts
-            )
-        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
-            log.warning("could not tell %s: %s", user, type(exc).__name__)
