@@ -21,10 +21,14 @@ from bot.errors import slack_error
 from bot.metrics import SLACK_EDITS
 from bot.slack.closing_blocks import with_closing
 from bot.slack.edit_budget import EditBudget, Editor
+from bot.slack.native_reply import CURSOR
+from bot.slack.render import escape, to_mrkdwn
 from bot.slack.reply_journal import Journal
+from bot.slack.split import split_message
 
 log = logging.getLogger(__name__)
 
+PLACEHOLDER = "_Thinking…_"
 # A reply that fell back to edits posts its first message once it has this many characters,
 # once its first words are this old, or when the grace runs out without any (then with the
 # placeholder): its first post shows words, not "Thinking…".
@@ -47,6 +51,11 @@ class EditPath:
     _last_edit_at: float | None
     _clock: Callable[[], float]
     _edit_base: int
+    _edit_from: int
+    _native_end: int | None
+    footer: str
+    status: str
+    max_chars: int
     source: str
     _first_text_at: float | None
     _final_requested: asyncio.Event
@@ -61,6 +70,19 @@ class EditPath:
             if left > 0:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._final_requested.wait(), timeout=left)
+
+    def desired(self) -> list[str]:
+        """The texts of the messages the edit path owns."""
+        if self._edit_base and self._native_end is None:
+            return []
+        body = to_mrkdwn(self.source[self._edit_from :])
+        if self.footer:
+            body = f"{body}\n\n{self.footer}" if body else self.footer
+        if not self._final:
+            body = (body + CURSOR) if body else PLACEHOLDER
+            if self.status:
+                body += f"\n_{escape(self.status)}…_"
+        return split_message(body or " ", self.max_chars)
 
     @property
     def _editor(self) -> Editor:

@@ -19,7 +19,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.errors import slack_error
 from bot.slack.budgets import StreamSlots
 from bot.slack.edit_budget import EditBudget
-from bot.slack.native_stream import NATIVE_MAX_CHARS, NativeMessage
+from bot.slack.native_stream import NATIVE_MAX_CHARS, NativeMessage, native_cut, source_index
 from bot.slack.render import escape
 from bot.slack.reply_journal import Journal
 
@@ -45,34 +45,6 @@ class NativeOptions:
     patience: float = 0.0  # seconds to wait for a start; 0: edits if none is free now
     min_interval: float = 0.5
     max_chars: int = NATIVE_MAX_CHARS
-
-
-def source_index(source: str, sent: str) -> int:
-    """How much of `source` the escaped text `sent` (a prefix of `escape(source)` that ends
-    between characters) carries."""
-    length = 0
-    for index, char in enumerate(source):
-        if length >= len(sent):
-            return index
-        length += len(escape(char))
-    return len(source)
-
-
-def native_cut(source: str, max_chars: int) -> int:
-    """How much of `source` one native message carries: all of it if it fits escaped, else up
-    to a line or word break (never inside an escape)."""
-    if len(escape(source)) <= max_chars:
-        return len(source)
-    cut = fits = 0
-    length = 0
-    for index, char in enumerate(source):
-        length += len(escape(char))
-        if length > max_chars:
-            break
-        fits = index + 1
-        if char.isspace() and index + 1 < len(source) and not source[index + 1].isspace():
-            cut = index + 1
-    return cut or fits
 
 
 class NativePath:

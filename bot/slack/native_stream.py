@@ -26,6 +26,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import slack_error
 from bot.metrics import SLACK_EDITS
+from bot.slack.render import escape
 
 # Errors after which this stream takes no more appends: the message is then finished with
 # `chat.update` (Slack ends streams after about five minutes, and on Stop).
@@ -54,6 +55,34 @@ def word_boundary(text: str, start: int) -> int:
     while end > start and not text[end - 1].isspace():
         end -= 1
     return end
+
+
+def source_index(source: str, sent: str) -> int:
+    """How much of `source` the escaped text `sent` (a prefix of `escape(source)` that ends
+    between characters) carries."""
+    length = 0
+    for index, char in enumerate(source):
+        if length >= len(sent):
+            return index
+        length += len(escape(char))
+    return len(source)
+
+
+def native_cut(source: str, max_chars: int) -> int:
+    """How much of `source` one native message carries: all of it if it fits escaped, else up
+    to a line or word break (never inside an escape)."""
+    if len(escape(source)) <= max_chars:
+        return len(source)
+    cut = fits = 0
+    length = 0
+    for index, char in enumerate(source):
+        length += len(escape(char))
+        if length > max_chars:
+            break
+        fits = index + 1
+        if char.isspace() and index + 1 < len(source) and not source[index + 1].isspace():
+            cut = index + 1
+    return cut or fits
 
 
 def _gone(exc: SlackApiError) -> bool:

@@ -25,19 +25,16 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.errors import retryable, slack_error
 from bot.metrics import LIVE_REPLIES
 from bot.slack.edit_budget import EditBudget
-from bot.slack.edit_reply import FIRST_WORDS_GRACE, EditPath
-from bot.slack.native_reply import CURSOR, NativeOptions, NativePath
+from bot.slack.edit_reply import FIRST_WORDS_GRACE, PLACEHOLDER, EditPath
+from bot.slack.native_reply import NativeOptions, NativePath
 from bot.slack.native_stream import NativeMessage, StreamGone
-from bot.slack.render import escape, to_mrkdwn
 from bot.slack.reply_journal import Journal
-from bot.slack.split import split_message
 
 __all__ = ["PLACEHOLDER", "Journal", "ReplyStream"]
 
 log = logging.getLogger(__name__)
 
 MAX_FAILURES = 4  # transient failures in a row before a reply stops updating
-PLACEHOLDER = "_Thinking…_"
 
 
 class ReplyStream(NativePath, EditPath):
@@ -172,19 +169,6 @@ class ReplyStream(NativePath, EditPath):
         return self._pump is not None and self._pump.done() and not self._landed()
 
     # -- the Slack side --------------------------------------------------------------------
-    def desired(self) -> list[str]:
-        """The texts of the messages the edit path owns."""
-        if self._edit_base and self._native_end is None:
-            return []
-        body = to_mrkdwn(self.source[self._edit_from :])
-        if self.footer:
-            body = f"{body}\n\n{self.footer}" if body else self.footer
-        if not self._final:
-            body = (body + CURSOR) if body else PLACEHOLDER
-            if self.status:
-                body += f"\n_{escape(self.status)}…_"
-        return split_message(body or " ", self.max_chars)
-
     async def _wait_for_interval(self) -> None:
         if self._last_edit_at is None or self._final:
             return
