@@ -9,12 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
-import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-import aiohttp
 from redis.asyncio import Redis
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
@@ -33,18 +30,17 @@ from bot.conversation.tokens import TokenCounter
 from bot.conversation.tool_round import ActionDesk
 from bot.conversation.turn import Conversations
 from bot.conversation.turn_settings import TurnSettings
-from bot.coordination import ThreadLocks
+from bot.coordination import ThreadLocks, redis_client
 from bot.db.migrate import upgrade_to_head
 from bot.db.models import Proposal
 from bot.db.session import Database
 from bot.heartbeat import Heartbeat, freeze_start_up_objects
 from bot.links import LinkSigner
 from bot.llm import LLM, make_client
-from bot.metrics import SLACK_RATELIMITED
 from bot.policy.gate import PolicyGate
 from bot.policy.source import PolicySource
 from bot.records.audit_checkpoints import CheckpointJob
-from bot.records.retention import purge, purge_delivery_keys
+from bot.records.retention import Retention
 from bot.slack import feedback
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.audit_checkpoints import poster as checkpoint_poster
@@ -53,18 +49,14 @@ from bot.slack.card_publisher import CardPublisher
 from bot.slack.commands import Records
 from bot.slack.edit_budget import EditBudget
 from bot.slack.interactions import Interactions
-from bot.slack.ratelimit import retry_handlers
 from bot.slack.show_all import ShowAll
+from bot.slack.web_client import web_client
 from bot.tasks import TaskGroup, new_worker_id
 from bot.tools.catalog import ToolRegistry
 from bot.tools.integrations import Integrations
 from bot.tools.registry import ToolContext
 
 log = logging.getLogger(__name__)
-
-# A Redis that stops answering costs a reply at most this long per call, then the replica
-# falls back to its own window and locks.
-REDIS_TIMEOUT_SECONDS = 1.0
 
 
 @dataclass
@@ -94,16 +86,7 @@ class Countersign:
     @classmethod
     def build(cls, settings: Settings) -> Countersign:
         """Make every long-lived object; call it inside the running event loop."""
-        redis = (
-            Redis.from_url(
-                settings.redis_url,
-                socket_timeout=REDIS_TIMEOUT_SECONDS,
-                socket_connect_timeout=REDIS_TIMEOUT_SECONDS,
-                health_check_interval=30,
-            )
-            if settings.redis_url
-            else None
-        )
+        redis = redis_client(settings.redis_url) if settings.redis_url else None
         # One scheduler for the workspace's budgets (shared by the replicas through Redis).
         budgets = WorkspaceBudgets(
             Limits(
@@ -115,23 +98,8 @@ class Countersign:
             workspace_key=settings.slack_bot_token.get_secret_value(),
         )
         budget = budgets.edits
-
-        def on_rate_limited(method: str, seconds: float) -> None:
-            log.warning("Slack rate-limited %s for %.1fs", method, seconds)
-            SLACK_RATELIMITED.labels(method=method).inc()
-            budgets.rate_limited(method, seconds)
-
-        # One HTTP session for every Web API call: without it slack_sdk opens a new session
-        # (and TCP/TLS connection) per call, which costs each edit a handshake.
-        http = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=100, keepalive_timeout=30),
-            timeout=aiohttp.ClientTimeout(total=30),
-        )
-        slack = AsyncWebClient(
-            token=settings.slack_bot_token.get_secret_value(),
-            base_url=str(settings.slack_api_url),
-            session=http,
-            retry_handlers=retry_handlers(on_rate_limited),
+        slack = web_client(
+            settings.slack_bot_token.get_secret_value(), str(settings.slack_api_url), budgets
         )
         db = Database.from_url(settings.database_url, settings.database_pool_size)
         llm = LLM(make_client(settings), settings.llm_model)
@@ -213,19 +181,6 @@ class Countersign:
             if finished:
                 log.warning("finished %d reply(ies) cut off by a crash", finished)
 
-        purged_at = [-math.inf]
-
-        async def retention() -> None:
-            if time.monotonic() - purged_at[0] < 3600:
-                return
-            purged_at[0] = time.monotonic()
-            if not settings.retention_days:  # conversations kept forever; delivery keys not
-                await purge_delivery_keys(db)
-                return
-            removed = await purge(db, timedelta(days=settings.retention_days))
-            if removed.conversations:
-                log.info("retention: removed %d conversation(s)", removed.conversations)
-
         sweeper = Sweeper(
             approvals,
             cards,
@@ -233,7 +188,7 @@ class Countersign:
             tasks,
             settings.sweep_interval_seconds,
             timedelta(minutes=reminder) if reminder else None,
-            jobs=[resume_settled, finish_cut_off_replies, retention],
+            jobs=[resume_settled, finish_cut_off_replies, Retention(db, settings.retention_days)],
         )
         records = Records(db, slack, registry, policies, groups, tasks)
         cards.on_change = records.proposal_changed

@@ -29,6 +29,21 @@ from redis.exceptions import LockError, RedisError
 log = logging.getLogger(__name__)
 
 
+# A Redis that stops answering costs a reply at most this long per call, then the replica
+# falls back to its own window and locks.
+REDIS_TIMEOUT_SECONDS = 1.0
+
+
+def redis_client(url: str) -> Redis:
+    """The replicas' shared Redis, with time-outs on every call (see the module's doc)."""
+    return Redis.from_url(
+        url,
+        socket_timeout=REDIS_TIMEOUT_SECONDS,
+        socket_connect_timeout=REDIS_TIMEOUT_SECONDS,
+        health_check_interval=30,
+    )
+
+
 class Window(Protocol):
     """Calls recorded in a sliding window of `seconds`, at most `limit` of them."""
 

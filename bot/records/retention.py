@@ -13,6 +13,9 @@ waiting for a decision expires first (an audited transition), so nothing can run
 
 from __future__ import annotations
 
+import logging
+import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -36,6 +39,8 @@ from bot.db.models import (
     utcnow,
 )
 from bot.db.session import Database
+
+log = logging.getLogger(__name__)
 
 REDACTED = "[redacted]"
 DEDUP_KEEP = timedelta(days=7)  # Slack retries within minutes; a week is plenty
@@ -166,3 +171,24 @@ async def purge_delivery_keys(db: Database) -> int:
             delete(ProcessedEvent).where(ProcessedEvent.created_at < utcnow() - DEDUP_KEEP)
         )
     return int(getattr(keys, "rowcount", 0) or 0)
+
+
+class Retention:
+    """The running bot's clean-up, at start-up and then hourly: conversations idle for more
+    than `days` (none when 0: kept forever) and, whatever `days` says, old delivery keys."""
+
+    def __init__(self, db: Database, days: int) -> None:
+        self.db = db
+        self.days = days
+        self._ran_at = -math.inf
+
+    async def __call__(self) -> None:
+        if time.monotonic() - self._ran_at < 3600:
+            return
+        self._ran_at = time.monotonic()
+        if not self.days:
+            await purge_delivery_keys(self.db)
+            return
+        removed = await purge(self.db, timedelta(days=self.days))
+        if removed.conversations:
+            log.info("retention: removed %d conversation(s)", removed.conversations)
