@@ -25,27 +25,26 @@ from bot.approvals.service import (
     NeedsConfirmation,
 )
 from bot.db.models import Proposal
-from bot.errors import plain_error
 from bot.membership import reach_of
 from bot.metrics import DECISIONS
 from bot.slack import cards
 from bot.slack.card_publisher import CardPublisher
-from bot.slack.edit_form import edit_fields, edit_modal, field_errors, submitted_arguments
-from bot.slack.payloads import BadPayload, Click, Submission, parse_click, parse_submission
+from bot.slack.edit_form import edit_fields, edit_modal
+from bot.slack.modal_submissions import ModalSubmissions
+from bot.slack.payloads import BadPayload, Click, parse_click
 from bot.tasks import TaskGroup
 from bot.tools.catalog import ToolRegistry
-from bot.tools.registry import ToolArgumentsError, ToolContext
+from bot.tools.registry import ToolContext
 
 log = logging.getLogger(__name__)
 
-BAD_INPUT = "That button or form was not made by Countersign, so nothing changed."
 UNREADABLE = (
     "this action carries what you may not read in Slack, so only people who can may decide on it"
 )
 
 
 @dataclass
-class Interactions:
+class Interactions(ModalSubmissions):
     approvals: ApprovalsService
     registry: ToolRegistry
     policies: Policies
@@ -205,85 +204,6 @@ class Interactions:
             ),
         )
 
-    # -- modals ------------------------------------------------------------------------------
-    async def _submitted(
-        self, ack: AsyncAck, body: dict[str, Any], action: str, error_block: str
-    ) -> tuple[Submission, Proposal] | None:
-        try:
-            form = parse_submission(body)
-            proposal = await self.approvals.get(form.proposal_id)
-        except BadPayload:
-            DECISIONS.labels(action=action, result="bad_input").inc()
-            await ack(response_action="errors", errors={error_block: BAD_INPUT})
-            return None
-        except ApprovalError as exc:
-            await ack(response_action="errors", errors={error_block: exc.user_message[:150]})
-            return None
-        if form.revision != proposal.revision:
-            await self.approvals.refuse(proposal.id, form.user, action, "the card changed")
-            DECISIONS.labels(action=action, result="stale").inc()
-            await ack(response_action="errors", errors={error_block: CardChanged().user_message})
-            return None
-        if action == "edit" and form.user == proposal.requester:
-            return form, proposal
-        refusal = await self._refusal(proposal, form.user, action)
-        if refusal:
-            await ack(response_action="errors", errors={error_block: refusal[:150]})
-            return None
-        return form, proposal
-
-    async def submit_decline(self, ack: AsyncAck, body: dict[str, Any]) -> None:
-        submitted = await self._submitted(ack, body, "decline", "reason")
-        if submitted is None:
-            return
-        form, proposal = submitted
-        reason = (form.values.get("reason") or "").strip()[:1000] or None
-        try:
-            await self.approvals.decline(proposal.id, form.user, reason, form.revision)
-        except ApprovalError as exc:
-            await ack(response_action="errors", errors={"reason": exc.user_message[:150]})
-            return
-        DECISIONS.labels(action="decline", result="accepted").inc()
-        await ack()
-        self.cards.refresh(proposal.id)
-        self.on_settled()
-
-    async def submit_edit(self, ack: AsyncAck, body: dict[str, Any]) -> None:
-        first_field = await body_first_field(body, self.registry, self.approvals)
-        submitted = await self._submitted(ack, body, "edit", first_field)
-        if submitted is None:
-            return
-        form, proposal = submitted
-        tool = self.registry.get(proposal.tool_name)
-        if tool is None or tool.preview is None:
-            await ack()  # nothing to edit any more; the card says what happened
-            return
-        specs = tool.fields()
-        fields = [spec.name for spec in specs] or ["arguments"]
-        # The modal showed this revision's arguments (the revision was checked above).
-        typed = submitted_arguments(form.values, edit_fields(specs, proposal.arguments))
-        try:
-            parsed = tool.parse_strings(typed.texts).model_dump(mode="json")
-            kept = {f: proposal.arguments[f] for f in typed.unchanged if f in proposal.arguments}
-            arguments = tool.parse({**parsed, **kept})
-            preview = await tool.prepare(arguments, self.context(proposal))
-        except ToolArgumentsError as exc:
-            await ack(response_action="errors", errors=field_errors(str(exc), fields))
-            return
-        except Exception as exc:  # the target vanished, Slack said no, …: say so on the form
-            await ack(response_action="errors", errors={fields[0]: plain_error(exc)[:150]})
-            return
-        try:
-            await self.approvals.edit(
-                proposal.id, form.user, arguments.model_dump(mode="json"), preview, form.revision
-            )
-        except ApprovalError as exc:
-            await ack(response_action="errors", errors={fields[0]: exc.user_message[:150]})
-            return
-        DECISIONS.labels(action="edit", result="accepted").inc()
-        await ack()
-        self.cards.refresh(proposal.id)
-
     def register(self, app: AsyncApp) -> None:
         async def ack_then(ack: AsyncAck, body: dict[str, Any], handler: Any, *args: Any) -> None:
             await ack()  # within Slack's 3 s; the decision runs as a tracked task
@@ -325,16 +245,3 @@ class Interactions:
         @app.view(cards.EDIT_MODAL)
         async def _submit_edit(ack: AsyncAck, body: dict[str, Any]) -> None:
             await self.submit_edit(ack, body)
-
-
-async def body_first_field(
-    body: dict[str, Any], registry: ToolRegistry, approvals: ApprovalsService
-) -> str:
-    """The block id of the edit form's first input, where general errors are shown."""
-    try:
-        form = parse_submission(body)
-        proposal = await approvals.get(form.proposal_id)
-    except (BadPayload, ApprovalError):
-        return "title"
-    tool = registry.get(proposal.tool_name)
-    return next((spec.name for spec in tool.fields()), "title") if tool else "title"

@@ -1,0 +1,124 @@
+"""The Decline and Edit modals' submissions: validated inline (Slack shows the errors on the
+form, so the answer waits for them), authorised like a click, then handed to the approvals
+service. `ModalSubmissions` is a mixin of `Interactions` (bot/slack/interactions.py), which
+owns the services named below and the authorisation (`_refusal`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from slack_bolt.async_app import AsyncAck
+
+from bot.approvals.service import ApprovalError, ApprovalsService, CardChanged
+from bot.db.models import Proposal
+from bot.errors import plain_error
+from bot.metrics import DECISIONS
+from bot.slack.card_publisher import CardPublisher
+from bot.slack.edit_form import edit_fields, field_errors, submitted_arguments
+from bot.slack.payloads import BadPayload, Submission, parse_submission
+from bot.tools.catalog import ToolRegistry
+from bot.tools.registry import ToolArgumentsError, ToolContext
+
+BAD_INPUT = "That button or form was not made by Countersign, so nothing changed."
+
+
+class ModalSubmissions:
+    approvals: ApprovalsService
+    registry: ToolRegistry
+    cards: CardPublisher
+    context: Callable[[Proposal], ToolContext]
+    on_settled: Callable[[], None]
+
+    async def _refusal(self, proposal: Proposal, user: str, action: str) -> str | None: ...
+
+    async def _submitted(
+        self, ack: AsyncAck, body: dict[str, Any], action: str, error_block: str
+    ) -> tuple[Submission, Proposal] | None:
+        try:
+            form = parse_submission(body)
+            proposal = await self.approvals.get(form.proposal_id)
+        except BadPayload:
+            DECISIONS.labels(action=action, result="bad_input").inc()
+            await ack(response_action="errors", errors={error_block: BAD_INPUT})
+            return None
+        except ApprovalError as exc:
+            await ack(response_action="errors", errors={error_block: exc.user_message[:150]})
+            return None
+        if form.revision != proposal.revision:
+            await self.approvals.refuse(proposal.id, form.user, action, "the card changed")
+            DECISIONS.labels(action=action, result="stale").inc()
+            await ack(response_action="errors", errors={error_block: CardChanged().user_message})
+            return None
+        if action == "edit" and form.user == proposal.requester:
+            return form, proposal
+        refusal = await self._refusal(proposal, form.user, action)
+        if refusal:
+            await ack(response_action="errors", errors={error_block: refusal[:150]})
+            return None
+        return form, proposal
+
+    async def submit_decline(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        submitted = await self._submitted(ack, body, "decline", "reason")
+        if submitted is None:
+            return
+        form, proposal = submitted
+        reason = (form.values.get("reason") or "").strip()[:1000] or None
+        try:
+            await self.approvals.decline(proposal.id, form.user, reason, form.revision)
+        except ApprovalError as exc:
+            await ack(response_action="errors", errors={"reason": exc.user_message[:150]})
+            return
+        DECISIONS.labels(action="decline", result="accepted").inc()
+        await ack()
+        self.cards.refresh(proposal.id)
+        self.on_settled()
+
+    async def submit_edit(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        first_field = await body_first_field(body, self.registry, self.approvals)
+        submitted = await self._submitted(ack, body, "edit", first_field)
+        if submitted is None:
+            return
+        form, proposal = submitted
+        tool = self.registry.get(proposal.tool_name)
+        if tool is None or tool.preview is None:
+            await ack()  # nothing to edit any more; the card says what happened
+            return
+        specs = tool.fields()
+        fields = [spec.name for spec in specs] or ["arguments"]
+        # The modal showed this revision's arguments (the revision was checked above).
+        typed = submitted_arguments(form.values, edit_fields(specs, proposal.arguments))
+        try:
+            parsed = tool.parse_strings(typed.texts).model_dump(mode="json")
+            kept = {f: proposal.arguments[f] for f in typed.unchanged if f in proposal.arguments}
+            arguments = tool.parse({**parsed, **kept})
+            preview = await tool.prepare(arguments, self.context(proposal))
+        except ToolArgumentsError as exc:
+            await ack(response_action="errors", errors=field_errors(str(exc), fields))
+            return
+        except Exception as exc:  # the target vanished, Slack said no, …: say so on the form
+            await ack(response_action="errors", errors={fields[0]: plain_error(exc)[:150]})
+            return
+        try:
+            await self.approvals.edit(
+                proposal.id, form.user, arguments.model_dump(mode="json"), preview, form.revision
+            )
+        except ApprovalError as exc:
+            await ack(response_action="errors", errors={fields[0]: exc.user_message[:150]})
+            return
+        DECISIONS.labels(action="edit", result="accepted").inc()
+        await ack()
+        self.cards.refresh(proposal.id)
+
+
+async def body_first_field(
+    body: dict[str, Any], registry: ToolRegistry, approvals: ApprovalsService
+) -> str:
+    """The block id of the edit form's first input, where general errors are shown."""
+    try:
+        form = parse_submission(body)
+        proposal = await approvals.get(form.proposal_id)
+    except (BadPayload, ApprovalError):
+        return "title"
+    tool = registry.get(proposal.tool_name)
+    return next((spec.name for spec in tool.fields()), "title") if tool else "title"
