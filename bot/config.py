@@ -12,8 +12,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AliasChoices,
-    BaseModel,
-    ConfigDict,
     Field,
     HttpUrl,
     SecretStr,
@@ -25,7 +23,9 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings import SettingsError as PydanticSettingsError
 from sqlalchemy.engine import make_url
 
+from bot.durations import parse_duration
 from bot.settings_help import HINTS, SettingsError, describe
+from bot.suggested_prompts import DEFAULT_PROMPTS, SuggestedPrompt
 from bot.tools.integration_settings import IntegrationSettings
 
 __all__ = [
@@ -42,47 +42,6 @@ DEFAULT_SYSTEM_PROMPT = (
     "Markdown where it helps. Several teammates may speak in one thread; each user message "
     "carries the speaker's Slack user id in its `name`."
 )
-
-
-class SuggestedPrompt(BaseModel):
-    """One prompt Slack offers when a person opens the bot's DM."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    title: Annotated[str, Field(min_length=1, max_length=75)]
-    message: Annotated[str, Field(min_length=1, max_length=1000)]
-
-
-# Each shows a kind of work: a plain question, a read tool, a write (with its approval card).
-DEFAULT_PROMPTS = (
-    SuggestedPrompt(
-        title="What can you do?",
-        message="What can you do for me here, and which of it needs someone's approval?",
-    ),
-    SuggestedPrompt(title="What's on the board?", message="List the open tasks on the board."),
-    SuggestedPrompt(
-        title="Create a task",
-        message="Create a task for me to review the release notes, due Friday.",
-    ),
-    SuggestedPrompt(
-        title="Catch me up on a channel",
-        message="Summarise the latest messages in a channel I'll name.",
-    ),
-)
-
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(text: str) -> float:
-    """`90s`, `15m`, `1h`, `2d` (or plain seconds) as seconds."""
-    raw = text.strip().lower()
-    unit = _UNITS.get(raw[-1:], 0)
-    number = raw[:-1] if unit else raw
-    try:
-        value = float(number)
-    except ValueError:
-        raise ValueError("must be a duration such as 30s, 15m, 1h or 1d") from None
-    return value * (unit or 1)
 
 
 def _default_database_url() -> str:
@@ -257,7 +216,7 @@ class Settings(IntegrationSettings, BaseSettings):
     @field_validator("audit_checkpoint_every", mode="before")
     @classmethod
     def _duration(cls, v: Any) -> Any:
-        return parse_duration(v) if isinstance(v, str) else v
+        return parse_duration(v).total_seconds() if isinstance(v, str) else v
 
     @field_validator("log_level")
     @classmethod

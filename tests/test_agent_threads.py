@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bot.config import DEFAULT_PROMPTS
 from bot.slack.agent_threads import thread_title
+from bot.suggested_prompts import DEFAULT_PROMPTS
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack, wait_until
 from tests.harness import RunningBot, clean_env, make_settings, run_cli, start_bot, stop_bot

@@ -9,8 +9,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.approvals import grants
 from bot.db.models import Conversation, Grant
+from bot.durations import parse_duration
 from bot.policy.engine import Decision
-from bot.policy.model import parse_duration
 from bot.tools.registry import Preview, Tool
 
 

@@ -21,25 +21,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from bot.durations import parse_duration
+
 Outcome = Literal["allow", "deny", "ask"]
 MAX_EXPRESSION = 2000  # characters of one `when`: a condition is a line, not a program
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(value: str | int | float) -> timedelta:
-    """`30s`, `30m`, `8h`, `2d` (a bare number is seconds)."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        seconds = float(value)
-    else:
-        found = _DURATION.match(str(value))
-        if found is None:
-            raise ValueError(f"{value!r} is not a duration such as 30s, 30m, 8h or 2d")
-        seconds = float(found.group(1)) * _UNITS[found.group(2)]
-    if seconds <= 0:
-        raise ValueError("a duration must be longer than zero")
-    return timedelta(seconds=seconds)
 
 
 def _duration(value: Any) -> str:

@@ -14,8 +14,9 @@ from sqlalchemy import select
 
 from bot.db.models import PolicyDecision, Proposal
 from bot.db.session import Database
+from bot.durations import parse_duration
 from bot.policy.engine import Facts, decide
-from bot.policy.model import PolicyError, PolicyFile, parse_duration
+from bot.policy.model import PolicyError, PolicyFile
 from bot.policy.source import read_file
 from bot.states import State
 

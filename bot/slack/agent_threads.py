@@ -17,9 +17,9 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.config import SuggestedPrompt
 from bot.errors import slack_error
 from bot.slack.agent_status import UNSUPPORTED
+from bot.suggested_prompts import SuggestedPrompt
 
 log = logging.getLogger(__name__)
 
