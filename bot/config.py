@@ -131,13 +131,6 @@ class Settings(IntegrationSettings, BaseSettings):
             raise ValueError("must start with xoxb-")
         return v
 
-    @field_validator("slack_api_url")
-    @classmethod
-    def _api_url_is_a_folder(cls, v: HttpUrl) -> HttpUrl:
-        """`https://host/api` as pasted: slack_sdk joins method names onto the URL, which would
-        replace its last segment (`https://host/chat.postMessage`)."""
-        return v if str(v).endswith("/") else HttpUrl(f"{v}/")
-
     @field_validator("slack_app_token")
     @classmethod
     def _app_token_shape(cls, v: SecretStr | None) -> SecretStr | None:

@@ -254,6 +254,8 @@ async def test_a_stalled_main_loop_refuses_rather_than_acknowledges(
 async def test_a_slack_api_url_without_its_trailing_slash_works(
     fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
 ) -> None:
+    """As users paste it: slack_sdk joins method names onto a base that ends in a slash and
+    adds the slash itself, so the setting is passed on unchanged and still reaches Slack."""
     pasted = fake_slack.api_url.rstrip("/")
     assert pasted.endswith("/api")
     fake_model.script(Script(text="reached you"))
