@@ -130,7 +130,7 @@ class Countersign:
         tasks = TaskGroup()
         worker = new_worker_id()
         live_replies = LiveReplies(db, worker, settings.lease_seconds)
-        cards = CardPublisher(slack, budget, approvals, registry, policies, tasks)
+        cards = CardPublisher(slack, budget, approvals, registry, policies, tasks, groups)
         desk = ActionDesk(registry, policies, approvals, cards, PolicyGate(policy, groups, db))
         conversations = Conversations(
             db,

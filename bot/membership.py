@@ -31,15 +31,23 @@ V = TypeVar("V")
 
 
 async def is_member(slack: AsyncWebClient, channel: str, user: str) -> bool:
+    return user in await members_of(slack, channel, until=user)
+
+
+async def members_of(
+    slack: AsyncWebClient, channel: str, until: str | None = None
+) -> frozenset[str]:
+    """The channel's members (the first `MEMBER_PAGES` pages; stops early once `until` is
+    among them)."""
+    found: set[str] = set()
     cursor: str | None = None
     for _ in range(MEMBER_PAGES):
         page = await slack.conversations_members(channel=channel, limit=1000, cursor=cursor)
-        if user in (page.get("members") or []):
-            return True
+        found.update(str(m) for m in page.get("members") or [])
         cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
-        if not cursor:
-            return False
-    return False
+        if not cursor or (until is not None and until in found):
+            break
+    return frozenset(found)
 
 
 def is_private(info: dict[str, object]) -> bool:

@@ -15,7 +15,7 @@ from sqlalchemy import select, update
 from bot.db.models import AuditEntry, Proposal, ProposalState, Task, utcnow
 from bot.slack import cards
 from tests.fakes.openai import FakeOpenAI, Script
-from tests.fakes.slack import FakeSlack
+from tests.fakes.slack import DEFAULT_MEMBERS, FakeSlack
 from tests.harness import RunningBot, clean_env, make_settings, run_cli, start_bot, stop_bot
 from tests.test_approvals_flow import (
     CREATE,
@@ -106,6 +106,7 @@ async def test_two_of_three_quorum_with_a_user_group(
 ) -> None:
     bot = policy_bot
     fake_slack.user_groups["S0LEADS"] = ["UBEN", "UCAT"]
+    fake_slack.members["C1"] = [*DEFAULT_MEMBERS, "UBEN"]  # an approver reads the thread
     await propose_create(bot, fake_slack, fake_model, user="UALICE")
     (card,) = fake_slack.cards("C1")
     await bot.click(card, cards.APPROVE, "UALICE", "C1")  # the requester is not an approver

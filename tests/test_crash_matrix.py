@@ -22,7 +22,7 @@ from bot.keyed_messages import keyed
 from bot.slack import cards
 from bot.tools.packs.slack import IDEMPOTENCY_EVENT
 from tests.fakes.openai import FakeOpenAI, Script
-from tests.fakes.slack import FakeSlack, wait_until
+from tests.fakes.slack import DEFAULT_MEMBERS, FakeSlack, wait_until
 from tests.harness import SlackFront
 from tests.test_approvals_flow import CREATE, call
 from tests.test_runtime import bot_env, free_port, start_process
@@ -263,6 +263,7 @@ async def test_killed_between_cancelling_a_stop_and_withdrawing_resumes_nothing(
     bot, db = crashing
     bot.env["APPROVAL_POLICIES"] = json.dumps({"tasks": {"approvers": ["S0LEADS"]}})
     fake_slack.user_groups["S0LEADS"] = ["UBOSS"]
+    fake_slack.members["C1"] = [*DEFAULT_MEMBERS, "UBOSS"]  # the approver reads the thread
     fake_model.script(
         Script(tool_calls=[call("create_task", CREATE)]), Script(text="Must never be said.")
     )

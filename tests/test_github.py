@@ -16,7 +16,7 @@ import pytest
 from bot.slack import cards
 from tests.fakes.github import TOKEN, FakeGitHub
 from tests.fakes.openai import FakeOpenAI, Script
-from tests.fakes.slack import FakeSlack
+from tests.fakes.slack import DEFAULT_MEMBERS, FakeSlack
 from tests.harness import RunningBot, make_settings, start_bot, stop_bot
 from tests.test_approvals_flow import call, card_text, proposals, tool_results
 from tests.test_crash_matrix import Bot as CrashBot
@@ -46,6 +46,7 @@ def github_settings(github: FakeGitHub, **extra: Any) -> dict[str, Any]:
 async def gh_bot(
     fake_slack: FakeSlack, fake_model: FakeOpenAI, fake_github: FakeGitHub, sqlite_url: str
 ) -> AsyncIterator[RunningBot]:
+    fake_slack.members["C1"] = [*DEFAULT_MEMBERS, "UBOSS"]  # the approver reads the thread
     running = await start_bot(
         make_settings(
             fake_slack,

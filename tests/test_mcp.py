@@ -17,7 +17,7 @@ from prometheus_client import REGISTRY
 
 from bot.slack import cards
 from tests.fakes.openai import FakeOpenAI, Script
-from tests.fakes.slack import FakeSlack
+from tests.fakes.slack import DEFAULT_MEMBERS, FakeSlack
 from tests.harness import RunningBot, make_settings, start_bot, stop_bot
 from tests.mcp_helpers import HttpNotes, calls, stdio_server, until
 from tests.test_approvals_flow import call, card_text, proposals, tool_results
@@ -161,6 +161,7 @@ async def test_a_tool_without_annotations_is_destructive_and_a_strangers_click_d
     fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str, tmp_path: Path
 ) -> None:
     log = tmp_path / "notes.jsonl"
+    fake_slack.members["C1"] = [*DEFAULT_MEMBERS, "UBOSS"]  # the approver reads the thread
     bot = await mcp_bot(
         fake_slack,
         fake_model,

@@ -57,24 +57,49 @@ async def test_a_write_carrying_private_text_is_carded_to_the_requester_alone(
     )
     assert SECRET not in public
     assert fake_slack.cards("C1") == []
-    assert "went to <@UALICE> privately" in public
-    (card,) = fake_slack.cards("DALICE")
+    # Routed to the one approver who may read it (Carol), by DM; the thread names her.
+    assert "Waiting for <@UCAROL> (notified by direct message)" in public
+    assert fake_slack.cards("DALICE") == []
+    assert fake_slack.cards("DBOB") == []
+    (card,) = fake_slack.cards("DCAROL")
     assert SECRET in card_text(card)
 
     # Bob may approve tasks, but may not read #exec: his (crafted) clicks change nothing.
     for action in (cards.APPROVE, cards.DECLINE):
-        assert await bot.click(card, action, "UBOB", "DALICE") == 200
+        assert await bot.click(card, action, "UBOB", "DCAROL") == 200
         await bot.idle()
         assert (await the_proposal(bot)).state.value == "proposed"
     assert any("may not read" in text for text in fake_slack.ephemerals_for("UBOB"))
     assert await tasks_in_db(bot) == []
 
     # Carol is in #exec and approves it.
-    assert await bot.click(card, cards.APPROVE, "UCAROL", "DALICE") == 200
+    assert await bot.click(card, cards.APPROVE, "UCAROL", "DCAROL") == 200
     await bot.idle()
     (task,) = await tasks_in_db(bot)
     assert task.description == SECRET
     assert SECRET not in json.dumps([(m.text, m.blocks) for m in fake_slack.channels["C1"]])
+
+
+async def test_without_approvers_the_private_card_goes_to_the_requester_who_decides(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    private_exec(fake_slack)
+    fake_slack.members["GEXEC"] = ["UALICE", "UBOT"]
+    fake_model.script(
+        Script(tool_calls=[read_exec()]),
+        Script(tool_calls=[call("create_task", CREATE | {"description": SECRET}, "w1")]),
+        Script(text="Tracked."),
+    )
+    await bot.mention("C1", "read GEXEC and track what it says", fake_slack)
+    await bot.idle()
+    public = json.dumps([(m.text, m.blocks) for m in fake_slack.channels["C1"]])
+    assert SECRET not in public
+    assert "went to <@UALICE> privately" in public
+    (card,) = fake_slack.cards("DALICE")
+    assert await bot.click(card, cards.APPROVE, "UALICE", "DALICE") == 200
+    await bot.idle()
+    (task,) = await tasks_in_db(bot)
+    assert task.description == SECRET
 
 
 async def test_a_write_of_public_text_is_still_carded_in_its_thread(

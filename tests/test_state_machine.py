@@ -70,6 +70,8 @@ def test_the_table_is_the_one_in_design_md() -> None:
         ("proposed", "decline", "declined"),
         ("proposed", "expire", "expired"),
         ("proposed", "withdraw", "withdrawn"),
+        ("proposed", "escalate_deny", "expired"),
+        ("proposed", "escalate_allow", "approved"),
         ("approved", "start", "executing"),
         ("executing", "succeed", "succeeded"),
         ("executing", "fail", "failed"),

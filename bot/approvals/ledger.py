@@ -81,6 +81,14 @@ def result_for_model(proposal: Proposal) -> dict[str, Any]:
             "instruction": "A person declined this action; it was not carried out. Do not "
             "repeat the same call; continue without it or ask what to do instead.",
         }
+    if state is State.EXPIRED and proposal.decided_by == "escalation":
+        return {
+            "status": "nobody_answered",
+            "instruction": "Nobody answered: no approver decided on this action before the "
+            "policy's escalation ended it, so it was not carried out. Nobody declined it. Tell "
+            "the person it is still waiting for an approver's answer; propose it again only "
+            "if they ask.",
+        }
     if state is State.EXPIRED:
         return {
             "status": "expired",

@@ -22,6 +22,9 @@ class Event(enum.StrEnum):
     RETRY = "retry"
     INTERRUPT = "interrupt"
     WITHDRAW = "withdraw"
+    # The last step of the policy's escalation ladder: nobody answered in time.
+    ESCALATE_DENY = "escalate_deny"
+    ESCALATE_ALLOW = "escalate_allow"
 
 
 class Actor(enum.StrEnum):
@@ -30,6 +33,7 @@ class Actor(enum.StrEnum):
     EXECUTOR = "the executor"
     RECOVERY = "start-up recovery"
     STOPPER = "the person who stopped the turn"
+    ESCALATION = "the policy's escalation ladder"
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,9 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition(State.PROPOSED, Event.DECLINE, State.DECLINED, Actor.APPROVER),
     Transition(State.PROPOSED, Event.EXPIRE, State.EXPIRED, Actor.CLOCK),
     Transition(State.PROPOSED, Event.WITHDRAW, State.WITHDRAWN, Actor.STOPPER),
+    # Nobody answered: the ladder's terminal outcome decides (told to the model as such).
+    Transition(State.PROPOSED, Event.ESCALATE_DENY, State.EXPIRED, Actor.ESCALATION),
+    Transition(State.PROPOSED, Event.ESCALATE_ALLOW, State.APPROVED, Actor.ESCALATION),
     Transition(State.APPROVED, Event.START, State.EXECUTING, Actor.EXECUTOR),
     Transition(State.EXECUTING, Event.SUCCEED, State.SUCCEEDED, Actor.EXECUTOR),
     Transition(State.EXECUTING, Event.FAIL, State.FAILED, Actor.EXECUTOR),

@@ -57,8 +57,9 @@ class Policies:
         the proposal), else the settings' lookup (proposals made before policy files)."""
         if not recorded or recorded.get("outcome") != "ask":
             return self.for_tool(tool, pack)
+        approvers = [*(recorded.get("approvers") or ()), *(recorded.get("escalated_to") or ())]
         return Policy(
-            tuple(str(a) for a in recorded.get("approvers") or ()),
+            tuple(dict.fromkeys(str(a) for a in approvers)),
             bool(recorded.get("four_eyes", False)),
             int(recorded.get("approvals_required") or 1),
             None,  # its expiry was fixed when it was proposed
@@ -87,14 +88,30 @@ class GroupMembers:
         self.slack = slack
         self._cache: dict[str, tuple[float, frozenset[str]]] = {}
 
-    async def members(self, group_id: str) -> frozenset[str]:
+    async def members(self, group_id: str, max_age: float | None = None) -> frozenset[str]:
+        """`max_age`: how old (seconds) a cached answer may be; 0 asks Slack now."""
         cached = self._cache.get(group_id)
-        if cached and time.monotonic() - cached[0] < self.TTL_SECONDS:
+        limit = self.TTL_SECONDS if max_age is None else max_age
+        if cached and time.monotonic() - cached[0] < limit:
             return cached[1]
         response = await self.slack.usergroups_users_list(usergroup=group_id)
         users = frozenset(str(u) for u in response.get("users") or [])
         self._cache[group_id] = (time.monotonic(), users)
         return users
+
+    def fresh(self) -> GroupMembers:
+        """The same groups read from Slack at every question (refreshing this cache): a
+        click is authorised by who is in the group when it is clicked, not minutes before."""
+        return _FreshGroups(self)
+
+
+class _FreshGroups(GroupMembers):
+    def __init__(self, cached: GroupMembers) -> None:
+        self._cached = cached
+        self.slack = cached.slack
+
+    async def members(self, group_id: str, max_age: float | None = None) -> frozenset[str]:
+        return await self._cached.members(group_id, max_age=0.0)
 
 
 @dataclass(frozen=True)

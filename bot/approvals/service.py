@@ -1,13 +1,16 @@
 """The approvals service: one object with every way a proposal moves, assembled from modules
 split by concern: the compare-and-set core (`ledger`), people's decisions (`decisions`), the
 executor's leases (`execution`), the clock (`clock`), the cards' bookkeeping
-(`card_state`) and a Stop's withdrawals (`withdrawal`)."""
+(`card_state`, `card_copies`), the escalation ladder (`escalation`) and a Stop's
+withdrawals (`withdrawal`)."""
 
 from __future__ import annotations
 
+from bot.approvals.card_copies import CardCopies
 from bot.approvals.card_state import CardState
 from bot.approvals.clock import Clock
 from bot.approvals.decisions import Decisions, VoteResult
+from bot.approvals.escalation import Escalated, Escalations
 from bot.approvals.execution import Executions, NeedsConfirmation, TamperedApproval
 from bot.approvals.ledger import (
     AlreadyHandled,
@@ -25,6 +28,7 @@ __all__ = [
     "ApprovalError",
     "ApprovalsService",
     "CardChanged",
+    "Escalated",
     "LeaseLost",
     "NeedsConfirmation",
     "NotAuthorised",
@@ -36,6 +40,8 @@ __all__ = [
 ]
 
 
-class ApprovalsService(Decisions, Executions, Clock, CardState, Withdrawals):
+class ApprovalsService(
+    Decisions, Executions, Clock, Escalations, CardState, CardCopies, Withdrawals
+):
     """Propose, decide, execute under a lease, expire, withdraw and recover: see each base
     class."""

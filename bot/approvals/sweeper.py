@@ -1,8 +1,9 @@
 """The work no click starts, run at start-up and then every `SWEEP_INTERVAL_SECONDS`: expire
-proposals, remind before expiry, recover executions whose lease lapsed, execute approved
-proposals nobody started, bring cards that fell behind in line, and hand the rest (resumes,
-interrupted replies, retention) to the jobs it was given. Slack is reached only through the
-card interface, so this layer stays apart from the Slack surface."""
+proposals, climb escalation ladders, remind before expiry, recover executions whose lease
+lapsed, execute approved proposals nobody started, bring cards (and their copies) that fell
+behind in line, and hand the rest (resumes, interrupted replies, retention) to the jobs it was
+given. Slack is reached only through the card interface, so this layer stays apart from the
+Slack surface."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Protocol
 from sqlalchemy import func, select
 
 from bot.approvals.executor import Executor
-from bot.approvals.service import ApprovalsService
+from bot.approvals.service import ApprovalsService, Escalated
 from bot.db.models import Proposal
 from bot.metrics import LEASE_TAKEOVERS, PROPOSALS
 from bot.states import State
@@ -31,6 +32,8 @@ class Cards(Protocol):
     async def post(self, proposal: Proposal) -> bool: ...
 
     async def remind(self, proposal: Proposal) -> None: ...
+
+    async def on_escalation(self, step: Escalated) -> None: ...
 
 
 Job = Callable[[], Awaitable[None]]
@@ -64,6 +67,9 @@ class Sweeper:
     async def sweep(self) -> None:
         for proposal in await self.approvals.expire_due():
             self.cards.refresh(proposal.id)
+        for step in await self.approvals.escalate_due():
+            self.cards.refresh(step.proposal.id)
+            await self.cards.on_escalation(step)
         if self.reminder_before:
             for proposal in await self.approvals.due_for_reminder(self.reminder_before):
                 await self.cards.remind(proposal)
@@ -73,7 +79,10 @@ class Sweeper:
             self.cards.refresh(proposal.id)
         for proposal_id in await self.approvals.approved_waiting():
             self.tasks.spawn(self.executor.run(proposal_id), name=f"execute-{proposal_id}")
-        for proposal_id in await self.approvals.cards_behind():
+        for proposal_id in {
+            *await self.approvals.cards_behind(),
+            *await self.approvals.copies_behind(),
+        }:
             self.cards.refresh(proposal_id)
         for proposal in await self.approvals.cards_missing():
             await self.cards.post(proposal)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.approvals.escalation import expiry_with, ladder
 from bot.audience import narrowest
 from bot.conversation.granted import grant_for
 from bot.conversation.private_reply import TurnAudience
@@ -140,8 +141,9 @@ async def tool_round(
                 expiry = item.tool.expires_after
             if policy.expires_after_minutes is not None:
                 expiry = timedelta(minutes=policy.expires_after_minutes)
-            if decision is not None and decision.ask is not None and decision.ask.expires_after:
-                expiry = decision.ask.expires_after
+            if decision is not None and decision.ask is not None:
+                steps = ladder(decision.record())  # the ladder decides, unless a timeout does
+                expiry = decision.ask.expires_after or expiry_with(steps, expiry)
             kept, grant = await grant_for(
                 session, decision, item.tool, item.preview, conversation, requester
             )

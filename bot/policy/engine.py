@@ -66,7 +66,7 @@ class Decision:
             kept["four_eyes"] = self.ask.four_eyes
             if self.ask.timeout:
                 kept["timeout"] = self.ask.timeout
-            # Kept for the work that acts on them (routing, grants, escalation): not used yet.
+            # Acted on by routing (`bot.slack.card_routing`), grants and the ladder.
             if self.ask.route != "thread":
                 kept["route"] = self.ask.route
             if self.ask.grants:

@@ -33,7 +33,7 @@ def _duration(value: Any) -> str:
 
 
 class Escalation(BaseModel):
-    """Parsed and kept; acting on it is other work (escalation)."""
+    """A step of the ladder (`bot.approvals.escalation`): remind, add approvers, or decide."""
 
     model_config = ConfigDict(extra="forbid")
 

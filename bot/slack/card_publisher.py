@@ -22,15 +22,17 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import audience
 from bot.approvals import grants
+from bot.approvals.escalation import Escalated
 from bot.approvals.machine import State
-from bot.approvals.policy import Policies
+from bot.approvals.policy import GroupMembers, Policies
 from bot.approvals.service import ApprovalsService, UnknownProposal
 from bot.db.models import Proposal
-from bot.errors import retryable, slack_error
+from bot.errors import slack_error
 from bot.keyed_messages import find_keyed, keyed
 from bot.membership import reach_of
-from bot.metrics import SLACK_EDITS
-from bot.slack.cards import CardView, approval_card
+from bot.slack.card_fan_out import CARD_EVENT, CardFanOut
+from bot.slack.card_routing import SLACK_FAILURES, waiting_note
+from bot.slack.cards import CardView, approval_card, slack_date
 from bot.slack.edit_budget import EditBudget
 from bot.slack.thread_notes import ThreadNotes
 from bot.tasks import TaskGroup
@@ -40,7 +42,7 @@ from bot.tools.shown_notes import mentions_of
 log = logging.getLogger(__name__)
 
 RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
-CARD_EVENT = "countersign_card"  # message metadata type of approval cards
+__all__ = ["CARD_EVENT", "CardPublisher"]
 SENT_PRIVATELY = (
     ":lock: _The approval card for this action went to <@{requester}> privately: it carries "
     "what not everyone here may read, so only people who can read it may decide on it._"
@@ -54,7 +56,7 @@ class _CardEdit:
     lane: str = "card"  # takes turns with replies' final edits
 
 
-class CardPublisher(ThreadNotes):
+class CardPublisher(ThreadNotes, CardFanOut):
     def __init__(
         self,
         slack: AsyncWebClient,
@@ -63,8 +65,11 @@ class CardPublisher(ThreadNotes):
         registry: ToolRegistry,
         policies: Policies,
         tasks: TaskGroup,
+        groups: GroupMembers | None = None,
     ) -> None:
         self.slack = slack
+        self.groups = groups or GroupMembers(slack)
+        self._routing_init()
         self.budget = budget
         self.approvals = approvals
         self.registry = registry
@@ -91,9 +96,7 @@ class CardPublisher(ThreadNotes):
 
     def view_with(self, proposal: Proposal, approvers: list[str]) -> CardView:
         tool = self.registry.get(proposal.tool_name)
-        policy = self.policies.for_proposal(
-            proposal.tool_name, tool.pack if tool else "", proposal.policy
-        )
+        policy = self.policy_of(proposal)
         return CardView(
             proposal_id=proposal.id,
             revision=proposal.revision,
@@ -134,7 +137,14 @@ class CardPublisher(ThreadNotes):
             return True  # posted (or being posted) by someone else
         text, blocks = approval_card(await self.view(proposal))
         try:
-            where, thread_ts = await self._destination(proposal)
+            route = await self.route(proposal)
+            if route is not None and route.channel is None:
+                return await self._post_routed(proposal, list(route.recipients), text, blocks,
+                                               claim.takeover)  # fmt: skip
+            where, thread_ts = (
+                (route.channel, None) if route and route.channel
+                else await self._destination(proposal)
+            )  # fmt: skip
             earlier = (
                 await find_keyed(
                     self.slack,
@@ -162,7 +172,10 @@ class CardPublisher(ThreadNotes):
                     metadata=keyed(CARD_EVENT, proposal.idempotency_key),
                 )
                 channel, ts = str(posted["channel"]), str(posted["ts"])
-                if where != proposal.channel_id:
+                if route is not None:
+                    names = await self.people(self.policy_of(proposal).approvers, proposal)
+                    await self._note(proposal, waiting_note(names, where))
+                elif where != proposal.channel_id:
                     await self._say_sent_privately(proposal)
         except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
             reason = slack_error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
@@ -173,6 +186,42 @@ class CardPublisher(ThreadNotes):
         await self.approvals.set_card(proposal.id, channel, ts)
         await self.approvals.card_shown(proposal.id, proposal.version)
         return True
+
+    async def _post_routed(
+        self,
+        proposal: Proposal,
+        recipients: list[str],
+        text: str,
+        blocks: list[dict[str, object]],
+        takeover: bool,
+    ) -> bool:
+        """One copy per approver by DM; the first is the card of record. The thread is told
+        who was notified."""
+        reached = await self.post_copies(proposal, recipients, text, blocks, "route", takeover)
+        copies = await self.approvals.copies_of(proposal.id)
+        if not copies:
+            await self.approvals.release_card(proposal.id)
+            return False
+        self._remember(proposal.id, text, blocks)
+        await self.approvals.set_card(proposal.id, copies[0].channel, copies[0].ts)
+        await self.approvals.card_shown(proposal.id, proposal.version)
+        await self._note(proposal, waiting_note(reached))
+        return True
+
+    async def remind(self, proposal: Proposal) -> None:
+        """Before expiry: a card routed to approvers is reminded of where they have it."""
+        if await self.approvals.copies_of(proposal.id):
+            try:
+                await self.remind_copies(proposal, f"Expires {slack_date(proposal.expires_at)}")
+            except SLACK_FAILURES as exc:  # a missed reminder must not stop the sweep
+                log.warning("reminder for %s failed: %s", proposal.id, type(exc).__name__)
+            return
+        await super().remind(proposal)
+
+    async def on_escalation(self, step: Escalated) -> None:
+        """A step of the ladder was taken: its notices (the cards follow by `refresh`)."""
+        text, blocks = approval_card(await self.view(step.proposal))
+        await self._notify_escalation(step, text, blocks)
 
     async def _destination(self, proposal: Proposal) -> tuple[str, str | None]:
         """Where the card goes: its thread, unless what the action carries may not be read by
@@ -230,18 +279,12 @@ class CardPublisher(ThreadNotes):
             return
         text, blocks = approval_card(self.view_with(proposal, approvers))
         if not self._same_as_shown(proposal_id, text, blocks):
-            await self.budget.acquire(_CardEdit())
-            try:
-                await self.slack.chat_update(
-                    channel=proposal.card_channel, ts=proposal.card_ts, text=text, blocks=blocks
-                )
-            except SlackApiError as exc:
-                if retryable(exc):
-                    raise
-                log.warning("card %s cannot be updated: %s", proposal_id, slack_error(exc))
-            SLACK_EDITS.labels(kind="card").inc()
+            await self.update_card(
+                _CardEdit(), proposal.card_channel, proposal.card_ts, text, blocks
+            )
             self._remember(proposal_id, text, blocks)
             if self.on_change is not None:
                 self.on_change(proposal, approvers)
+        await self.edit_copies(proposal, text, blocks)
         if proposal.card_version is None or proposal.card_version < proposal.version:
             await self.approvals.card_shown(proposal_id, proposal.version)

@@ -25,6 +25,7 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
+from bot.approvals.escalation import ESCALATION
 from bot.approvals.machine import State
 from bot.slack.card_refs import BadValue as BadValue
 from bot.slack.card_refs import ParsedRef as ParsedRef
@@ -109,6 +110,8 @@ class CardView:
 
 def decider(decided_by: str) -> str:
     """A person as a mention; a rule (`policy:NAME`) or a grant (`grant:ID`) as code."""
+    if decided_by == ESCALATION:
+        return "the policy's escalation (nobody answered)"
     return f"`{safe(decided_by, 100)}`" if ":" in decided_by else f"<@{decided_by}>"
 
 
@@ -170,6 +173,11 @@ def _status(view: CardView) -> list[Block]:
     if state is State.DECLINED:
         reason = f": {safe(view.decline_reason, 1500)}" if view.decline_reason else ""
         text = f":no_entry_sign: *Declined* by {who}{when}{reason}"
+    elif state is State.EXPIRED and view.decided_by == ESCALATION:
+        text = (
+            ":hourglass: *Nobody answered*: the policy's escalation ended the wait"
+            f"{when}, so nothing was done."
+        )
     elif state is State.EXPIRED:
         text = ":hourglass: *Expired*: nobody approved it in time, so nothing was done."
     elif state is State.WITHDRAWN:

@@ -14,7 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 from slack_bolt.async_app import AsyncAck, AsyncApp
+from slack_sdk.errors import SlackApiError
 
 from bot.approvals.executor import Executor
 from bot.approvals.policy import GroupMembers, Policies, Policy, may_approve
@@ -38,6 +40,7 @@ from bot.tools.registry import ToolContext
 
 log = logging.getLogger(__name__)
 
+UNCHECKED = "Slack could not tell whether you are one of the approvers right now; try again"
 UNREADABLE = (
     "this action carries what you may not read in Slack, so only people who can may decide on it"
 )
@@ -68,10 +71,18 @@ class Interactions(ModalSubmissions):
         """None if `user` may decide on `proposal`; else the reason (already audited). Nobody
         decides on what they may not read: an action carrying a private channel's text is
         decided only by people who can read that channel."""
-        verdict = await may_approve(
-            self._policy(proposal), proposal.requester, user, self.groups, proposal.revised_by
-        )
-        reason = None if verdict.allowed else verdict.reason
+        try:  # group membership as it is now: a card may have waited in a DM for hours
+            verdict = await may_approve(
+                self._policy(proposal),
+                proposal.requester,
+                user,
+                self.groups.fresh(),
+                proposal.revised_by,
+            )
+            reason = None if verdict.allowed else verdict.reason
+        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("approvers' groups unreadable at a click: %s", type(exc).__name__)
+            reason = UNCHECKED
         if reason is None and not await reach_of(self.cards.slack).may_read(
             user, proposal.audience
         ):

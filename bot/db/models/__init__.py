@@ -23,6 +23,7 @@ from bot.db.models.proposals import (
     ProposalState,
     ResumeRequest,
 )
+from bot.db.models.routing import CardCopy
 from bot.db.models.stops import StopEntry
 from bot.db.models.tasks import Task, TaskComment
 
@@ -32,6 +33,7 @@ __all__ = [
     "AuditCheckpoint",
     "AuditEntry",
     "Base",
+    "CardCopy",
     "Conversation",
     "ConversationSummary",
     "Grant",

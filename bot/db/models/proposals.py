@@ -84,6 +84,8 @@ class Proposal(Base):
     revised_by: Mapped[str | None] = mapped_column(String(32))  # author of the last edit
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
     reminded_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # How many steps of the policy's escalation ladder have been taken (`bot.approvals.routing`).
+    escalation_step: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     channel_id: Mapped[str] = mapped_column(String(32))
     thread_ts: Mapped[str | None] = mapped_column(String(32))
     card_channel: Mapped[str | None] = mapped_column(String(32))
