@@ -81,6 +81,14 @@ def result_for_model(proposal: Proposal) -> dict[str, Any]:
             "instruction": "A person declined this action; it was not carried out. Do not "
             "repeat the same call; continue without it or ask what to do instead.",
         }
+    if state is State.CHANGES_ASKED:
+        return {
+            "status": "changes_requested",
+            "note": proposal.decline_reason or "no note given",
+            "instruction": "A person who may approve this action asked for changes instead; "
+            "it was not carried out. You may propose a revised action (a new call) that "
+            "follows the note, or ask the requester what they want if the note is unclear.",
+        }
     if state is State.EXPIRED:
         return {
             "status": "expired",
