@@ -203,7 +203,7 @@ async def test_a_decided_or_stale_card_refuses_the_click_and_the_submission(
     # Cat's modal, opened before Bob sent it back: the proposal is terminal now.
     answer = await submit(bot, second_modal, "UCAT", "and sooner")
     assert answer["response_action"] == "errors"
-    assert "already changes_asked" in answer["errors"]["note"]
+    assert "already changes asked by <@UBOB>" in answer["errors"]["note"]
     assert await open_modal(bot, fake_slack, shown, "UCAT") is None
     assert any("already changes asked" in t for t in fake_slack.ephemerals_for("UCAT"))
     await bot.click(shown, cards.APPROVE, "UCAT", "C1")

@@ -29,6 +29,7 @@ from bot.db.models import (
 )
 from bot.db.session import Database
 from bot.metrics import TRANSITIONS
+from bot.states import state_label
 
 # A `ResumeRequest` of this kind, born done, marks a turn a person stopped: whatever of it
 # settles later (a write that was already executing) is recorded but never resumes the turn.
@@ -114,7 +115,7 @@ def result_for_model(proposal: Proposal) -> dict[str, Any]:
 
 def describe_state(proposal: Proposal) -> str:
     who = f" by <@{proposal.decided_by}>" if proposal.decided_by else ""
-    return f"already {proposal.state}{who}"
+    return f"already {state_label(State(proposal.state))}{who}"
 
 
 class Ledger:

@@ -36,6 +36,7 @@ from bot.slack.card_text import change_blocks as change_blocks
 from bot.slack.card_text import clip as clip
 from bot.slack.card_text import safe as safe
 from bot.slack.card_values import CardRef, digest_of, sent_blocks
+from bot.states import state_label
 from bot.text import escape
 from bot.tools.shown import shown_arguments
 from bot.tools.shown_notes import Mentions
@@ -257,7 +258,7 @@ def approval_card(view: CardView) -> tuple[str, list[dict[str, Any]]]:
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=f"…and {more} more")]))
     blocks += _provenance(view) + _status(view)
     fallback = clip(
-        f"Approval needed: {safe(view.description, FALLBACK_MAX)} ({view.state.value})",
+        f"Approval needed: {safe(view.description, FALLBACK_MAX)} ({state_label(view.state)})",
         FALLBACK_MAX,
     )
     return fallback, [b.to_dict() for b in blocks]
