@@ -31,6 +31,7 @@ from tests.test_approvals_flow import (
     tasks_in_db,
     tool_results,
 )
+from tests.test_audience import SECRET, private_exec, read_exec
 from tests.test_grants import POLICY, grants_in_db, labels
 
 REVISED = {**CREATE, "priority": "low", "title": "Fix login bug (SSO only)"}
@@ -57,10 +58,12 @@ async def proposed(bot: RunningBot, slack: FakeSlack, model: FakeOpenAI) -> Stor
     return card
 
 
-async def open_modal(bot: RunningBot, slack: FakeSlack, card: StoredMessage, user: str) -> Any:
+async def open_modal(
+    bot: RunningBot, slack: FakeSlack, card: StoredMessage, user: str, channel: str = "C1"
+) -> Any:
     """`user` clicks Ask for changes; the modal it opened, or None."""
     opened = len(slack.views)
-    await bot.click(card, cards.ASK_CHANGES, user, "C1")
+    await bot.click(card, cards.ASK_CHANGES, user, channel)
     await bot.idle()
     return slack.views[-1]["view"] if len(slack.views) > opened else None
 
@@ -216,3 +219,29 @@ async def test_a_decided_or_stale_card_refuses_the_click_and_the_submission(
     assert [a.event for a in await audit(bot)].count("ask_changes") == 1
     assert len(fake_model.requests) == requests  # resumed once
     assert await tasks_in_db(bot) == []
+
+
+async def test_a_private_cards_note_goes_to_the_requester_privately(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """A card carrying #exec's text went to Alice by DM: the note follows it there, and only
+    people who may read #exec may send it (Bob may approve tasks but is not in #exec)."""
+    private_exec(fake_slack)
+    fake_slack.members["GEXEC"] = ["UALICE", "UCAT", "UBOT"]
+    fake_model.script(
+        Script(tool_calls=[read_exec()]),
+        Script(tool_calls=[call("create_task", CREATE | {"description": SECRET}, "w1")]),
+    )
+    await bot.mention("C1", "read GEXEC and track what it says", fake_slack)
+    await bot.idle()
+    (card,) = fake_slack.cards("DALICE")
+    assert await open_modal(bot, fake_slack, card, "UBOB", "DALICE") is None
+    assert any("may not read" in text for text in fake_slack.ephemerals_for("UBOB"))
+    modal = await open_modal(bot, fake_slack, card, "UCAT", "DALICE")
+    assert await submit(bot, modal, "UCAT", "leave the numbers out") == {}
+    assert (await proposals(bot))[0].state == ProposalState.CHANGES_ASKED
+    (told,) = [m for m in fake_slack.bot_messages("DALICE") if "asked for changes" in m.text]
+    assert "leave the numbers out" in told.text
+    public = json.dumps([(m.text, m.blocks) for m in fake_slack.channels["C1"]])
+    assert "leave the numbers out" not in public
+    assert SECRET not in public
