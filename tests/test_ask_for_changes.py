@@ -16,6 +16,7 @@ import pytest
 
 from bot.approvals.service import CardChanged
 from bot.db.models import ProposalState
+from bot.records.audit_export import audit_rows
 from bot.slack import cards
 from bot.slack.note_forms import NOTE_MAX
 from tests.fakes.openai import FakeOpenAI, Script
@@ -33,6 +34,7 @@ from tests.test_approvals_flow import (
 )
 from tests.test_audience import SECRET, private_exec, read_exec
 from tests.test_grants import POLICY, grants_in_db, labels
+from tests.test_records import answer, text_of
 
 REVISED = {**CREATE, "priority": "low", "title": "Fix login bug (SSO only)"}
 
@@ -119,6 +121,15 @@ async def test_changes_reach_the_requester_and_the_model_which_proposes_again(
     assert await grants_in_db(bot) == []
     _, second = fake_slack.cards("C1")
     assert second.thread_ts == card.thread_ts
+    _, _, key = await bot.command(fake_slack, "/approvals", "", "UALICE")
+    listed = text_of((await answer(bot, fake_slack, key))["blocks"])
+    assert "*changes asked*" in listed
+    exported = [row async for row in audit_rows(bot.countersign.db)]
+    assert (exported[0]["decision"], exported[0]["decided_by"], exported[0]["reason"]) == (
+        "changes_asked",
+        "UBOB",
+        "Low priority, SSO only please",
+    )
 
     await bot.click(second, cards.APPROVE, "UBOB", "C1")
     await bot.idle()
