@@ -25,7 +25,7 @@ from bot.tools.registry import ToolArgumentsError, ToolContext
 
 BAD_INPUT = "That button or form was not made by Countersign, so nothing changed."
 EMPTY_NOTE = "Say what should change: the requester and the assistant act on this note."
-LONG_NOTE = f"Keep the note under {NOTE_MAX} characters."
+LONG_NOTE = f"Keep the note to {NOTE_MAX} characters or fewer."
 
 
 class ModalSubmissions:
