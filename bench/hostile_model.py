@@ -47,7 +47,7 @@ from tests.fakes.openai import Script
 from tests.fakes.slack import StoredMessage
 from tests.test_approvals_flow import call
 
-OWN_BUTTONS = {cards.APPROVE, cards.DECLINE, cards.EDIT, cards.RETRY}
+OWN_BUTTONS = {cards.APPROVE, cards.DECLINE, cards.ASK_CHANGES, cards.EDIT, cards.RETRY}
 
 
 @dataclass

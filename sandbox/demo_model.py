@@ -82,6 +82,9 @@ def _after_tool(messages: list[dict[str, Any]]) -> str:
     if status == "declined":
         reason = result.get("reason") or "no reason given"
         return f"Understood: I won't do that. The reason I was given: “{reason}”."
+    if status == "changes_requested":
+        note = result.get("note") or "no note given"
+        return f"The approver asked for changes: “{note}”. Say what to change; I'll ask again."
     if status == "expired":
         return "Nobody approved that in time, so nothing was written."
     if status == "succeeded":

@@ -1,6 +1,6 @@
 """A stateful property test of the approvals core: two workers on one database (SQLite and
 PostgreSQL) and random interleavings of vote (on the card a person saw, which may be stale),
-edit, decline, expire, start, lease lapse, crash, interrupt and retry.
+edit, decline, ask for changes, expire, start, lease lapse, crash, interrupt and retry.
 
 Invariants, checked after every step:
 - nothing is approved, or runs, without the required distinct votes of its exact revision, by
@@ -157,6 +157,13 @@ def machine(url: str, loop: asyncio.AbstractEventLoop) -> type[RuleBasedStateMac
             with suppress(ApprovalError):
                 self.run(self.services[worker].decline(proposal.id, user, "no", proposal.revision))
 
+        @rule(worker=st.integers(0, 1), index=st.integers(0, 1), user=st.sampled_from(PEOPLE))
+        def ask_changes(self, worker: int, index: int, user: str) -> None:
+            proposal = self.current(index)
+            service = self.services[worker]
+            with suppress(ApprovalError):
+                self.run(service.ask_changes(proposal.id, user, "smaller", proposal.revision))
+
         @rule(worker=st.integers(0, 1), index=st.integers(0, 1))
         def expire(self, worker: int, index: int) -> None:
             async def go() -> None:
@@ -233,6 +240,7 @@ def machine(url: str, loop: asyncio.AbstractEventLoop) -> type[RuleBasedStateMac
                             assert State(proposal.state) in (
                                 State.PROPOSED,
                                 State.DECLINED,
+                                State.CHANGES_ASKED,
                                 State.EXPIRED,
                             )
                             continue

@@ -118,6 +118,7 @@ async def test_the_card_offers_the_rules_grants_by_their_names(
         "Approve for this channel",
         "Always for me",
         "Decline",
+        "Ask for changes",
         "Edit",
     ]
 

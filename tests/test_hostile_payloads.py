@@ -26,6 +26,7 @@ from tests.test_approvals_flow import CREATE, call
 ACTIONS = [
     cards.APPROVE,
     cards.DECLINE,
+    cards.ASK_CHANGES,
     cards.EDIT,
     cards.RETRY,
     views.HISTORY_OPEN,
@@ -110,12 +111,16 @@ def view_strategy() -> st.SearchStrategy[dict[str, Any]]:
                 {
                     "type": st.just("modal"),
                     "id": st.just("V1"),
-                    "callback_id": st.sampled_from([cards.DECLINE_MODAL, cards.EDIT_MODAL]),
+                    "callback_id": st.sampled_from(
+                        [cards.DECLINE_MODAL, cards.ASK_CHANGES_MODAL, cards.EDIT_MODAL]
+                    ),
                     "private_metadata": st.one_of(st.text(max_size=20), st.just("1:1")),
                     "state": st.fixed_dictionaries(
                         {
                             "values": st.dictionaries(
-                                st.sampled_from(["reason", "title", "priority", "due_date"]),
+                                st.sampled_from(
+                                    ["reason", "note", "title", "priority", "due_date"]
+                                ),
                                 st.fixed_dictionaries(
                                     {
                                         "value": st.fixed_dictionaries(

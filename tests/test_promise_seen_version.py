@@ -187,7 +187,7 @@ async def test_arguments_changed_after_approval_are_never_run(
     await bot.idle()
 
 
-BUTTONS = [cards.APPROVE, cards.DECLINE, cards.EDIT, cards.RETRY]
+BUTTONS = [cards.APPROVE, cards.DECLINE, cards.ASK_CHANGES, cards.EDIT, cards.RETRY]
 
 
 @settings(
@@ -233,13 +233,14 @@ async def test_crafted_modal_submissions_change_nothing(
     await propose(bot, fake_slack, fake_model, "UALICE")
     before = [(p.state, p.version, p.revision) for p in await proposals(bot)]
     for metadata in ["", "x", "1:abc", "1:7", "-1", json.dumps({"id": 1})]:
-        for callback in (cards.DECLINE_MODAL, cards.EDIT_MODAL):
+        for callback in (cards.DECLINE_MODAL, cards.ASK_CHANGES_MODAL, cards.EDIT_MODAL):
             view: dict[str, Any] = {
                 "type": "modal",
                 "callback_id": callback,
                 "private_metadata": metadata,
             }
-            status, answer = await bot.submit_view(view, "UALICE", {"reason": "x", "title": "y"})
+            values = {"reason": "x", "note": "x", "title": "y"}
+            status, answer = await bot.submit_view(view, "UALICE", values)
             assert status == 200
             assert json.loads(answer)["response_action"] == "errors"
     await bot.idle()

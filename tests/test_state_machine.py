@@ -68,6 +68,7 @@ def test_the_table_is_the_one_in_design_md() -> None:
     assert rows == {
         ("proposed", "approve", "approved"),
         ("proposed", "decline", "declined"),
+        ("proposed", "ask_changes", "changes_asked"),
         ("proposed", "expire", "expired"),
         ("proposed", "withdraw", "withdrawn"),
         ("proposed", "escalate_deny", "expired"),
@@ -119,7 +120,15 @@ async def test_every_state_event_pair(
     # comes from a Stop, and a stopped turn never resumes).
     assert resumes == (
         1
-        if target in {State.SUCCEEDED, State.DECLINED, State.EXPIRED, State.FAILED, State.UNKNOWN}
+        if target
+        in {
+            State.SUCCEEDED,
+            State.DECLINED,
+            State.CHANGES_ASKED,
+            State.EXPIRED,
+            State.FAILED,
+            State.UNKNOWN,
+        }
         else 0
     )
 

@@ -1,4 +1,4 @@
-"""People's side of the machine: proposing, voting, declining and editing.
+"""People's side of the machine: proposing, voting, declining, asking for changes and editing.
 
 A card shows one revision of the arguments and its buttons carry that revision number. A vote,
 a decline or an edit names the revision its author saw; if the proposal has moved on to another
@@ -231,16 +231,36 @@ class Decisions(Granting):
     async def decline(
         self, proposal_id: int, user: str, reason: str | None, revision: int | None = None
     ) -> Proposal:
+        return await self._close(proposal_id, Event.DECLINE, user, "reason", reason, revision)
+
+    async def ask_changes(
+        self, proposal_id: int, user: str, note: str, revision: int | None = None
+    ) -> Proposal:
+        """Send the proposal back with `note`: nothing runs and no grant is made; the model
+        reads the note and may propose a revised action, which gets a card of its own."""
+        return await self._close(proposal_id, Event.ASK_CHANGES, user, "note", note, revision)
+
+    async def _close(
+        self,
+        proposal_id: int,
+        event: Event,
+        user: str,
+        key: str,
+        text: str | None,
+        revision: int | None,
+    ) -> Proposal:
+        """A person's decision that runs nothing, with their words (stored in `decline_reason`
+        and in the audit row under `key`)."""
         async with self._deciding(proposal_id, revision) as (session, proposal):
             return await self._apply(
                 session,
                 proposal,
-                Event.DECLINE,
+                event,
                 user,
-                {"reason": reason, "revision": proposal.revision},
+                {key: text, "revision": proposal.revision},
                 decided_by=user,
                 decided_at=utcnow(),
-                decline_reason=reason,
+                decline_reason=text,
             )
 
     async def edit(

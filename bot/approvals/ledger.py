@@ -29,6 +29,7 @@ from bot.db.models import (
 )
 from bot.db.session import Database
 from bot.metrics import TRANSITIONS
+from bot.states import state_label
 
 # A `ResumeRequest` of this kind, born done, marks a turn a person stopped: whatever of it
 # settles later (a write that was already executing) is recorded but never resumes the turn.
@@ -86,8 +87,15 @@ def result_for_model(proposal: Proposal) -> dict[str, Any]:
             "status": "nobody_answered",
             "instruction": "Nobody answered: no approver decided on this action before the "
             "policy's escalation ended it, so it was not carried out. Nobody declined it. Tell "
-            "the person it is still waiting for an approver's answer; propose it again only "
-            "if they ask.",
+            "the person that no approver answered in time; propose it again only if they ask.",
+        }
+    if state is State.CHANGES_ASKED:
+        return {
+            "status": "changes_requested",
+            "note": proposal.decline_reason or "no note given",
+            "instruction": "A person who may approve this action asked for changes instead; "
+            "it was not carried out. You may propose a revised action (a new call) that "
+            "follows the note, or ask the requester what they want if the note is unclear.",
         }
     if state is State.EXPIRED:
         return {
@@ -114,7 +122,7 @@ def result_for_model(proposal: Proposal) -> dict[str, Any]:
 
 def describe_state(proposal: Proposal) -> str:
     who = f" by <@{proposal.decided_by}>" if proposal.decided_by else ""
-    return f"already {proposal.state}{who}"
+    return f"already {state_label(State(proposal.state))}{who}"
 
 
 class Ledger:

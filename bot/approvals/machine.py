@@ -14,6 +14,7 @@ __all__ = ["TERMINAL", "TRANSITIONS", "Actor", "Event", "State", "Transition", "
 class Event(enum.StrEnum):
     APPROVE = "approve"
     DECLINE = "decline"
+    ASK_CHANGES = "ask_changes"
     EXPIRE = "expire"
     START = "start"
     SUCCEED = "succeed"
@@ -47,6 +48,9 @@ class Transition:
 TRANSITIONS: tuple[Transition, ...] = (
     Transition(State.PROPOSED, Event.APPROVE, State.APPROVED, Actor.APPROVER),
     Transition(State.PROPOSED, Event.DECLINE, State.DECLINED, Actor.APPROVER),
+    # Sent back with a note: nothing runs, and the model may propose a revised action (a new
+    # proposal, with its own card), so this one is done.
+    Transition(State.PROPOSED, Event.ASK_CHANGES, State.CHANGES_ASKED, Actor.APPROVER),
     Transition(State.PROPOSED, Event.EXPIRE, State.EXPIRED, Actor.CLOCK),
     Transition(State.PROPOSED, Event.WITHDRAW, State.WITHDRAWN, Actor.STOPPER),
     # Nobody answered: the ladder's terminal outcome decides (told to the model as such).
@@ -65,7 +69,7 @@ TRANSITIONS: tuple[Transition, ...] = (
 )
 
 TERMINAL: frozenset[State] = frozenset(
-    {State.SUCCEEDED, State.DECLINED, State.EXPIRED, State.WITHDRAWN}
+    {State.SUCCEEDED, State.DECLINED, State.CHANGES_ASKED, State.EXPIRED, State.WITHDRAWN}
 )
 # A paused turn resumes once every proposal of it is in one of these states. An unknown outcome
 # counts, like a failure: it waits on a person checking the outside service, which may take

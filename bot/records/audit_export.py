@@ -4,7 +4,9 @@
 good or bad, when).
 
 Each row says who proposed what (tool and the hash of the exact arguments), who approved or
-declined it and why, when each step happened, and how it ended. JSON lines also carry every
+declined it and why, when each step happened, and how it ended. `decision` is the proposal's
+state (`changes_asked`: an approver sent it back with the note in `reason`; the model may have
+proposed a revised action, which is a row of its own). JSON lines also carry every
 audit event of the proposal.
 """
 

@@ -21,7 +21,6 @@ from slack_sdk.models.blocks import (
     ConfirmObject,
     ContextBlock,
     MarkdownTextObject,
-    PlainTextObject,
     SectionBlock,
 )
 
@@ -38,6 +37,7 @@ from bot.slack.card_text import change_blocks as change_blocks
 from bot.slack.card_text import clip as clip
 from bot.slack.card_text import safe as safe
 from bot.slack.card_values import CardRef, digest_of, sent_blocks
+from bot.states import state_label
 from bot.text import escape
 from bot.tools.shown import shown_arguments
 from bot.tools.shown_notes import Mentions
@@ -55,10 +55,12 @@ GRANT_LABELS = {
     "me": "Always for me",
 }
 DECLINE = "proposal_decline"
+ASK_CHANGES = "proposal_ask_changes"
 EDIT = "proposal_edit"
 RETRY = "proposal_retry"
 RETRY_CONFIRMED = "proposal_retry_confirmed"  # "Retry anyway", after a confirm dialog
 DECLINE_MODAL = "proposal_decline_modal"
+ASK_CHANGES_MODAL = "proposal_ask_changes_modal"
 EDIT_MODAL = "proposal_edit_modal"
 
 SECTION_MAX = 3000
@@ -151,8 +153,11 @@ def _buttons(view: CardView) -> ActionsBlock:
         for scope in view.grants
     ]
     decline = ButtonElement(text="Decline", action_id=DECLINE, value=value, style="danger")
+    changes = ButtonElement(text="Ask for changes", action_id=ASK_CHANGES, value=value)
     edit = ButtonElement(text="Edit", action_id=EDIT, value=value)
-    return ActionsBlock(block_id=f"proposal:{view.proposal_id}", elements=[*approve, decline, edit])
+    return ActionsBlock(
+        block_id=f"proposal:{view.proposal_id}", elements=[*approve, decline, changes, edit]
+    )
 
 
 def _status(view: CardView) -> list[Block]:
@@ -177,6 +182,12 @@ def _status(view: CardView) -> list[Block]:
         text = (
             ":hourglass: *Nobody answered*: the policy's escalation ended the wait"
             f"{when}, so nothing was done."
+        )
+    elif state is State.CHANGES_ASKED:
+        note = safe(view.decline_reason, 1500) or "no note"
+        text = (
+            f":pencil2: *Changes asked* by {who}: {note}\n_Sent back{when}, so nothing was "
+            "done; the assistant may propose a revised action._"
         )
     elif state is State.EXPIRED:
         text = ":hourglass: *Expired*: nobody approved it in time, so nothing was done."
@@ -255,33 +266,7 @@ def approval_card(view: CardView) -> tuple[str, list[dict[str, Any]]]:
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=f"…and {more} more")]))
     blocks += _provenance(view) + _status(view)
     fallback = clip(
-        f"Approval needed: {safe(view.description, FALLBACK_MAX)} ({view.state.value})",
+        f"Approval needed: {safe(view.description, FALLBACK_MAX)} ({state_label(view.state)})",
         FALLBACK_MAX,
     )
     return fallback, [b.to_dict() for b in blocks]
-
-
-def decline_modal(proposal_id: int, revision: int, description: str) -> dict[str, Any]:
-    return {
-        "type": "modal",
-        "callback_id": DECLINE_MODAL,
-        "private_metadata": card_ref(proposal_id, revision),
-        "title": PlainTextObject(text="Decline action").to_dict(),
-        "submit": PlainTextObject(text="Decline").to_dict(),
-        "close": PlainTextObject(text="Cancel").to_dict(),
-        "blocks": [
-            SectionBlock(text=MarkdownTextObject(text=safe(description, SECTION_MAX))).to_dict(),
-            {
-                "type": "input",
-                "block_id": "reason",
-                "optional": True,
-                "label": {"type": "plain_text", "text": "Why? (the assistant will read this)"},
-                "element": {
-                    "type": "plain_text_input",
-                    "action_id": "value",
-                    "multiline": True,
-                    "max_length": 1000,
-                },
-            },
-        ],
-    }

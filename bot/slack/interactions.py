@@ -1,5 +1,5 @@
-"""Approve / Decline / Edit / Retry: acknowledge at once, parse the payload, authorise the
-clicker, then hand the decision to the approvals service.
+"""Approve / Decline / Ask for changes / Edit / Retry: acknowledge at once, parse the payload,
+authorise the clicker, then hand the decision to the approvals service.
 
 A button names the proposal and the revision its card showed; a click on a revision that is no
 longer current changes nothing and the clicker is told, privately, that the card changed. Every
@@ -33,7 +33,9 @@ from bot.slack import cards
 from bot.slack.card_publisher import CardPublisher
 from bot.slack.edit_form import edit_fields, edit_modal
 from bot.slack.modal_submissions import ModalSubmissions
+from bot.slack.note_forms import ask_changes_modal, decline_modal
 from bot.slack.payloads import BadPayload, Click, parse_click
+from bot.states import State, state_label
 from bot.tasks import TaskGroup
 from bot.tools.catalog import ToolRegistry
 from bot.tools.registry import ToolContext
@@ -175,8 +177,28 @@ class Interactions(ModalSubmissions):
             click, proposal = clicked
             await client.views_open(
                 trigger_id=click.trigger_id,
-                view=cards.decline_modal(proposal.id, proposal.revision, proposal.description),
+                view=decline_modal(proposal.id, proposal.revision, proposal.description),
             )
+
+    async def open_ask_changes(self, body: dict[str, Any], client: Any) -> None:
+        """Ask for changes: authorised like Approve and Decline; the modal asks for the note.
+        A card already decided opens nothing (its state says why)."""
+        clicked = await self._clicked(body, "ask_changes")
+        if clicked is None or not clicked[0].trigger_id:
+            return
+        click, proposal = clicked
+        if proposal.state is not State.PROPOSED:
+            await self.approvals.refuse(proposal.id, click.user, "ask_changes", "already decided")
+            DECISIONS.labels(action="ask_changes", result="already_handled").inc()
+            await self._tell(
+                click, f"Nothing changed: this action is already {state_label(proposal.state)}."
+            )
+            self.cards.refresh(proposal.id)
+            return
+        await client.views_open(
+            trigger_id=click.trigger_id,
+            view=ask_changes_modal(proposal.id, proposal.revision, proposal.description),
+        )
 
     async def retry(self, body: dict[str, Any], confirmed: bool = False) -> None:
         """Retry; `confirmed`: clicked "Retry anyway" through its dialog saying it may write
@@ -237,6 +259,10 @@ class Interactions(ModalSubmissions):
         async def _decline(ack: AsyncAck, body: dict[str, Any], client: Any) -> None:
             await ack_then(ack, body, self.open_decline, client)
 
+        @app.action(cards.ASK_CHANGES)
+        async def _ask_changes(ack: AsyncAck, body: dict[str, Any], client: Any) -> None:
+            await ack_then(ack, body, self.open_ask_changes, client)
+
         @app.action(cards.EDIT)
         async def _edit(ack: AsyncAck, body: dict[str, Any], client: Any) -> None:
             await ack_then(ack, body, self.open_edit, client)
@@ -252,6 +278,10 @@ class Interactions(ModalSubmissions):
         @app.view(cards.DECLINE_MODAL)
         async def _submit_decline(ack: AsyncAck, body: dict[str, Any]) -> None:
             await self.submit_decline(ack, body)
+
+        @app.view(cards.ASK_CHANGES_MODAL)
+        async def _submit_ask_changes(ack: AsyncAck, body: dict[str, Any]) -> None:
+            await self.submit_ask_changes(ack, body)
 
         @app.view(cards.EDIT_MODAL)
         async def _submit_edit(ack: AsyncAck, body: dict[str, Any]) -> None:

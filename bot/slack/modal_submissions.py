@@ -1,7 +1,8 @@
-"""The Decline and Edit modals' submissions: validated inline (Slack shows the errors on the
-form, so the answer waits for them), authorised like a click, then handed to the approvals
-service. `ModalSubmissions` is a mixin of `Interactions` (bot/slack/interactions.py), which
-owns the services named below and the authorisation (`_refusal`)."""
+"""The Decline, Ask for changes and Edit modals' submissions: validated inline (Slack shows
+the errors on the form, so the answer waits for them), authorised like a click, then handed to
+the approvals service. `ModalSubmissions` is a mixin of `Interactions`
+(bot/slack/interactions.py), which owns the services named below and the authorisation
+(`_refusal`)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,15 @@ from bot.errors import plain_error
 from bot.metrics import DECISIONS
 from bot.slack.card_publisher import CardPublisher
 from bot.slack.edit_form import edit_fields, field_errors, submitted_arguments
+from bot.slack.note_forms import NOTE_MAX
 from bot.slack.payloads import BadPayload, Submission, parse_submission
+from bot.tasks import TaskGroup
 from bot.tools.catalog import ToolRegistry
 from bot.tools.registry import ToolArgumentsError, ToolContext
 
 BAD_INPUT = "That button or form was not made by Countersign, so nothing changed."
+EMPTY_NOTE = "Say what should change: the requester and the assistant act on this note."
+LONG_NOTE = f"Keep the note to {NOTE_MAX} characters or fewer."
 
 
 class ModalSubmissions:
@@ -29,6 +34,7 @@ class ModalSubmissions:
     cards: CardPublisher
     context: Callable[[Proposal], ToolContext]
     on_settled: Callable[[], None]
+    tasks: TaskGroup
 
     async def _refusal(self, proposal: Proposal, user: str, action: str) -> str | None: ...
 
@@ -73,6 +79,35 @@ class ModalSubmissions:
         await ack()
         self.cards.refresh(proposal.id)
         self.on_settled()
+
+    async def submit_ask_changes(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        """The note is required (Slack checks it on the form too, but a payload is whatever
+        was sent); the requester reads it in the thread before the model resumes with it."""
+        submitted = await self._submitted(ack, body, "ask_changes", "note")
+        if submitted is None:
+            return
+        form, proposal = submitted
+        note = (form.values.get("note") or "").strip()
+        if not note:
+            await ack(response_action="errors", errors={"note": EMPTY_NOTE})
+            return
+        if len(note) > NOTE_MAX:
+            await ack(response_action="errors", errors={"note": LONG_NOTE})
+            return
+        try:
+            asked = await self.approvals.ask_changes(proposal.id, form.user, note, form.revision)
+        except ApprovalError as exc:
+            DECISIONS.labels(action="ask_changes", result="already_handled").inc()
+            await ack(response_action="errors", errors={"note": exc.user_message[:150]})
+            return
+        DECISIONS.labels(action="ask_changes", result="accepted").inc()
+        await ack()
+        self.cards.refresh(proposal.id)
+        self.tasks.spawn(self._changes_asked(asked), name=f"changes-{proposal.id}")
+
+    async def _changes_asked(self, proposal: Proposal) -> None:
+        await self.cards.note_changes_asked(proposal)
+        self.on_settled()  # after the note, so the requester reads it before the new reply
 
     async def submit_edit(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         first_field = await body_first_field(body, self.registry, self.approvals)

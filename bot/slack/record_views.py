@@ -25,6 +25,7 @@ from slack_sdk.models.blocks import (
 from bot.db.models import Message, Proposal
 from bot.records.queries import ConversationRow, Hit, Page
 from bot.slack.cards import clip, decider, safe, slack_date
+from bot.states import state_label
 
 HISTORY_PAGE = "history_page"
 HISTORY_OPEN = "history_open"
@@ -170,7 +171,7 @@ def conversation_detail(
         )
     if proposals and messages.page == 0:
         lines = [
-            f"• {safe(p.description, 200)}: *{p.state.value}*"
+            f"• {safe(p.description, 200)}: *{state_label(p.state)}*"
             + (f" by {decider(p.decided_by)}" if p.decided_by else "")
             for p in proposals[:20]
         ]
@@ -245,7 +246,7 @@ def forget_prompt() -> list[Block]:
 def _proposal_line(p: Proposal, link: str | None) -> str:
     where = f" <{link}|card>" if link else ""
     when = slack_date(p.decided_at or p.updated_at or p.created_at)
-    return f"• {safe(p.description, 200)}: *{p.state.value}* {when}{where}"
+    return f"• {safe(p.description, 200)}: *{state_label(p.state)}* {when}{where}"
 
 
 def _titled(title: str, lines: list[str], empty: str) -> SectionBlock:

@@ -1,6 +1,7 @@
 """The short messages around cards: a note in the thread where a policy rule or a person's
-grant let an action run without a card, a reminder that a card waits, and a private word to
-one person. `ThreadNotes` is a mixin of `CardPublisher`, which owns the Slack client."""
+grant let an action run without a card, an approver's request for changes sent back to the
+requester, a reminder that a card waits, and a private word to one person. `ThreadNotes` is a
+mixin of `CardPublisher`, which owns the Slack client and where cards go (`_destination`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.approvals import grants
 from bot.db.models import Grant, Proposal
-from bot.slack.cards import slack_date
+from bot.slack.cards import safe, slack_date
 from bot.text import escape
 
 log = logging.getLogger(__name__)
@@ -21,12 +22,18 @@ log = logging.getLogger(__name__)
 class ThreadNotes:
     slack: AsyncWebClient
 
-    async def _note(self, proposal: Proposal, text: str) -> None:
-        """A note in the proposal's thread, instead of a card (no link previews)."""
+    async def _destination(self, proposal: Proposal) -> tuple[str, str | None]:
+        raise NotImplementedError  # CardPublisher's: where the proposal's card goes
+
+    async def _note(
+        self, proposal: Proposal, text: str, where: tuple[str, str | None] | None = None
+    ) -> None:
+        """A note in the proposal's thread (or `where`), instead of a card (no link previews)."""
+        channel, thread_ts = where or (proposal.channel_id, proposal.thread_ts)
         try:
             await self.slack.chat_postMessage(
-                channel=proposal.channel_id,
-                thread_ts=proposal.thread_ts,
+                channel=channel,
+                thread_ts=thread_ts,
                 text=text,
                 unfurl_links=False,
                 unfurl_media=False,
@@ -54,6 +61,22 @@ class ThreadNotes:
             f"(grant {grant.id}; revoke it with `/approvals grants` or in the App Home): "
             f"{escape(proposal.description[:200])}",
         )
+
+    async def note_changes_asked(self, proposal: Proposal) -> None:
+        """An approver asked for changes: their note goes back to the requester, where the
+        card went (the thread, or the requester's DM when the thread may not read what the
+        action carries). The note is a person's text: escaped, so it pings nobody."""
+        text = (
+            f":pencil2: <@{proposal.requester}>, <@{proposal.decided_by}> asked for changes to "
+            f"“{safe(proposal.description, 200)}” instead of approving it: "
+            f"{safe(proposal.decline_reason or 'no note', 1500)}"
+        )
+        try:
+            where = await self._destination(proposal)
+        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("no changes note for proposal %s: %s", proposal.id, type(exc).__name__)
+            return
+        await self._note(proposal, text, where)
 
     async def remind(self, proposal: Proposal) -> None:
         """A reminder in the thread that a card waits for a decision."""

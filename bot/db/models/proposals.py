@@ -99,6 +99,7 @@ class Proposal(Base):
     approved_revision: Mapped[int | None] = mapped_column(Integer)
     decided_by: Mapped[str | None] = mapped_column(String(32))
     decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # A decline's reason, or the note of an approver who asked for changes (`changes_asked`).
     decline_reason: Mapped[str | None] = mapped_column(Text)
     lease_owner: Mapped[str | None] = mapped_column(String(255))
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
