@@ -10,7 +10,7 @@ second per channel, with a short burst), and answers 429 with `Retry-After` beyo
 
 Each proposal: a mention makes the model call create_task under a rule with `route: dm` and
 `approvers: [S0BIG]` (the group's members); we time the proposal -> its last DM copy posted,
-then one approver's click -> the last of the other copies showing the outcome, and count the
+then one approver's click -> half and all of the copies showing the outcome, and count the
 calls and 429 answers. SQLite database.
 """
 
@@ -85,12 +85,18 @@ async def run(members: int, proposals: int) -> None:
                         raise AssertionError("copies did not follow the decision")
                     await asyncio.sleep(0.05)
                 followed = time.monotonic()
+                edited = {
+                    str(c.args.get("ts")): c.at for c in slack.calls if c.method == "chat.update"
+                }  # a copy's last edit is the one showing the outcome
+                shown = sorted(edited[slack.cards(d)[n].ts] for d in dms)
+                half = shown[(len(shown) - 1) // 2] - clicked  # the median copy
                 await bot.idle()
                 calls = slack.calls[before:]
                 rows.append(
                     (
                         n + 1,
                         last_post - asked,
+                        half,
                         followed - clicked,
                         sum(c.method == "conversations.open" for c in calls),
                         sum(c.method == "chat.postMessage" for c in calls),
@@ -103,11 +109,14 @@ async def run(members: int, proposals: int) -> None:
     slack.stop()
     model.stop()
     print(f"\n== a card routed by DM to a {members}-person user group (SQLite, fakes)")
-    print("  proposal  mention->last DM  click->all copies  conv.open  postMessage  update  429s")
-    for n, fan, follow, opened, posts, updates, limited in rows:
+    print(
+        "  proposal  mention->last DM  click->half copies  click->all copies  conv.open"
+        "  postMessage  update  429s"
+    )
+    for n, fan, half, follow, opened, posts, updates, limited in rows:
         print(
-            f"  {n:8d}  {fan:14.2f} s  {follow:15.2f} s  {opened:9d}  {posts:11d}"
-            f"  {updates:6d}  {limited:4d}"
+            f"  {n:8d}  {fan:14.2f} s  {half:15.2f} s  {follow:15.2f} s  {opened:9d}"
+            f"  {posts:11d}  {updates:6d}  {limited:4d}"
         )
 
 
