@@ -116,10 +116,12 @@ class Countersign:
         registry.max_tool_tokens = (settings.token_budget - settings.reply_tokens) // 2
         integrations = Integrations.attach(registry, settings)
         policies = Policies.parse(settings.approval_policies)
+        watched, required = settings.policy_watched
         policy = PolicySource(
-            settings.policy_path,
+            watched,
             settings.approval_policies,
             lambda name: tool.pack if (tool := registry.get(name)) else "",
+            required=required,
         )
         policy.load()  # the settings checked it already: a file gone since fails here
         policies.rules_name_approvers = policy.names_approvers

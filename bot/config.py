@@ -250,6 +250,14 @@ class Settings(IntegrationSettings, BaseSettings):
         default = Path("policy.yaml")
         return default if default.is_file() else None
 
+    @property
+    def policy_watched(self) -> tuple[Path, bool]:
+        """The file the bot watches, and whether it must exist: `POLICY_FILE` must; the
+        default `policy.yaml` comes into force when it is created, without a restart."""
+        if self.policy_file is not None:
+            return self.policy_file, True
+        return Path("policy.yaml").absolute(), False
+
     def secret_values(self) -> list[str]:
         """Every configured secret, so logs can redact them by value."""
         secrets = [

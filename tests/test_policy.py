@@ -5,7 +5,9 @@ counts and user groups in conditions."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -391,3 +393,33 @@ async def test_writes_the_policy_decides_keep_the_audit_chain_verifiable(
     assert events.count("approve") == 2
     verified = audit_cli("verify", database_url, tmp_path)
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+async def test_a_default_policy_file_created_after_start_is_in_force_within_5_s(
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    sqlite_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No POLICY_FILE and no policy.yaml at start: every write asks. Creating policy.yaml in
+    the working directory puts it in force without a restart."""
+    monkeypatch.chdir(tmp_path)
+    bot = await start_bot(make_settings(fake_slack, fake_model, sqlite_url))
+    try:
+        await ask_for(bot, fake_slack, fake_model, LOW)
+        (card,) = fake_slack.cards("C1")  # no file: the default asks
+        assert await bot.click(card, cards.APPROVE, "UALICE", "C1") == 200
+        await bot.idle()
+        (tmp_path / "policy.yaml").write_text(POLICY)
+        started = time.monotonic()
+        source = bot.countersign.policy
+        assert source is not None
+        while source.current.version.startswith("env@"):
+            assert time.monotonic() - started < 5, "the new file was not in force within 5 s"
+            await asyncio.sleep(0.1)
+        await ask_for(bot, fake_slack, fake_model, LOW, channel="C2")
+        assert fake_slack.cards("C2") == []  # allowed by the file's rule
+        assert len(await tasks_in_db(bot)) == 2
+    finally:
+        await stop_bot(bot)

@@ -72,8 +72,13 @@ class PolicySource:
         path: Path | None,
         approval_policies: dict[str, Any] | None = None,
         pack_of: Callable[[str], str] = lambda _name: "",
+        *,
+        required: bool = True,
     ) -> None:
+        """`required=False`: the file may not exist (yet); until it does, `APPROVAL_POLICIES`
+        and the default decide, and once it is created it is in force like an edit."""
         self.path = path
+        self.required = required
         self._approval_policies = approval_policies or {}
         self._pack_of = pack_of
         self.legacy = from_approval_policies(self._approval_policies, pack_of)
@@ -100,7 +105,7 @@ class PolicySource:
 
     def load(self) -> InForce:
         """Read the file now; `PolicyError` if it is invalid (at start: refuse to run)."""
-        if self.path is None:
+        if self.path is None or (not self.required and not self.path.exists()):
             return self.current
         data = self.path.read_bytes() if self.path.exists() else None
         policy, version = read_file(self.path)
@@ -119,6 +124,8 @@ class PolicySource:
         """Check the file once; True if a new version is now in force."""
         if self.path is None:
             return False
+        if not self.required and self._file is None and not self.path.exists():
+            return False  # no file yet: nothing to say
         try:
             mtime = self.path.stat().st_mtime
             data = self.path.read_bytes()
