@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
-from bot.policy.cel import ConditionError, evaluate
+from bot.policy.cel import ConditionError, evaluate_all
 from bot.policy.model import PolicyFile, Rule
 
 DENIED = "forbidden by policy: {reason}, do not retry"
@@ -97,18 +97,21 @@ def decide(policy: PolicyFile, version: str, facts: Facts) -> Decision:
     first_ask: Rule | None = None  # who asks, should a broken rule turn the decision to ask
     broken: tuple[str, str] | None = None  # (rule, why) of the first that cannot be evaluated
     shadow: list[str] = []
-    for rule in policy.rules:
-        if facts.read_only and rule.outcome != "deny":
-            continue  # a rule may name a read tool only to deny it
-        if not _applies(rule, facts):
-            continue
-        try:
-            holds = rule.when is None or evaluate(rule.when, facts.as_cel())
-        except ConditionError as exc:
+    # A rule may name a read tool only to deny it.
+    rules = [
+        r
+        for r in policy.rules
+        if (r.outcome == "deny" or not facts.read_only) and _applies(r, facts)
+    ]
+    # Every condition that applies, at once: one worker thread and one conversion of the facts.
+    evaluated = iter(evaluate_all([r.when for r in rules if r.when is not None], facts.as_cel()))
+    for rule in rules:
+        holds = True if rule.when is None else next(evaluated)
+        if isinstance(holds, ConditionError):
             if rule.shadow:
                 shadow.append(f"{rule.name}:error")
                 continue
-            why = f"rule {rule.name!r} could not be evaluated ({exc})"
+            why = f"rule {rule.name!r} could not be evaluated ({holds})"
             if facts.read_only:  # a read cannot be asked for: its deny rule denies it
                 return Decision("deny", rule.name, version, why, shadow=tuple(shadow))
             broken = broken or (rule.name, why)
