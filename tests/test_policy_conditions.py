@@ -75,3 +75,21 @@ def test_a_deny_after_a_runaway_condition_still_wins() -> None:
     )
     denied = decide(policy, "1@x", Facts("create_task", "tasks", {}, "C1", "UALICE"))
     assert (denied.outcome, denied.rule) == ("deny", "no")
+
+
+def test_compiled_conditions_keep_cels_outcomes() -> None:
+    facts = {"args": {"title": "OPS-12 fix", "n": 3, "tags": ["a", "b"]}, "groups": ["S0LEADS"]}
+    got = evaluate_all(
+        [
+            "has(args.title)",  # a plain bool from the compiled code, not a BoolType
+            "has(args.missing)",
+            'args.title.matches("^OPS-[0-9]+") && "S0LEADS" in groups',
+            'args.tags.exists(t, t == "b") && args.n + 1 == 4',
+            "args.n > 2.5",  # no implicit int/double comparison in CEL
+            "true || args.missing",
+        ],
+        facts,
+    )
+    assert got[:4] == [True, False, True, True]
+    assert isinstance(got[4], ConditionError)
+    assert got[5] is True
