@@ -8,14 +8,15 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from fnmatch import fnmatchcase
 from typing import Any
 
 import pytest
 import yaml
 
 from bot.policy.cel import ConditionError, evaluate_all
-from bot.policy.engine import Facts, decide
-from bot.policy.model import load_text
+from bot.policy.engine import Facts, decide, names_tool
+from bot.policy.model import Rule, load_text
 
 TEN = "[1,2,3,4,5,6,7,8,9,10]"
 RUNAWAY = f"{TEN}.all(a, {TEN}.all(b, {TEN}.all(c, {TEN}.all(d, {TEN}.all(e, a + e > 0)))))"
@@ -93,3 +94,16 @@ def test_compiled_conditions_keep_cels_outcomes() -> None:
     assert got[:4] == [True, False, True, True]
     assert isinstance(got[4], ConditionError)
     assert got[5] is True
+
+
+def test_a_rules_tools_match_as_fnmatchcase_reads_each_glob() -> None:
+    # One compiled pattern per rule instead of a `fnmatchcase` per glob, tool and pack.
+    patterns = ["create_task", "github_*", "wiki__[ab]*", "*", "t?sks", "a.b", "x|y", "(z)"]
+    names = ["create_task", "github_merge", "github", "GITHUB_x", "wiki__bz", "wiki__cz", "tasks"]
+    names += ["tisks", "a.b", "axb", "x|y", "x", "(z)", "z", "", "create_task\n"]
+    for pattern in patterns:
+        rule = Rule(name="r", tools=[pattern, "never"], outcome="ask")
+        for name in names:
+            assert names_tool(rule, name, "") is fnmatchcase(name, pattern), (pattern, name)
+            by_pack = fnmatchcase("other", pattern) or (bool(name) and fnmatchcase(name, pattern))
+            assert names_tool(rule, "other", name) is by_pack

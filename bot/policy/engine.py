@@ -4,8 +4,10 @@ shadow rules are evaluated and reported, never enforced."""
 
 from __future__ import annotations
 
+import fnmatch
+import re
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
+from functools import lru_cache
 from typing import Any
 
 from bot.policy.cel import ConditionError, evaluate_all
@@ -77,8 +79,16 @@ class Decision:
         return kept
 
 
+@lru_cache(maxsize=4096)
+def _tools_pattern(tools: tuple[str, ...]) -> re.Pattern[str]:
+    """A rule's `tools` as one compiled pattern, each glob as `fnmatchcase` reads it: every
+    proposal meets every rule, and 200 rules were some 800 `fnmatchcase` calls a decision."""
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in tools))
+
+
 def names_tool(rule: Rule, tool: str, pack: str) -> bool:
-    return any(fnmatchcase(tool, p) or (pack and fnmatchcase(pack, p)) for p in rule.tools)
+    named = _tools_pattern(tuple(rule.tools))
+    return named.match(tool) is not None or (bool(pack) and named.match(pack) is not None)
 
 
 def _applies(rule: Rule, facts: Facts) -> bool:
