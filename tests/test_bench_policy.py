@@ -24,7 +24,7 @@ def test_the_generated_policy_has_its_rules_and_ends_in_an_ask_with_grants() -> 
 async def test_the_policy_bench_runs_at_a_tiny_size(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = argparse.Namespace(rounds=3, warmup=1, rules=12, relevant=3, grants=30)
+    args = argparse.Namespace(rounds=2, warmup=1, rules=12, relevant=3, grants=30)
     await latency(f"sqlite:///{tmp_path / 'latency.db'}", "SQLite", args, tmp_path)
     await replay(f"sqlite:///{tmp_path / 'replay.db'}", "SQLite", 40, tmp_path, cli=False)
     out = capsys.readouterr().out
