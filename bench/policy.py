@@ -510,8 +510,8 @@ async def replay(url: str, label: str, count: int, folder: Path, cli: bool = Tru
         first, _ = await asyncio.to_thread(replay_cli, url, folder)
         took, out = await asyncio.to_thread(replay_cli, url, folder)
         print("  `countersign policy replay --since 7d --policy new.yaml`, whole process:")
-        print(f"    first run (imports compiled)   {first:7.2f} s")
-        print(f"    second run                     {took:7.2f} s")
+        print(f"    run 1 (compiles the imports if not cached)  {first:7.2f} s")
+        print(f"    run 2                                       {took:7.2f} s")
         for line in out.splitlines():
             if not line.startswith("  "):  # the figures, not the lists of rows
                 print(f"    | {line}")
