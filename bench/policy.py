@@ -9,18 +9,21 @@ grant look-up, the proposal, the decision record, the card hand-off) runs one `c
 per round in a fresh thread, against one database, in three interleaved configurations:
 
 - `no policy`: no policy file (the bot's gate with no rules: default ask, no grants offered);
-- `200 rules, 1k grants`: RULES rules (RELEVANT of them name `create_task`, with a condition
-  that does not hold, the rest other tools) ending in an `ask` rule that offers grants, with
-  GRANTS grants in the database (a fifth of them for this requester and tool in other threads),
-  so the call is asked for with a grant look-up that finds nothing: a card, as without policy;
-- the same with every rule naming `create_task` (`--relevant 200`, the worst case).
+- `200 rules (10 on it), 1000 grants`: RULES rules (RELEVANT of them name `create_task`, with
+  a condition that does not hold, the rest other tools) ending in an `ask` rule that offers
+  grants, with GRANTS grants in the database (a fifth of them for this requester and tool in
+  other threads), so the call is asked for with a grant look-up that finds nothing: a card, as
+  without policy;
+- `200 rules (all on it)`: the same with every rule naming `create_task` (the worst case).
 
-Then the same configuration with a grant that covers the call: approved by the grant at once.
-Percentiles are of the round's wall time; "added" is the difference of the percentiles.
+Then the second configuration with a grant that covers the call: approved by the grant at once.
+Percentiles are of the round's wall time; "added" is the difference of the percentiles. Then
+the policy's own steps alone (`PolicyGate.decide_round` and `grant_for`), per configuration.
 
 Part 2, `countersign policy replay --since 7d --policy new.yaml` over a recorded week:
 REPLAY decisions (asks, allows, denials; proposals approved, declined, succeeded) written with the
-project's models, then the real CLI (`python -m bot`, a process of its own) times the replay.
+project's models; `replay.compare` (what the CLI calls) is timed in process, then the real CLI
+(`python -m bot`, a process of its own) twice.
 """
 
 from __future__ import annotations
