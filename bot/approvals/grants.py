@@ -12,9 +12,11 @@ import hashlib
 import json
 from collections.abc import Sequence
 from datetime import timedelta
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import or_, select, update
+from pydantic import BaseModel
+from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.db.models import Grant, Proposal, utcnow
@@ -39,7 +41,15 @@ def definition_of(tool: Tool[Any], pin: str | None) -> str:
 
 
 def _schema(tool: Tool[Any]) -> dict[str, Any]:
-    schema: dict[str, Any] = tool.arguments.model_json_schema()
+    arguments: type[BaseModel] = tool.arguments
+    return _schema_of(arguments)
+
+
+@lru_cache(maxsize=1024)
+def _schema_of(arguments: type[BaseModel]) -> dict[str, Any]:
+    """A model class's JSON schema, made once (pydantic builds it anew at every call, about
+    a millisecond that every proposal offering grants paid); read only, never changed."""
+    schema: dict[str, Any] = arguments.model_json_schema()
     return schema
 
 
@@ -79,6 +89,31 @@ def make(session: AsyncSession, proposal: Proposal, scope: str, granted_by: str)
     return grant
 
 
+# Built once: constructing this statement anew cost more than running it (bench/policy.py:
+# ~1.5 ms of the look-up's ~3 ms through the ORM, against ~0.15 ms of SQLite's own work).
+_COVERING = (
+    select(Grant)
+    .where(
+        Grant.team_id == bindparam("team_id"),
+        Grant.requester == bindparam("requester"),
+        Grant.tool_name == bindparam("tool_name"),
+        Grant.definition == bindparam("definition"),
+        Grant.revoked_at.is_(None),
+        Grant.scope.in_(bindparam("scopes", expanding=True)),
+        or_(Grant.expires_at.is_(None), Grant.expires_at > bindparam("now")),
+        or_(
+            Grant.scope == "me",
+            (Grant.scope == "channel") & (Grant.channel_id == bindparam("channel_id")),
+            (Grant.scope == "thread")
+            & (Grant.channel_id == bindparam("channel_id"))
+            & (Grant.thread_ts == bindparam("thread_ts")),
+        ),
+    )
+    .order_by(Grant.id)
+    .limit(1)
+)
+
+
 async def covering(
     session: AsyncSession,
     *,
@@ -91,27 +126,18 @@ async def covering(
     scopes: tuple[str, ...] = SCOPES,
 ) -> Grant | None:
     """The oldest live grant of one of `scopes` that covers this call, or None."""
-    now = utcnow()
     return await session.scalar(
-        select(Grant)
-        .where(
-            Grant.team_id == team_id,
-            Grant.requester == requester,
-            Grant.tool_name == tool_name,
-            Grant.definition == definition,
-            Grant.revoked_at.is_(None),
-            Grant.scope.in_(scopes),
-            or_(Grant.expires_at.is_(None), Grant.expires_at > now),
-            or_(
-                Grant.scope == "me",
-                (Grant.scope == "channel") & (Grant.channel_id == channel_id),
-                (Grant.scope == "thread")
-                & (Grant.channel_id == channel_id)
-                & (Grant.thread_ts == (thread_ts or "")),
-            ),
-        )
-        .order_by(Grant.id)
-        .limit(1)
+        _COVERING,
+        {
+            "team_id": team_id,
+            "requester": requester,
+            "tool_name": tool_name,
+            "definition": definition,
+            "scopes": list(scopes),
+            "now": utcnow(),
+            "channel_id": channel_id,
+            "thread_ts": thread_ts or "",
+        },
     )
 
 

@@ -73,11 +73,19 @@ class PolicyGate:
         self.source = source
         self.groups = groups
         self.db = db
+        self._referenced: tuple[PolicyFile, list[str]] | None = None  # per policy in force
+
+    def referenced(self, policy: PolicyFile) -> list[str]:
+        """`referenced_groups` of the policy in force, found once per policy, not once per
+        proposal (a pattern over every condition)."""
+        if self._referenced is None or self._referenced[0] is not policy:
+            self._referenced = (policy, sorted(referenced_groups(policy)))
+        return self._referenced[1]
 
     async def groups_of(self, requester: str, policy: PolicyFile) -> tuple[str, ...] | None:
         """The referenced groups the requester is in; None if Slack could not tell."""
         member_of = []
-        for group in sorted(referenced_groups(policy)):
+        for group in self.referenced(policy):
             try:
                 if requester in await self.groups.members(group):
                     member_of.append(group)
