@@ -124,7 +124,7 @@ class FixedGroups(GroupMembers):
     def __init__(self) -> None:
         super().__init__(AsyncWebClient(token="xoxb-unused", base_url="http://127.0.0.1:9/"))
 
-    async def members(self, group_id: str) -> frozenset[str]:
+    async def members(self, group_id: str, max_age: float | None = None) -> frozenset[str]:
         return GROUPS.get(group_id, frozenset())
 
 
