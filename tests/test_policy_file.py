@@ -24,7 +24,7 @@ from bot.policy.model import PolicyError, load_text
 from bot.policy.source import PolicySource
 from bot.records.retention import purge
 from tests.fakes.openai import FakeOpenAI
-from tests.fakes.slack import FakeSlack
+from tests.fakes.slack import FakeSlack, wait_until
 from tests.harness import RunningBot, clean_env, make_settings, run_cli, start_bot, stop_bot
 from tests.test_approvals_flow import CREATE, tool_results
 from tests.test_policy import POLICY, ask_for
@@ -100,11 +100,12 @@ async def test_an_edit_is_in_force_within_5_s_and_an_invalid_edit_keeps_the_old(
     second = source.current.version
     caplog.set_level(logging.ERROR, logger="bot.policy.source")
     path.write_text(INVALID)
-    await asyncio.sleep(5)
+    await wait_until(lambda: "stays in force" in caplog.text, timeout=5)  # a poll read it
     assert source.current.version == second  # the invalid edit is not in force
     assert f"version {second} stays in force: line 6: rules.0.outcome" in caplog.text
     path.unlink()  # a file that goes away leaves the version in force too
-    await asyncio.sleep(3)
+    await wait_until(lambda: "unreadable" in caplog.text, timeout=5)
+    await asyncio.sleep(2.5)  # one more poll: it is not said again
     assert source.current.version == second
     assert caplog.text.count("unreadable") == 1  # said once, not every poll
     await ask_for(bot, fake_slack, fake_model, CREATE, channel="CBOTS")
