@@ -286,16 +286,32 @@ async def test_the_migration_chains_the_rows_written_before_it(database_url: str
     try:
         async with db.engine.begin() as connection:
             await connection.run_sync(to("0013"))
-        async with db.transaction() as session:
-            first, second = new_proposal("TONE", "k1"), new_proposal("TTWO", "k2")
-            session.add_all([first, second])
+        async with db.engine.begin() as connection:
+            # The rows as that schema had them (today's model has columns added since).
+            ids = []
+            for team, key in (("TONE", "k1"), ("TTWO", "k2")):
+                ids.append(
+                    await connection.scalar(
+                        text(
+                            "INSERT INTO proposals (team_id, tool_call_id, tool_name, arguments, "
+                            "arguments_hash, description, preview, requester, idempotency_key, "
+                            "state, version, revision, expires_at, channel_id, attempts, "
+                            "created_at, updated_at) VALUES (:team, 'c', 'create_task', '{}', "
+                            "'h', 'd', '[]', 'UALICE', :key, 'proposed', 1, 1, "
+                            "CURRENT_TIMESTAMP, 'C1', 0, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP) "
+                            "RETURNING id"
+                        ),
+                        {"team": team, "key": key},
+                    )
+                )
+        first_id, second_id = ids
         async with db.engine.begin() as connection:
             for pid, event, detail in (
-                (first.id, "propose", '{"arguments": {"title": "é"}, "revision": 1}'),
-                (second.id, "propose", None),
-                (first.id, "approve", '{"approvers": ["UBOB"]}'),
-                (second.id, "decline", '{"reason": "no"}'),
-                (first.id, "start", "{}"),
+                (first_id, "propose", '{"arguments": {"title": "é"}, "revision": 1}'),
+                (second_id, "propose", None),
+                (first_id, "approve", '{"approvers": ["UBOB"]}'),
+                (second_id, "decline", '{"reason": "no"}'),
+                (first_id, "start", "{}"),
             ):
                 await connection.execute(
                     text(
@@ -317,7 +333,7 @@ async def test_the_migration_chains_the_rows_written_before_it(database_url: str
         report = await verify(db, None)
         assert report.ok, report.problems
         assert report.rows == 5
-        await Ledger(db).audit_only(first.id, "refused", "UMALLORY", {"action": "approve"})
+        await Ledger(db).audit_only(first_id, "refused", "UMALLORY", {"action": "approve"})
         report = await verify(db, None)
         assert report.ok, report.problems
         assert [r.seq for r in await rows(db) if r.team_id == "TONE"] == [1, 2, 3, 4]

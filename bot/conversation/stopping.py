@@ -81,7 +81,7 @@ class Authority:
 
     async def may_cancel(self, user: str, requester: str) -> bool:
         default = self.policies.for_tool("", "")  # the `*` policy
-        return user == requester or await is_approver(default, user, self.groups)
+        return user == requester or await is_approver(default, user, self.groups.fresh())
 
     async def may_withdraw(self, user: str, turn: OpenTurn) -> bool:
         if user == turn.requester:
@@ -91,7 +91,7 @@ class Authority:
                 self.policy_for(proposal),
                 proposal.requester,
                 user,
-                self.groups,
+                self.groups.fresh(),  # who is in the group now, as for a card's click
                 proposal.revised_by,
             )
             if not verdict.allowed:
