@@ -142,6 +142,7 @@ class EditPath:
                 )
                 self.message_ts.append(str(response["ts"]))
                 self.shown.append(text)
+                self._last_edit_at = self._clock()  # refreshed: its next edit is paced
                 if self.journal is not None and not self._final:
                     with contextlib.suppress(Exception):
                         await self.journal.opened(self.channel, self.message_ts[-1])
