@@ -1,0 +1,79 @@
+"""Refreshes are spread over a wave of replies, not spent at its start (issue 18).
+
+Slack counts each method in a sliding minute. A budget that let half its minute through at once
+spent it while the replies were a few words long and then refreshed each reply once in many
+seconds; paced over what the window allows in the next seconds, every reply keeps moving to
+its end, and Slack still refuses nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+from bot.coordination import LocalWindow
+from tests.fakes.openai import FakeOpenAI, Script
+from tests.fakes.slack import FakeSlack, Limit
+from tests.harness import make_settings, start_bot, stop_bot
+
+
+def words(reply: int) -> str:
+    return " ".join(f"r{reply}w{i}" for i in range(240))
+
+
+async def test_native_replies_keep_moving_to_the_end_of_a_wave(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
+) -> None:
+    """Slack allows 40 appends a minute, four replies stream for 6 s each. Spent at once,
+    half the minute (20 appends) was gone in 2.5 s and each reply then waited about 6 s for
+    its next refresh; paced, no reply's text stands still for more than 2.5 s while the model
+    writes, every reply shows its first words at once, and all end exactly as written."""
+    fake_slack.limits["chat.appendStream"] = Limit(40, 60.0)
+    bot = await start_bot(
+        make_settings(
+            fake_slack,
+            fake_model,
+            sqlite_url,
+            streaming="native",
+            slack_append_budget_per_minute=40,
+        )
+    )
+    texts = {f"C{i}": words(i) for i in range(4)}
+    try:
+        for channel, text in texts.items():
+            fake_model.script_for(
+                f"question {channel}",
+                Script(text=text, time_to_first_token=0.2, tokens_per_second=40),
+            )
+        await asyncio.gather(
+            *[bot.mention(channel, f"question {channel}", fake_slack) for channel in texts]
+        )
+        await bot.idle(timeout=60)
+    finally:
+        await stop_bot(bot)
+
+    assert all(c.status != 429 for c in fake_slack.calls)
+    for channel, text in texts.items():
+        (reply,) = fake_slack.streamed_messages(channel)
+        assert reply.text == text
+        (played,) = [p for p in fake_model.played if p.text == text]
+        assert played.first_token_at is not None
+        assert played.last_token_at is not None
+        shown = [at for at, t in fake_slack.timeline[reply.ts] if t]
+        assert shown[0] - played.first_token_at < 1.0, "first words at once"
+        moments = [played.first_token_at, *shown]
+        streaming = [at for at in moments if at <= played.last_token_at] + [played.last_token_at]
+        gaps = [b - a for a, b in itertools.pairwise(streaming)]
+        assert max(gaps) < 2.5, f"{channel}: text stood still for {max(gaps):.1f} s"
+
+
+async def test_a_window_tells_what_will_be_free_within_some_seconds() -> None:
+    now = [100.0]
+    window = LocalWindow(5, 10.0, lambda: now[0])
+    for at in (100.0, 102.0, 104.0):
+        now[0] = at
+        assert (await window.take(keep_free=0))[0]
+    now[0] = 105.0
+    assert await window.free() == 2
+    assert await window.free(within=5.0) == 3  # the call at 100 has left by 115
+    assert await window.free(within=7.5) == 4  # and the one at 102
+    assert await window.free(within=20.0) == 5
