@@ -97,6 +97,9 @@ class EditBudget:
         # that Slack takes the rate (the pacing alone keeps calls below it).
         # (window_full: the calls made reached the window, not only the pacing).
         self.on_saturated: Callable[[bool], None] | None = None
+        # Calls a minute known to pass (a learned rate above it is a probe): only those are
+        # spread over the pace's horizon; None: all of `per_minute`.
+        self.trusted: Callable[[], int] | None = None
         self._clock = clock
         self._paused_until = 0.0
         self._open: set[int] = set()
@@ -229,7 +232,8 @@ class EditBudget:
             return wait
         # Intermediate calls leave one slot per open reply (and some headroom) for finals.
         keep_free = (len(self._open) if self.reserve_finals else 0) + self.headroom
-        self.pace.aim(await self.window.free(within=self.pace.horizon) - keep_free)
+        probe = max(0, self.per_minute - self.trusted()) if self.trusted is not None else 0
+        self.pace.aim(await self.window.free(within=self.pace.horizon) - keep_free - probe)
         fresh = [w for w in self._waiters if w.editor.last_edit_at is None]
         if not fresh and not self.pace.ready:
             self._saturated(False)

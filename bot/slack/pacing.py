@@ -19,6 +19,10 @@ at every grant, and never slower than the sustainable `limit / minute`. Why this
   wave's budget unused. Replies stream for about 10-60 s; ten seconds is the short end of that.
 * It never exceeds Slack's limit: the pace only delays a call, every call still needs a slot in
   the window (which keeps the finals' reserve), so the pace cannot cause a 429.
+* A probe is not rushed. Where a learned rate has climbed above what is known to pass (the
+  documented floor, or a rate proven good: `bot/slack/learned_rates.py`), the extra room is
+  not counted in the allowance: it is reached at the sustainable pace only, as before, so a
+  probe too far costs its one 429 late in a long stretch of load, not in the middle of a wave.
 
 Finals and a reply's first words do not wait for the pace (the budget grants them first, within
 the window): the pace shapes only the refreshes in between.
