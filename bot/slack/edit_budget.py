@@ -1,7 +1,7 @@
 """One `chat.update` budget per workspace, shared fairly by every live reply.
 
 Slack allows about 50 `chat.update` calls per minute per workspace, and an app that keeps
-hitting 429 risks being disabled. Three rules decide who may edit next:
+hitting 429 risks being disabled. These rules decide who may edit next:
 
 * the window: never more than `per_minute` grants in any minute (plus a safety margin), the way
   Slack counts;
