@@ -77,3 +77,47 @@ async def test_a_window_tells_what_will_be_free_within_some_seconds() -> None:
     assert await window.free(within=5.0) == 3  # the call at 100 has left by 115
     assert await window.free(within=7.5) == 4  # and the one at 102
     assert await window.free(within=20.0) == 5
+
+
+async def test_a_slow_first_token_does_not_leave_replies_on_thinking_until_their_final(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
+) -> None:
+    """One stream start and 6 edits a minute, five replies sent as edits, the model's first
+    token after 2.3 s (past the 2 s grace). Each "Thinking…" is owed an edit that the finals'
+    reserve leaves room for only once: the other replies wait for their first words instead
+    of sitting on "Thinking…" until their final, and every reply shows words within 3 s of
+    its first token."""
+    fake_slack.limits["chat.startStream"] = Limit(1, 60.0)
+    fake_slack.limits["chat.stopStream"] = Limit(1, 60.0)
+    fake_slack.limits["chat.update"] = Limit(6, 60.0)
+    bot = await start_bot(
+        make_settings(
+            fake_slack,
+            fake_model,
+            sqlite_url,
+            streaming="auto",
+            slack_stream_starts_per_minute=1,
+            slack_edit_budget_per_minute=6,
+        )
+    )
+    texts = {f"C{i}": " ".join(f"r{i}w{j}" for j in range(160)) for i in range(6)}
+    try:
+        for channel, text in texts.items():
+            fake_model.script_for(
+                f"question {channel}",
+                Script(text=text, time_to_first_token=2.3, tokens_per_second=40),
+            )
+        await asyncio.gather(
+            *[bot.mention(channel, f"question {channel}", fake_slack) for channel in texts]
+        )
+        await bot.idle(timeout=60)
+    finally:
+        await stop_bot(bot)
+    assert all(c.status != 429 for c in fake_slack.calls)
+    for channel, text in texts.items():
+        (reply,) = fake_slack.bot_messages(channel)
+        assert reply.text == text
+        (played,) = [p for p in fake_model.played if p.text == text]
+        assert played.first_token_at is not None
+        words_at = next(at for at, t in fake_slack.timeline[reply.ts] if t.startswith("r"))
+        assert words_at - played.first_token_at < 3.0, channel

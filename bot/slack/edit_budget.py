@@ -103,6 +103,8 @@ class EditBudget:
         self._clock = clock
         self._paused_until = 0.0
         self._open: set[int] = set()
+        # Open replies showing a bare "Thinking…": each is owed an intermediate edit.
+        self.placeholders: set[int] = set()
         self._waiters: list[_Waiter] = []
         self._seq = itertools.count()
         self._wake = asyncio.Event()
@@ -146,6 +148,7 @@ class EditBudget:
 
     def close(self, editor: Editor) -> None:
         self._open.discard(id(editor))
+        self.placeholders.discard(id(editor))
         self._wake.set()
 
     async def acquire(self, editor: Editor) -> None:
@@ -208,6 +211,14 @@ class EditBudget:
         if not waiter.future.done():
             waiter.future.set_result(None)
 
+    def _keep_free(self) -> int:
+        """Intermediate calls leave one slot per open reply (and some headroom) for finals."""
+        return (len(self._open) if self.reserve_finals else 0) + self.headroom
+
+    async def spare(self) -> int:
+        """Intermediate calls the window could grant now, beyond the finals' reserve."""
+        return await self.window.free() - self._keep_free()
+
     async def _step(self, now: float) -> float | None:
         """Grant what may go now; return seconds until something may change (None: idle)."""
         self.pace.refill(now)
@@ -230,15 +241,17 @@ class EditBudget:
                 return 0.0
             self._saturated(True)
             return wait
-        # Intermediate calls leave one slot per open reply (and some headroom) for finals.
-        keep_free = (len(self._open) if self.reserve_finals else 0) + self.headroom
+        # Refreshes also leave a slot for each reply still showing "Thinking…" (its first
+        # words); first words need only the finals' reserve.
+        keep_free = self._keep_free()
+        owed = len(self.placeholders)
         probe = max(0, self.per_minute - self.trusted()) if self.trusted is not None else 0
-        self.pace.aim(await self.window.free(within=self.pace.horizon) - keep_free - probe)
+        self.pace.aim(await self.window.free(within=self.pace.horizon) - keep_free - owed - probe)
         fresh = [w for w in self._waiters if w.editor.last_edit_at is None]
         if not fresh and not self.pace.ready:
             self._saturated(False)
             return self.pace.wait()
-        granted, wait = await self.window.take(keep_free=keep_free)
+        granted, wait = await self.window.take(keep_free=keep_free + (0 if fresh else owed))
         if not granted:
             self._saturated(True)
             return wait
