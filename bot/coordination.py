@@ -12,6 +12,7 @@ keep flowing, only the cross-replica guarantee is lost until Redis is back.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import logging
 import math
@@ -52,8 +53,9 @@ class Window(Protocol):
         until a slot frees, or None if none will)."""
         ...
 
-    async def free(self) -> int:
-        """Slots free right now (without taking one)."""
+    async def free(self, within: float = 0.0) -> int:
+        """Slots free right now (without taking one); with `within`, free `within` seconds from
+        now if no call were made meanwhile (the calls that leave the window by then count)."""
         ...
 
     async def pause(self, seconds: float) -> None: ...
@@ -79,9 +81,11 @@ class LocalWindow:
         while self._calls and self._calls[0] <= now - self.seconds:
             self._calls.popleft()
 
-    async def free(self) -> int:
-        self._expire(self._clock())
-        return max(0, self.limit - len(self._calls))
+    async def free(self, within: float = 0.0) -> int:
+        now = self._clock()
+        self._expire(now)
+        leaving = bisect.bisect_right(self._calls, now + within - self.seconds)
+        return max(0, self.limit - len(self._calls) + leaving)
 
     async def take(self, keep_free: int) -> tuple[bool, float | None]:
         now = self._clock()
@@ -201,18 +205,18 @@ class RedisWindow:
         seconds = float(wait)
         return bool(int(granted)), (None if seconds < 0 else seconds)
 
-    async def free(self) -> int:
+    async def free(self, within: float = 0.0) -> int:
         if not self.breaker.closed:
-            return await self._fallback.free()
+            return await self._fallback.free(within)
         try:
             now = time.time()
             async with self.redis.pipeline(transaction=True) as pipe:
                 pipe.zremrangebyscore(self.key, "-inf", now - self.seconds)
-                pipe.zcard(self.key)
+                pipe.zcount(self.key, f"({now + within - self.seconds}", "+inf")
                 results = await pipe.execute()
         except RedisError as exc:
             self._down(exc)
-            return await self._fallback.free()
+            return await self._fallback.free(within)
         return max(0, self.limit - int(results[1]))
 
     async def pause(self, seconds: float) -> None:

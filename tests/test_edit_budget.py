@@ -114,6 +114,35 @@ async def test_the_reply_refreshed_longest_ago_goes_next() -> None:
     await budget.stop()
 
 
+async def test_edits_are_spread_over_the_horizon_and_keep_the_finals_reserve() -> None:
+    """A shortened minute (6 s, so a 1 s horizon): five replies asking for an edit as often as
+    they may get a fifth of their edits in the first fifth of the wave, not most of them, and
+    the slots kept for their finals stay free for the finals."""
+    budget = EditBudget(60, window_seconds=6.0)  # keeps 5 + 6 slots for finals
+    start = time.monotonic()
+    editors = [Editor(f"e{i}", last_edit_at=start) for i in range(5)]
+    for editor in editors:
+        budget.open(editor)
+    granted: list[float] = []
+
+    async def refresh(editor: Editor) -> None:
+        while time.monotonic() < start + 1.5:
+            await budget.acquire(editor)
+            editor.last_edit_at = time.monotonic()
+            granted.append(editor.last_edit_at - start)
+            await asyncio.sleep(0.02)
+
+    await asyncio.wait_for(asyncio.gather(*[refresh(e) for e in editors]), 5)
+    early = [t for t in granted if t < 0.3]
+    assert len(granted) >= 20
+    assert len(early) <= 0.4 * len(granted), (len(early), len(granted))
+    assert len(granted) <= 60 - 11
+    for editor in editors:  # every final still lands at once
+        editor.wants_final = True
+    await asyncio.wait_for(asyncio.gather(*[budget.acquire(e) for e in editors]), 1)
+    await budget.stop()
+
+
 async def test_a_429_pauses_every_reply_for_retry_after() -> None:
     budget = EditBudget(100, window_seconds=10.0)
     budget.pause(0.4)

@@ -16,11 +16,12 @@ from redis.asyncio import Redis
 
 from bot.slack import learned_rates
 from bot.slack.budgets import APPEND, START, STOP, UPDATE, Limits, WorkspaceBudgets
+from bot.slack.edit_budget import EditBudget
 from bot.slack.learned_rates import LearnedRate
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack, Limit, wait_until
 from tests.harness import OPERATOR, RunningBot, make_settings, start_bot, stop_bot
-from tests.test_replicas import REDIS_URL
+from tests.test_replicas import REDIS_URL, Editor
 
 WORDS = " ".join(f"word{i}" for i in range(120))
 LONG = " ".join(f"word{i}" for i in range(600))  # 15 s at 40 tokens a second
@@ -74,6 +75,32 @@ def test_slow_start_then_back_to_the_last_good_rate_then_rare_small_probes() -> 
     assert learned.limit == 225
     learned.refused()  # refused at a proven rate: the limit went down, halve
     assert learned.limit == 112
+
+
+def test_a_probe_is_not_trusted_until_it_held() -> None:
+    """Only the floor or a rate proven good is spread over the pace's horizon; the room a
+    probe adds is reached at the sustainable pace (bot/slack/pacing.py)."""
+    learned, clock, _ = rate()
+    assert learned.trusted == 100
+    epoch(learned, clock)  # a full epoch proves 100 and probes 150
+    assert (learned.limit, learned.trusted) == (150, 100)
+    epoch(learned, clock)
+    assert (learned.limit, learned.trusted) == (225, 150)
+    learned.refused()
+    assert (learned.limit, learned.trusted) == (150, 150)
+    learned.refused()  # refused at a proven rate: below the floor, all of it is trusted
+    assert (learned.limit, learned.trusted) == (75, 75)
+
+
+async def test_a_budget_spreads_only_the_trusted_part_of_its_window() -> None:
+    budget = EditBudget(150, reserve_finals=False, window_seconds=6.0)  # a 1 s horizon
+    budget.trusted = lambda: 100
+    await budget.acquire(Editor(last_edit_at=0.0))
+    assert budget.pace.rate == pytest.approx(100, abs=2)  # not 150 a second
+    budget.trusted = None
+    await budget.acquire(Editor(last_edit_at=0.0))
+    assert budget.pace.rate == pytest.approx(150, abs=3)
+    await budget.stop()
 
 
 def test_an_unsaturated_or_refused_epoch_raises_nothing() -> None:

@@ -131,3 +131,15 @@ async def test_turns_of_one_thread_stay_in_order_across_instances(
         "First answer.",
         "Second answer.",
     ]
+
+
+async def test_a_shared_window_tells_what_will_be_free_within_some_seconds(redis: Redis) -> None:
+    """What a budget paces by (bot/slack/pacing.py): the calls that leave the window by then
+    count as free, on every replica alike."""
+    window = RedisWindow(redis, f"test:{uuid.uuid4().hex}", 5, 1.0)
+    assert (await window.take(keep_free=0))[0]
+    await asyncio.sleep(0.5)
+    assert (await window.take(keep_free=0))[0]
+    assert await window.free() == 3
+    assert await window.free(within=0.7) == 4  # the first call has left by then
+    assert await window.free(within=2.0) == 5

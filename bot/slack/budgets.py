@@ -208,6 +208,8 @@ class WorkspaceBudgets:
             if redis is not None
             else None
         )
+        self.edits.trusted = lambda: self.learned[UPDATE].trusted
+        self.appends.trusted = lambda: self.learned[APPEND].trusted
         self.edits.on_saturated = functools.partial(self._saturated, UPDATE)
         self.appends.on_saturated = functools.partial(self._saturated, APPEND)
         self.streams.on_saturated = self._saturated

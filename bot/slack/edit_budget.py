@@ -1,7 +1,7 @@
 """One `chat.update` budget per workspace, shared fairly by every live reply.
 
 Slack allows about 50 `chat.update` calls per minute per workspace, and an app that keeps
-hitting 429 risks being disabled. Three rules decide who may edit next:
+hitting 429 risks being disabled. These rules decide who may edit next:
 
 * the window: never more than `per_minute` grants in any minute (plus a safety margin), the way
   Slack counts;
@@ -12,9 +12,11 @@ hitting 429 risks being disabled. Three rules decide who may edit next:
   wait, they alternate, so a storm of clicks cannot hold every reply's final text back (seen:
   20 of 214 replies finished in bench/load while 3,000 card edits queued ahead) and a stream
   of replies cannot freeze the cards;
-* pacing: intermediate edits are spread at the sustainable rate by a token bucket whose burst
-  (half the budget) lets a wave of new replies each show its first words at once; among waiting
-  replies the one whose text was refreshed longest ago goes first.
+* first words next: a reply's first call (it has never been refreshed) needs only room in the
+  window, so a wave of new replies each shows its first words at once;
+* pacing: the other intermediate calls are spread evenly over what the window allows in the
+  next few seconds (`bot/slack/pacing.py`); among waiting replies the one whose text was
+  refreshed longest ago goes first.
 
 A 429 (reported by `RateLimitNotifier`) pauses everyone until `Retry-After` has passed.
 """
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from bot.coordination import LocalWindow, Window
+from bot.slack.pacing import HORIZON_SECONDS, Pace
 
 WINDOW_SECONDS = 60.0
 WINDOW_MARGIN_SECONDS = 1.5  # our clock and Slack's disagree by the request's travel time
@@ -76,25 +79,32 @@ class EditBudget:
         self.per_minute = per_minute  # grants allowed per window (a minute, as Slack counts)
         margin = min(WINDOW_MARGIN_SECONDS, window_seconds * 0.025)
         self.window = window or LocalWindow(per_minute, window_seconds + margin, clock)
-        self._window_seconds = window_seconds
-        self.rate = per_minute / window_seconds  # intermediate edits per second
         self._fixed_burst, self._fixed_headroom = burst, headroom
         # Without finals to reserve for (a native reply's final goes with its stream's stop,
-        # not an append), intermediate calls may fill the window. The burst stays half the
-        # window: a wave that spent the whole window in its first seconds (measured: 100
-        # appends in 4 s) left its replies frozen for the rest of their stream.
+        # not an append), intermediate calls may fill the window, at the pace's rate.
         self.reserve_finals = reserve_finals
-        self.burst = float(burst if burst is not None else self._default_burst(per_minute))
         self.headroom = headroom if headroom is not None else self._default_headroom(per_minute)
+        # The horizon is a sixth of the window (ten seconds of Slack's minute); shortened
+        # windows in tests shorten it alike.
+        self.pace = Pace(
+            per_minute,
+            window_seconds,
+            float(burst if burst is not None else self._default_burst(per_minute)),
+            clock(),
+            horizon=HORIZON_SECONDS * window_seconds / WINDOW_SECONDS,
+        )
         # Told when a grant had to wait: the rate is what limits us. Only a full window proves
         # that Slack takes the rate (the pacing alone keeps calls below it).
         # (window_full: the calls made reached the window, not only the pacing).
         self.on_saturated: Callable[[bool], None] | None = None
+        # Calls a minute known to pass (a learned rate above it is a probe): only those are
+        # spread over the pace's horizon; None: all of `per_minute`.
+        self.trusted: Callable[[], int] | None = None
         self._clock = clock
-        self._tokens = self.burst
-        self._refilled_at = clock()
         self._paused_until = 0.0
         self._open: set[int] = set()
+        # Open replies showing a bare "Thinking…": each is owed an intermediate edit.
+        self.placeholders: set[int] = set()
         self._waiters: list[_Waiter] = []
         self._seq = itertools.count()
         self._wake = asyncio.Event()
@@ -108,16 +118,16 @@ class EditBudget:
         """A learned rate moved: the window, the pace and the reserves follow it."""
         self.per_minute = per_minute
         self.window.resize(per_minute)
-        self.rate = per_minute / self._window_seconds
-        if self._fixed_burst is None:
-            self.burst = float(self._default_burst(per_minute))
-            self._tokens = min(self._tokens, self.burst)
+        burst = None if self._fixed_burst is not None else self._default_burst(per_minute)
+        self.pace.resize(per_minute, None if burst is None else float(burst))
         if self._fixed_headroom is None:
             self.headroom = self._default_headroom(per_minute)
         self._wake.set()
 
     def _default_burst(self, per_minute: int) -> int:
-        return max(1, per_minute // 2)
+        """A few calls may go back to back (replies asking at the same moment); more would
+        front-load the window again."""
+        return max(1, per_minute // 50)
 
     def _default_headroom(self, per_minute: int) -> int:
         return per_minute // 10 if self.reserve_finals else 0
@@ -138,6 +148,7 @@ class EditBudget:
 
     def close(self, editor: Editor) -> None:
         self._open.discard(id(editor))
+        self.placeholders.discard(id(editor))
         self._wake.set()
 
     async def acquire(self, editor: Editor) -> None:
@@ -193,20 +204,24 @@ class EditBudget:
                 waiter.future.set_exception(BudgetClosed("this process is shutting down"))
         self._waiters.clear()
 
-    def _refill(self, now: float) -> None:
-        self._tokens = min(self.burst, self._tokens + (now - self._refilled_at) * self.rate)
-        self._refilled_at = now
-
-    def _grant(self, waiter: _Waiter, intermediate: bool) -> None:
+    def _grant(self, waiter: _Waiter, paced: bool) -> None:
         self._waiters.remove(waiter)
-        if intermediate:
-            self._tokens -= 1
+        if paced:
+            self.pace.spend()
         if not waiter.future.done():
             waiter.future.set_result(None)
 
+    def _keep_free(self) -> int:
+        """Intermediate calls leave one slot per open reply (and some headroom) for finals."""
+        return (len(self._open) if self.reserve_finals else 0) + self.headroom
+
+    async def spare(self) -> int:
+        """Intermediate calls the window could grant now, beyond the finals' reserve."""
+        return await self.window.free() - self._keep_free()
+
     async def _step(self, now: float) -> float | None:
         """Grant what may go now; return seconds until something may change (None: idle)."""
-        self._refill(now)
+        self.pace.refill(now)
         self._waiters = [w for w in self._waiters if not w.future.done()]
         if not self._waiters:
             return None
@@ -222,27 +237,29 @@ class EditBudget:
                     finals = [w for w in finals if lane_of(w.editor) != self._last_lane]
                 first = min(finals)
                 self._last_lane = lane_of(first.editor)
-                self._grant(first, intermediate=False)
+                self._grant(first, paced=False)
                 return 0.0
             self._saturated(True)
             return wait
-        if self._tokens < 1:
+        # Refreshes also leave a slot for each reply still showing "Thinking…" (its first
+        # words); first words need only the finals' reserve.
+        keep_free = self._keep_free()
+        owed = len(self.placeholders)
+        probe = max(0, self.per_minute - self.trusted()) if self.trusted is not None else 0
+        self.pace.aim(await self.window.free(within=self.pace.horizon) - keep_free - owed - probe)
+        fresh = [w for w in self._waiters if w.editor.last_edit_at is None]
+        if not fresh and not self.pace.ready:
             self._saturated(False)
-            return (1 - self._tokens) / self.rate
-        # Intermediate edits leave one slot per open reply (and some headroom) for finals.
-        reserved = len(self._open) if self.reserve_finals else 0
-        granted, wait = await self.window.take(keep_free=reserved + self.headroom)
+            return self.pace.wait()
+        granted, wait = await self.window.take(keep_free=keep_free + (0 if fresh else owed))
         if not granted:
             self._saturated(True)
             return wait
-        oldest = min(
-            self._waiters,
-            key=lambda w: (
-                w.editor.last_edit_at if w.editor.last_edit_at is not None else float("-inf"),
-                w.seq,
-            ),
-        )
-        self._grant(oldest, intermediate=True)
+        if fresh:  # first words: not paced
+            self._grant(min(fresh), paced=False)
+            return 0.0
+        oldest = min(self._waiters, key=lambda w: (w.editor.last_edit_at or 0.0, w.seq))
+        self._grant(oldest, paced=True)
         return 0.0
 
     async def _dispatch(self) -> None:

@@ -71,6 +71,19 @@ class EditPath:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._final_requested.wait(), timeout=left)
 
+    async def _hold_placeholder(self) -> bool:
+        """Whether a fallen-back reply with no words yet (its grace ran out: the bot or the
+        model is slow) should keep waiting for them instead of posting "Thinking…". Only an
+        intermediate edit could replace it, and when the budget cannot spare one for every
+        reply already showing it (many replies at once: every slot is kept for finals) the
+        reader would see "Thinking…" until the final. The thread's status says it works."""
+        if self.message_ts or self.source or self._final:
+            return False
+        if await self.budget.spare() <= len(self.budget.placeholders):
+            return True
+        self.budget.placeholders.add(id(self))  # counted before its post: replies race here
+        return False
+
     def desired(self) -> list[str]:
         """The texts of the messages the edit path owns."""
         if self._edit_base and self._native_end is None:
@@ -128,6 +141,8 @@ class EditPath:
                     await self.budget.acquire(self._editor)
                 permit_held = False
                 await self._update(index, text, blocks)
+                if self.source[self._edit_from :]:
+                    self.budget.placeholders.discard(id(self))
                 SLACK_EDITS.labels(kind="reply").inc()
                 self._last_edit_at = self._clock()
                 if self.journal is not None:
@@ -142,6 +157,9 @@ class EditPath:
                 )
                 self.message_ts.append(str(response["ts"]))
                 self.shown.append(text)
+                if self.source[self._edit_from :]:  # else "Thinking…": owed an edit
+                    self._last_edit_at = self._clock()  # words shown: its next edit is paced
+                    self.budget.placeholders.discard(id(self))
                 if self.journal is not None and not self._final:
                     with contextlib.suppress(Exception):
                         await self.journal.opened(self.channel, self.message_ts[-1])

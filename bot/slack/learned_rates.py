@@ -79,6 +79,12 @@ class LearnedRate:
         """Calls the method's window may hold in a minute now."""
         return max(1, int(self.rate))
 
+    @property
+    def trusted(self) -> int:
+        """Calls a minute known to pass: the documented floor, or a rate proven good (the
+        rest of `limit` is a probe)."""
+        return min(self.limit, max(self.floor, int(self.good or 0)))
+
     def saturated(self, window_full: bool = True) -> None:
         """A call waited: the rate is what limits us. `window_full`: the calls made reached
         the rate (only then does a quiet epoch prove that Slack takes it)."""

@@ -188,6 +188,9 @@ class ReplyStream(NativePath, EditPath):
                 native = (
                     self.native is not None and not self.native.stopped and self._closer is None
                 )
+                if not native and await self._hold_placeholder():
+                    self._changed.clear()  # until its first words (or its final) come
+                    continue
                 if native and self.native is not None and self.native.ended:
                     self._to_edits(self.native.ended)  # no call needed to learn it
                     continue
