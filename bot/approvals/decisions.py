@@ -107,28 +107,8 @@ class Decisions(Granting):
     ) -> Proposal:
         """A policy rule allowed it: approved at once, in the proposing transaction, by
         `policy:RULE` (one vote, so the executor's check of the approvals on record holds)."""
-        actor = f"policy:{rule}"[:255]
-        short = actor[:32]  # the vote's and decider's columns hold a user id's length
-        session.add(
-            ProposalApproval(
-                proposal_id=proposal.id,
-                approver=short,
-                revision=proposal.revision,
-                arguments_hash=proposal.arguments_hash,
-            )
-        )
-        return await self._apply(
-            session,
-            proposal,
-            Event.APPROVE,
-            actor,
-            {"rule": rule, "policy_version": version, "revision": proposal.revision},
-            approved_arguments=proposal.arguments,
-            approved_hash=proposal.arguments_hash,
-            approved_revision=proposal.revision,
-            decided_by=short,
-            decided_at=utcnow(),
-        )
+        detail = {"rule": rule, "policy_version": version}
+        return await self.approve_unclicked(session, proposal, f"policy:{rule}"[:255], detail)
 
     @asynccontextmanager
     async def _deciding(

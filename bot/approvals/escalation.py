@@ -24,7 +24,7 @@ from sqlalchemy import select, update
 from bot.approvals.ledger import AlreadyHandled, Ledger
 from bot.approvals.machine import Event
 from bot.db.audit_chain import lock_head
-from bot.db.models import Proposal, ProposalApproval, utcnow
+from bot.db.models import Proposal, utcnow
 from bot.durations import parse_duration
 from bot.states import State
 
@@ -122,21 +122,9 @@ class Escalations(Ledger):
                     escalation_step=index + 1, decided_by=ESCALATION, decided_at=now,
                 )  # fmt: skip
             elif step.kind == "allow":
-                # One vote on record, as for a rule's allow, so the executor's check holds.
-                session.add(
-                    ProposalApproval(
-                        proposal_id=proposal.id,
-                        approver=ESCALATION,
-                        revision=proposal.revision,
-                        arguments_hash=proposal.arguments_hash,
-                    )
-                )
-                fresh = await self._apply(
-                    session, proposal, Event.ESCALATE_ALLOW, ESCALATION, detail, guard,
-                    escalation_step=index + 1, decided_by=ESCALATION, decided_at=now,
-                    approved_arguments=proposal.arguments,
-                    approved_hash=proposal.arguments_hash,
-                    approved_revision=proposal.revision,
+                fresh = await self.approve_unclicked(
+                    session, proposal, ESCALATION, detail, Event.ESCALATE_ALLOW, guard,
+                    escalation_step=index + 1,
                 )  # fmt: skip
             else:
                 fresh = await self._climb(session, proposal, step, index, detail)

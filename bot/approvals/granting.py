@@ -8,8 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.approvals import grants
 from bot.approvals.ledger import Ledger
-from bot.approvals.machine import Event
-from bot.db.models import Grant, Proposal, ProposalApproval, utcnow
+from bot.db.models import Grant, Proposal
 
 
 class Granting(Ledger):
@@ -18,33 +17,13 @@ class Granting(Ledger):
     ) -> Proposal:
         """A live grant covers it: approved at once, in the proposing transaction, by
         `grant:ID` (one vote), through the same transition as a person's approval."""
-        actor = f"grant:{grant.id}"
-        session.add(
-            ProposalApproval(
-                proposal_id=proposal.id,
-                approver=actor,
-                revision=proposal.revision,
-                arguments_hash=proposal.arguments_hash,
-            )
-        )
-        return await self._apply(
-            session,
-            proposal,
-            Event.APPROVE,
-            actor,
-            {
-                "grant": grant.id,
-                "granted_by": grant.granted_by,
-                "scope": grant.scope,
-                "definition": grant.definition,
-                "revision": proposal.revision,
-            },
-            approved_arguments=proposal.arguments,
-            approved_hash=proposal.arguments_hash,
-            approved_revision=proposal.revision,
-            decided_by=actor,
-            decided_at=utcnow(),
-        )
+        detail = {
+            "grant": grant.id,
+            "granted_by": grant.granted_by,
+            "scope": grant.scope,
+            "definition": grant.definition,
+        }
+        return await self.approve_unclicked(session, proposal, f"grant:{grant.id}", detail)
 
     async def leave_grant(
         self, session: AsyncSession, approved: Proposal, scope: str, user: str, four_eyes: bool

@@ -19,6 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.approvals.machine import SETTLED, Event, State, transition
+from bot.approvals.model_results import result_for_model
 from bot.db.audit_chain import append, lock_head
 from bot.db.models import (
     Message,
@@ -68,56 +69,6 @@ class CardChanged(ApprovalError):
 
 class LeaseLost(Exception):
     """This worker no longer holds the lease on the work it tried to complete."""
-
-
-def result_for_model(proposal: Proposal) -> dict[str, Any]:
-    """What the model reads in the `tool` message once the proposal is settled."""
-    state = State(proposal.state)
-    if state is State.SUCCEEDED:
-        return {"status": "succeeded", "result": proposal.result or {}}
-    if state is State.DECLINED:
-        return {
-            "status": "declined",
-            "reason": proposal.decline_reason or "no reason given",
-            "instruction": "A person declined this action; it was not carried out. Do not "
-            "repeat the same call; continue without it or ask what to do instead.",
-        }
-    if state is State.EXPIRED and proposal.decided_by == "escalation":
-        return {
-            "status": "nobody_answered",
-            "instruction": "Nobody answered: no approver decided on this action before the "
-            "policy's escalation ended it, so it was not carried out. Nobody declined it. Tell "
-            "the person that no approver answered in time; propose it again only if they ask.",
-        }
-    if state is State.CHANGES_ASKED:
-        return {
-            "status": "changes_requested",
-            "note": proposal.decline_reason or "no note given",
-            "instruction": "A person who may approve this action asked for changes instead; "
-            "it was not carried out. You may propose a revised action (a new call) that "
-            "follows the note, or ask the requester what they want if the note is unclear.",
-        }
-    if state is State.EXPIRED:
-        return {
-            "status": "expired",
-            "instruction": "Nobody approved this action in time; it was not carried out.",
-        }
-    if state is State.WITHDRAWN:
-        return {
-            "status": "withdrawn",
-            "instruction": "The person stopped this turn before anyone decided; the action "
-            "was not carried out. Do not repeat it unless asked again.",
-        }
-    if state is State.UNKNOWN:
-        return {
-            "status": "unknown",
-            "error": proposal.error or "the outcome is unknown",
-            "instruction": "This write may or may not have been carried out. Do not say it was "
-            "done or that it failed, and do not call it again: a new call could write twice. "
-            "Ask the person to check the destination; the card's Retry looks for the earlier "
-            "write first where it can.",
-        }
-    return {"status": "failed", "error": proposal.error or "unknown error"}
 
 
 def describe_state(proposal: Proposal) -> str:
@@ -173,6 +124,43 @@ class Ledger:
             if proposal is None:
                 raise UnknownProposal("this action no longer exists")
             return await self._apply(session, proposal, event, actor, **values)
+
+    async def approve_unclicked(
+        self,
+        session: AsyncSession,
+        proposal: Proposal,
+        actor: str,
+        detail: dict[str, Any],
+        event: Event = Event.APPROVE,
+        guards: tuple[ColumnElement[bool], ...] = (),
+        **values: Any,
+    ) -> Proposal:
+        """Approved by no click (a policy rule, a grant, the escalation ladder): one vote on
+        record in `actor`'s name, so the executor's check of the approvals holds, and the
+        arguments frozen as a person's approval freezes them."""
+        short = actor[:32]  # the vote's and decider's columns hold a user id's length
+        session.add(
+            ProposalApproval(
+                proposal_id=proposal.id,
+                approver=short,
+                revision=proposal.revision,
+                arguments_hash=proposal.arguments_hash,
+            )
+        )
+        return await self._apply(
+            session,
+            proposal,
+            event,
+            actor,
+            {**detail, "revision": proposal.revision},
+            guards,
+            approved_arguments=proposal.arguments,
+            approved_hash=proposal.arguments_hash,
+            approved_revision=proposal.revision,
+            decided_by=short,
+            decided_at=utcnow(),
+            **values,
+        )
 
     async def apply_in(
         self, session: AsyncSession, proposal: Proposal, event: Event, actor: str

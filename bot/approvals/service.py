@@ -19,8 +19,8 @@ from bot.approvals.ledger import (
     LeaseLost,
     NotAuthorised,
     UnknownProposal,
-    result_for_model,
 )
+from bot.approvals.model_results import result_for_model
 from bot.approvals.withdrawal import OpenTurn, Withdrawals
 
 __all__ = [

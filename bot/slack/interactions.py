@@ -61,13 +61,8 @@ class Interactions(ModalSubmissions):
     on_settled: Callable[[], None]
 
     def policy_for(self, proposal: Proposal) -> Policy:
-        tool = self.registry.get(proposal.tool_name)
-        return self.policies.for_proposal(
-            proposal.tool_name, tool.pack if tool else "", proposal.policy
-        )
-
-    def _policy(self, proposal: Proposal) -> Policy:
-        return self.policy_for(proposal)
+        """Who decides `proposal`: as its cards say (`CardRouting.policy_of`)."""
+        return self.cards.policy_of(proposal)
 
     async def _refusal(self, proposal: Proposal, user: str, action: str) -> str | None:
         """None if `user` may decide on `proposal`; else the reason (already audited). Nobody
@@ -75,7 +70,7 @@ class Interactions(ModalSubmissions):
         decided only by people who can read that channel."""
         try:  # group membership as it is now: a card may have waited in a DM for hours
             verdict = await may_approve(
-                self._policy(proposal),
+                self.policy_for(proposal),
                 proposal.requester,
                 user,
                 self.groups.fresh(),
@@ -140,7 +135,7 @@ class Interactions(ModalSubmissions):
         if clicked is None:
             return
         click, proposal = clicked
-        policy = self._policy(proposal)
+        policy = self.policy_for(proposal)
         try:
             vote = await self.approvals.vote(
                 proposal.id,
