@@ -297,3 +297,29 @@ async def test_a_ladder_adding_approvers_leaves_a_self_approving_requester_able_
     await bot.idle()
     (proposal,) = await proposals(bot)
     assert (proposal.state, proposal.decided_by) == (ProposalState.SUCCEEDED, "UALICE")
+
+
+async def test_two_replicas_climb_each_step_once(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str, tmp_path: Path
+) -> None:
+    """Two bots on one database, both sweeping every 0.1 s: every step of the ladder is taken
+    once (one audit row, one card for the person it adds), whichever gets there first."""
+    path = tmp_path / "policy.yaml"
+    path.write_text(LADDER.format(outcome="deny"))
+    fake_slack.user_groups["S0LEADS"] = ["UCAT", "UALICE"]
+    settings = make_settings(
+        fake_slack, fake_model, sqlite_url, policy_file=path, sweep_interval_seconds=0.1
+    )
+    first, second = await start_bot(settings), await start_bot(settings)
+    try:
+        await ask_for(first, fake_slack, fake_model, CREATE)
+        await wait_until(lambda: "Nobody answered" in status(latest(fake_slack, "DBOB")), 10)
+        await first.idle()
+        events = [a.event for a in await audit(first) if a.actor == "escalation"]
+        assert events == ["remind", "escalate", "escalate_deny"]
+        assert len(fake_slack.cards("DCAROL")) == 1
+        reminders = [m for m in fake_slack.bot_messages("C1") if "Still waiting" in m.text]
+        assert len(reminders) == 1
+    finally:
+        await stop_bot(second)
+        await stop_bot(first)
