@@ -30,7 +30,7 @@ from bot.conversation.tokens import TokenCounter
 from bot.conversation.tool_round import ActionDesk
 from bot.conversation.turn import Conversations
 from bot.conversation.turn_settings import TurnSettings
-from bot.coordination import ThreadLocks, redis_client
+from bot.coordination import redis_client
 from bot.db.migrate import upgrade_to_head
 from bot.db.models import Proposal
 from bot.db.session import Database
@@ -52,6 +52,7 @@ from bot.slack.interactions import Interactions
 from bot.slack.show_all import ShowAll
 from bot.slack.web_client import web_client
 from bot.tasks import TaskGroup, new_worker_id
+from bot.thread_locks import ThreadLocks
 from bot.tools.catalog import ToolRegistry
 from bot.tools.integrations import Integrations
 from bot.tools.registry import ToolContext

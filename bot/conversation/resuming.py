@@ -16,11 +16,11 @@ from bot.conversation.notes import BROKE, INTERRUPTED, failure_note
 from bot.conversation.replies import Replies
 from bot.conversation.running import RunningTurns
 from bot.conversation.tool_round import OnStored
-from bot.coordination import ThreadLocks
 from bot.db import repositories as repo
 from bot.db.models import Conversation, Proposal, Role
 from bot.db.session import Database
 from bot.slack.streamer import ReplyStream
+from bot.thread_locks import ThreadLocks
 
 
 class Resuming:

@@ -33,7 +33,6 @@ from bot.conversation.thread_import import earlier_thread_messages, store_user_m
 from bot.conversation.tokens import TokenCounter
 from bot.conversation.tool_round import ActionDesk, Once, OnStored, tool_round
 from bot.conversation.turn_settings import TurnSettings
-from bot.coordination import ThreadLocks
 from bot.db import repositories as repo
 from bot.db.claims import DeliveryClaims
 from bot.db.models import Conversation, Role
@@ -46,6 +45,7 @@ from bot.slack.budgets import WorkspaceBudgets
 from bot.slack.edit_budget import EditBudget
 from bot.slack.feedback import feedback_block
 from bot.slack.streamer import Journal, ReplyStream
+from bot.thread_locks import ThreadLocks
 from bot.tools.registry import ToolContext
 
 log = logging.getLogger(__name__)
