@@ -21,6 +21,7 @@ import aiohttp
 from bot.app import Countersign
 from bot.config import Settings
 from bot.server import EVENTS_PATH, serve_http
+from tests.cli_process import run_forked
 from tests.fakes import openai as fake_openai
 from tests.fakes import slack as fake_slack
 
@@ -36,9 +37,12 @@ def clean_env(**values: str) -> dict[str, str]:
 
 
 def run_cli(
-    args: list[str], env: dict[str, str], cwd: Path, timeout: float = 120
+    args: list[str], env: dict[str, str], cwd: Path, timeout: float = 120, exec_python: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    """Run `python -m bot ARGS` as a user would, to completion."""
+    """Run `countersign ARGS` to completion in a process of its own: forked from a warm
+    interpreter (tests/cli_process.py), or with `exec_python` as `python -m bot ARGS` afresh."""
+    if not exec_python:
+        return run_forked(args, env, cwd, timeout)
     return subprocess.run(
         [sys.executable, "-m", "bot", *args],
         env=env,

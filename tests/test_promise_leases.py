@@ -31,16 +31,17 @@ class Args(BaseModel):
 
 
 RUNS: list[str] = []
+DELAYS = {"preview": 0.3, "run": 0.45}
 
 
 async def slow_preview(args: Args, ctx: ToolContext) -> Preview:
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(DELAYS["preview"])
     return Preview(f"Create task '{args.title}'", (Change("title", None, args.title),))
 
 
 @write_tool("create_task", "slow create", Args, preview=slow_preview)
 async def slow_create(args: Args, ctx: ToolContext) -> Outcome:
-    await asyncio.sleep(0.45)
+    await asyncio.sleep(DELAYS["run"])
     RUNS.append(str(ctx.idempotency_key))
     return Outcome({"ok": True}, "created")
 
@@ -155,25 +156,28 @@ async def test_only_the_lease_holder_records_the_outcome(db: Database) -> None:
 
 
 async def test_the_re_read_and_the_run_share_one_deadline_inside_the_lease(
-    db: Database,
+    db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Preview re-read (0.3 s) + tool (0.45 s) would outlast a 0.6 s lease if each had its own
-    0.5 s time-out (it used to: the work then lived past the lease only as long as renewals
-    kept succeeding). One deadline for both stops the tool at 0.5 s, inside the lease: the
+    """Preview re-read (0.6 s) + tool (0.95 s) would outlast a 1.5 s lease if each had its own
+    1 s time-out (it used to: the work then lived past the lease only as long as renewals
+    kept succeeding). One deadline for both stops the tool at 1 s, inside the lease: the
     write never completes, the outcome is unknown (the request may have gone out), and a
-    sweeping second worker never finds it lapsed while it runs."""
+    sweeping second worker never finds it lapsed while it runs. (Half a second between the
+    deadline and the lease, for a loaded machine.)"""
     RUNS.clear()
-    approvals = ApprovalsService(db, lease_seconds=0.6)
-    sweeper = ApprovalsService(db, lease_seconds=0.6)
+    monkeypatch.setitem(DELAYS, "preview", 0.6)
+    monkeypatch.setitem(DELAYS, "run", 0.95)
+    approvals = ApprovalsService(db, lease_seconds=1.5)
+    sweeper = ApprovalsService(db, lease_seconds=1.5)
     proposal = await approved(approvals)
     started = time.monotonic()
-    run = asyncio.create_task(executor(approvals, "worker-a", timeout=0.5).run(proposal.id))
+    run = asyncio.create_task(executor(approvals, "worker-a", timeout=1.0).run(proposal.id))
     interrupted = []
     while not run.done():
         interrupted += await sweeper.interrupt_lapsed()
         await asyncio.sleep(0.05)
     settled = await run
-    assert time.monotonic() - started < 0.6
+    assert time.monotonic() - started < 1.5
     assert interrupted == []
     assert settled is not None
     assert settled.state == ProposalState.UNKNOWN

@@ -14,6 +14,8 @@ BASE = {"SLACK_BOT_TOKEN": "xoxb-1", "OPENAI_API_KEY": "sk-x"}
 
 
 def test_missing_and_invalid_settings_are_all_named_with_exit_2(tmp_path: Path) -> None:
+    # `python -m bot` started afresh, as a user's shell would: the one CLI test that does not
+    # fork a warm interpreter (tests/cli_process.py).
     result = run_cli(
         ["run"],
         clean_env(
@@ -25,6 +27,7 @@ def test_missing_and_invalid_settings_are_all_named_with_exit_2(tmp_path: Path) 
             }
         ),
         tmp_path,
+        exec_python=True,
     )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr

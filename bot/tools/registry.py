@@ -15,7 +15,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-import openai
 from pydantic import BaseModel, ValidationError
 
 from bot.caches import BoundedCache
@@ -208,6 +207,10 @@ class Tool(Generic[A]):
                     "parameters": self.input_schema,
                 },
             }
+        # Imported here: the CLI's policy and audit commands read tools without the model's
+        # SDK, whose import alone takes over a second.
+        import openai
+
         return dict(
             openai.pydantic_function_tool(
                 self.arguments, name=self.name, description=self.description
