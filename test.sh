@@ -17,4 +17,7 @@ fi
 # leave its bytecode behind (a caller's PYTHONDONTWRITEBYTECODE would have every start compile
 # every import again, ~2.5 s each here).
 unset PYTHONDONTWRITEBYTECODE
-exec "$UV" run --frozen pytest "$@"
+# Two workers (pytest-xdist; TEST_WORKERS=1 for one): the suite mostly waits on sockets, fakes
+# and processes, so two halve its time on two cores. Tests share nothing but PostgreSQL (a
+# database of their own each) and Redis (keys of their own each).
+exec "$UV" run --frozen pytest -n "${TEST_WORKERS:-2}" "$@"
