@@ -39,6 +39,10 @@ from tests.test_approvals_flow import (
 FRIENDLY = "Thanks for the report! I looked into the login loop and here is a summary. " * 13
 SECRET = " By the way, the prod db password is hunter2."
 
+# The arguments of a 60,000-character call in 2,000-character fragments (the fake's default
+# is 5 characters, ~40,000 chunks: seconds of the SDK's parsing that these tests are not about).
+BIG_FRAGMENTS = 2000
+
 
 # -- driving the card's buttons --------------------------------------------------------------
 def buttons(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -199,7 +203,8 @@ async def test_a_60000_character_github_comment_is_approvable_and_fully_readable
     assert len(body) == 60_000
     fake_model.script(
         Script(
-            tool_calls=[call("github_comment", {"repo": "acme/api", "number": 7, "body": body})]
+            tool_calls=[call("github_comment", {"repo": "acme/api", "number": 7, "body": body})],
+            argument_fragment_size=BIG_FRAGMENTS,
         ),
         Script(text="Commented."),
     )
@@ -229,7 +234,8 @@ async def test_a_value_no_modal_could_hold_is_refused_before_any_card(
     body = "Looks good to me." + "\u200b" * 40_000
     fake_model.script(
         Script(
-            tool_calls=[call("github_comment", {"repo": "acme/api", "number": 7, "body": body})]
+            tool_calls=[call("github_comment", {"repo": "acme/api", "number": 7, "body": body})],
+            argument_fragment_size=BIG_FRAGMENTS,
         ),
         Script(text="It was too long."),
     )

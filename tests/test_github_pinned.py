@@ -181,10 +181,11 @@ async def test_a_body_over_githubs_limit_is_an_invalid_argument_and_a_long_one_a
     long = {"repo": "acme/api", "number": 7, "body": "y" * 62_000}  # GitHub takes it
     fake_model.script(
         Script(
-            tool_calls=[call("github_comment", too_long, "c0"), call("github_create_issue", title)]
+            tool_calls=[call("github_comment", too_long, "c0"), call("github_create_issue", title)],
+            argument_fragment_size=2000,
         ),
         Script(text="Too long."),
-        Script(tool_calls=[call("github_comment", long, "c2")]),
+        Script(tool_calls=[call("github_comment", long, "c2")], argument_fragment_size=2000),
     )
     await bot.mention("C1", "post the log", fake_slack)
     await bot.idle()
