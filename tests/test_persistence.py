@@ -195,3 +195,27 @@ async def test_the_migrations_create_exactly_the_models(database_url: str) -> No
         assert found == []
     finally:
         await db.dispose()
+
+
+async def test_an_export_reads_a_sqlite_file_while_the_bot_holds_its_write_lock(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    """An operator exports the audit trail of a busy bot: the export (and the migration check
+    before it) read a snapshot, so they neither wait for the writer's lock (10 s, then
+    "database is locked") nor take it."""
+    db = Database.from_url(sqlite_url)
+    await upgrade_to_head(db)
+    env = clean_env(SLACK_BOT_TOKEN="xoxb-1", OPENAI_API_KEY="k", DATABASE_URL=sqlite_url)
+    try:
+        async with db.transaction() as session:
+            await session.execute(text("UPDATE proposals SET version = version"))  # locks
+            started = asyncio.get_running_loop().time()
+            result = await asyncio.to_thread(
+                run_cli, ["audit", "export", "--format", "jsonl"], env, tmp_path
+            )
+            waited = asyncio.get_running_loop().time() - started
+    finally:
+        await db.dispose()
+    assert result.returncode == 0, result.stderr
+    assert "exported 0 proposal(s)" in result.stderr
+    assert waited < 8  # the busy timeout is 10 s: it did not wait for the lock

@@ -323,3 +323,42 @@ async def test_two_replicas_climb_each_step_once(
     finally:
         await stop_bot(second)
         await stop_bot(first)
+
+
+async def test_an_approver_slack_will_not_reach_is_left_out_and_the_others_still_decide(
+    routed: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """Cat's account was deactivated: Slack refuses her DM. Bob still gets his card, the
+    thread names only who was told, and Bob's click decides; nothing stops on her."""
+    bot = routed
+    fake_slack.disabled_users.add("UCAT")
+    await ask_for(bot, fake_slack, fake_model, CREATE)
+    assert len(fake_slack.cards("DBOB")) == 1
+    assert fake_slack.cards("DCAT") == []
+    notes = [m.text for m in fake_slack.bot_messages("C1") if "(notified" in m.text]
+    assert notes == [":hourglass_flowing_sand: Waiting for <@UBOB> (notified by direct message)."]
+    assert await bot.click(latest(fake_slack, "DBOB"), cards.APPROVE, "UBOB", "DBOB") == 200
+    await bot.idle()
+    assert len(await tasks_in_db(bot)) == 1
+
+
+async def test_when_slack_reaches_no_approver_the_card_waits_and_is_sent_once_it_can(
+    routed: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """No DM could be opened. The card is not moved into the thread (its members may not be
+    meant to read it) and the proposal is not lost: it waits, and the sweeper sends the DMs
+    once Slack takes them, once each."""
+    bot = routed
+    fake_slack.disabled_users.update({"UBOB", "UCAT"})
+    await ask_for(bot, fake_slack, fake_model, CREATE)
+    assert fake_slack.cards("C1") == []
+    (proposal,) = await proposals(bot)
+    assert proposal.state == ProposalState.PROPOSED
+    fake_slack.disabled_users.clear()
+    await wait_until(
+        lambda: [len(fake_slack.cards(d)) for d in ("DBOB", "DCAT")] == [1, 1], timeout=10
+    )
+    assert await bot.click(latest(fake_slack, "DBOB"), cards.APPROVE, "UBOB", "DBOB") == 200
+    await bot.idle()
+    assert len(await tasks_in_db(bot)) == 1
+    assert [len(fake_slack.cards(d)) for d in ("DBOB", "DCAT")] == [1, 1]

@@ -69,13 +69,19 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+READ_ONLY = "countersign_read_only"  # an execution option: a reader's transaction
+
+
 def _sqlite_begin_immediate(connection: Any) -> None:
-    """Take the write lock when a transaction starts.
+    """Take the write lock when a transaction starts, unless it only reads.
 
     A deferred transaction that reads and then writes can fail at once with SQLITE_BUSY when
     another one did the same; IMMEDIATE makes writers queue behind the busy timeout instead.
+    A reader (`Database.reading`) needs no lock at all in WAL mode: it reads a snapshot while
+    the bot writes, so an operator's export of a busy database never waits on the bot.
     """
-    connection.exec_driver_sql("BEGIN IMMEDIATE")
+    read_only = connection.get_execution_options().get(READ_ONLY, False)
+    connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
 
 def _drop_closed_connection(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
@@ -155,6 +161,16 @@ class Database:
                 await session.commit()
         finally:
             self._turns.release()
+
+    @asynccontextmanager
+    async def reading(self) -> AsyncIterator[AsyncSession]:
+        """A transaction that only reads: on SQLite, a snapshot that takes no write lock and
+        does not queue behind the process's writers. Closed, not committed, at the end: what
+        was read stays readable (closing, unlike a rollback, expires nothing)."""
+        async with self.engine.connect() as connection:
+            await connection.execution_options(**{READ_ONLY: True})
+            async with AsyncSession(bind=connection, expire_on_commit=False) as session:
+                yield session
 
     async def _live_session(self) -> AsyncSession:
         """A session whose transaction has begun on a connection that answered.

@@ -59,7 +59,7 @@ def _seconds(start: datetime | None, end: datetime | None) -> float | None:
 async def audit_rows(db: Database, batch: int = 500) -> AsyncIterator[dict[str, Any]]:
     last_id = 0
     while True:
-        async with db.transaction() as session:
+        async with db.reading() as session:
             proposals = (
                 await session.scalars(
                     select(Proposal).where(Proposal.id > last_id).order_by(Proposal.id).limit(batch)

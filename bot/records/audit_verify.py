@@ -83,7 +83,7 @@ async def _scan(db: Database, team_id: str, wanted: set[int]) -> Chain:
     chain = Chain(team_id)
     last = 0
     while True:
-        async with db.transaction() as session:
+        async with db.reading() as session:
             # Table rows, not ORM objects: the same columns, read about twice as fast.
             rows = (
                 await session.execute(
@@ -162,7 +162,7 @@ async def verify(db: Database, key: str | None, posted: Iterable[Checkpoint] = (
             report.notes.append(f"checkpoint {checkpoint.source} is unsigned: not trusted")
         else:
             trusted.append(checkpoint)
-    async with db.transaction() as session:
+    async with db.reading() as session:
         heads = {h.team_id: h for h in (await session.scalars(select(AuditChainHead))).all()}
         teams = set((await session.scalars(select(AuditEntry.team_id).distinct())).all()) | set(
             heads

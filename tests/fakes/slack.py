@@ -203,6 +203,8 @@ class FakeSlack:
     # method -> how many of its next calls have their connection reset, unanswered
     resets: dict[str, int] = field(default_factory=dict)
     refuse_cards: int = 0  # how many of the next posts with blocks answer internal_error
+    # users Slack will not open a DM with (deactivated: conversations.open says user_disabled)
+    disabled_users: set[str] = field(default_factory=set)
     # method -> how many of its next calls are carried out, then their answer is lost (the
     # connection drops before Slack's answer reaches the caller)
     lose_answers: dict[str, int] = field(default_factory=dict)
@@ -692,6 +694,8 @@ class FakeSlack:
         users = str(args.get("users", ""))
         if not users or "," in users:
             return {"ok": False, "error": "users_list_not_supplied" if not users else "not_found"}
+        if users in self.disabled_users:
+            return {"ok": False, "error": "user_disabled"}
         dm = "D" + users.lstrip("UW")
         self.members.setdefault(dm, [users, BOT_USER_ID])
         self.channel_info.setdefault(dm, {"id": dm, "is_im": True, "user": users})
