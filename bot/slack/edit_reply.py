@@ -23,7 +23,7 @@ from bot.slack.closing_blocks import with_closing
 from bot.slack.edit_budget import EditBudget, Editor
 from bot.slack.native_reply import CURSOR
 from bot.slack.render import escape, to_mrkdwn
-from bot.slack.reply_journal import Journal
+from bot.slack.reply_journal import ReplyRecord
 from bot.slack.split import split_message
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ class EditPath:
     thread_ts: str | None
     shown: list[str]
     message_ts: list[str]
-    journal: Journal | None
+    journal: ReplyRecord | None
     closing_blocks: list[dict[str, Any]] | None
     _closed_with_blocks: bool
     _final: bool
@@ -161,9 +161,7 @@ class EditPath:
                     self._last_edit_at = self._clock()  # words shown: its next edit is paced
                     self.budget.placeholders.discard(id(self))
                 if self.journal is not None and not self._final:
-                    with contextlib.suppress(Exception):
-                        await self.journal.opened(self.channel, self.message_ts[-1])
-                        self.journal.shown(self.message_ts[-1], text)
+                    self.journal.opened(self.message_ts[-1], text)  # not waited for
             self.shown[index] = text
         for index in range(base + len(desired), len(self.message_ts)):
             # The text got shorter than before (rare: a re-render moved a cut); blank the rest.
