@@ -132,6 +132,42 @@ async def test_a_slow_first_token_does_not_leave_replies_on_thinking_until_their
         assert words_at - played.first_token_at < 3.0, channel
 
 
+async def test_a_thinking_placeholder_gets_its_words_when_later_replies_take_the_spare(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
+) -> None:
+    """Ten edits a minute (one of them headroom for replies about to start), one stream
+    start (taken by the first reply). A reply sent as edits whose model answers after its 2 s
+    grace posts "Thinking…" while the budget can spare the edit that replaces it; eight
+    replies open after it, and their finals' reserve takes that spare. It was promised: its
+    words come out of the headroom as soon as the model sends them, not with its final (at
+    60 replies, "Thinking…" stood for 10-18 s)."""
+    slow = {"CSLOW": words(9, 80)}
+    later = {f"C{i}": words(i, 120) for i in range(1, 9)}
+    runs = await wave(
+        fake_slack,
+        fake_model,
+        sqlite_url,
+        [
+            Group({"C0": words(0, 40)}, 0.1),
+            Group(slow, 3.0, after=0.3, tokens_per_second=20),
+            Group(later, 0.1, after=2.3),
+        ],
+        {"chat.startStream": 1, "chat.stopStream": 1, "chat.update": 10},
+        streaming="auto",
+        slack_stream_starts_per_minute=1,
+        slack_edit_budget_per_minute=10,
+    )
+    played = runs["CSLOW"]
+    assert played.first_token_at is not None
+    assert played.last_token_at is not None
+    (reply,) = fake_slack.bot_messages("CSLOW")
+    shown = fake_slack.timeline[reply.ts]
+    assert shown[0][1] == "_Thinking…_"
+    words_at = next(at for at, t in shown if t.startswith("r9"))
+    assert words_at - played.first_token_at < 1.5
+    assert played.last_token_at - words_at > 2.0, "words long before the final"
+
+
 async def test_a_slow_journal_does_not_hold_a_reply_still(
     fake_slack: FakeSlack,
     fake_model: FakeOpenAI,
