@@ -132,15 +132,22 @@ async def test_a_slow_first_token_does_not_leave_replies_on_thinking_until_their
         assert words_at - played.first_token_at < 3.0, channel
 
 
+@pytest.mark.parametrize(("first_token", "posting"), [(3.0, 0.0), (2.4, 1.0)])
 async def test_a_thinking_placeholder_gets_its_words_when_later_replies_take_the_spare(
-    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    sqlite_url: str,
+    first_token: float,
+    posting: float,
 ) -> None:
     """Ten edits a minute (one of them headroom for replies about to start), one stream
     start (taken by the first reply). A reply sent as edits whose model answers after its 2 s
     grace posts "Thinking…" while the budget can spare the edit that replaces it; eight
     replies open after it, and their finals' reserve takes that spare. It was promised: its
     words come out of the headroom as soon as the model sends them, not with its final (at
-    60 replies, "Thinking…" stood for 10-18 s)."""
+    60 replies, "Thinking…" stood for 10-18 s). Also when the words come while "Thinking…"
+    is being posted (`posting` s: it takes Slack that long to answer)."""
+    fake_slack.delays_for[("chat.postMessage", "_Thinking…_")] = posting
     slow = {"CSLOW": words(9, 80)}
     later = {f"C{i}": words(i, 120) for i in range(1, 9)}
     runs = await wave(
@@ -149,7 +156,7 @@ async def test_a_thinking_placeholder_gets_its_words_when_later_replies_take_the
         sqlite_url,
         [
             Group({"C0": words(0, 40)}, 0.1),
-            Group(slow, 3.0, after=0.3, tokens_per_second=20),
+            Group(slow, first_token, after=0.3, tokens_per_second=20),
             Group(later, 0.1, after=2.3),
         ],
         {"chat.startStream": 1, "chat.stopStream": 1, "chat.update": 10},

@@ -131,6 +131,10 @@ class EditPath:
         """Make the messages the edit path owns show `desired`: edit what changed, post what
         is new (a continuation), blank what is no longer needed."""
         base = self._edit_base
+        # Whether `desired` shows words, not the source once a call returns: words that come
+        # while "Thinking…" is being posted must not count as shown (it would lose the edit
+        # owed to it and wait, unrefreshed, for its final).
+        words = bool(self.source[self._edit_from :])
         for offset, text in enumerate(desired):
             index = base + offset
             if index < len(self.message_ts):
@@ -141,7 +145,7 @@ class EditPath:
                     await self.budget.acquire(self._editor)
                 permit_held = False
                 await self._update(index, text, blocks)
-                if self.source[self._edit_from :]:
+                if words:
                     self.budget.placeholders.discard(id(self))
                 SLACK_EDITS.labels(kind="reply").inc()
                 self._last_edit_at = self._clock()
@@ -157,7 +161,7 @@ class EditPath:
                 )
                 self.message_ts.append(str(response["ts"]))
                 self.shown.append(text)
-                if self.source[self._edit_from :]:  # else "Thinking…": owed an edit
+                if words:  # else "Thinking…": owed an edit
                     self._last_edit_at = self._clock()  # words shown: its next edit is paced
                     self.budget.placeholders.discard(id(self))
                 if self.journal is not None and not self._final:
