@@ -64,9 +64,8 @@ class EditPath:
         """Before a fallen-back reply's first post: wait until it has a few words (or they
         have waited long enough, or the grace is over, or the reply is final)."""
         if self.source and not self._final and len(self.source) < FIRST_WORDS_CHARS:
-            if self._first_text_at is None:
-                self._first_text_at = self._clock()
-            left = self._first_text_at + FIRST_WORDS_WAIT - self._clock()
+            arrived = self._first_text_at if self._first_text_at is not None else self._clock()
+            left = arrived + FIRST_WORDS_WAIT - self._clock()
             if left > 0:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._final_requested.wait(), timeout=left)

@@ -128,6 +128,8 @@ class ReplyStream(NativePath, EditPath):
 
     def append(self, text: str) -> None:
         if text and not self._final:
+            if not self.source:  # how old the first words are counts from here, not the pump
+                self._first_text_at = self._clock()
             self.source += text
             self._changed.set()
 
