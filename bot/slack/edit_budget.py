@@ -13,7 +13,8 @@ hitting 429 risks being disabled. These rules decide who may edit next:
   20 of 214 replies finished in bench/load while 3,000 card edits queued ahead) and a stream
   of replies cannot freeze the cards;
 * first words next: a reply's first call (it has never been refreshed) needs only room in the
-  window, so a wave of new replies each shows its first words at once;
+  window, so a wave of new replies each shows its first words at once; the words replacing a
+  "Thinking…" (posted only when an edit could be spared for it) may also use the headroom;
 * pacing: the other intermediate calls are spread evenly over what the window allows in the
   next few seconds (`bot/slack/pacing.py`); among waiting replies the one whose text was
   refreshed longest ago goes first.
@@ -248,15 +249,20 @@ class EditBudget:
         probe = max(0, self.per_minute - self.trusted()) if self.trusted is not None else 0
         self.pace.aim(await self.window.free(within=self.pace.horizon) - keep_free - owed - probe)
         fresh = [w for w in self._waiters if w.editor.last_edit_at is None]
+        # A "Thinking…" was posted only with an edit to spare for it; replies that opened
+        # since have taken that spare into their finals' reserve, so its words may use the
+        # headroom kept for such replies (or it shows "Thinking…" until its final).
+        owing = [w for w in fresh if id(w.editor) in self.placeholders]
         if not fresh and not self.pace.ready:
             self._saturated(False)
             return self.pace.wait()
-        granted, wait = await self.window.take(keep_free=keep_free + (0 if fresh else owed))
+        keep = keep_free - self.headroom if owing else keep_free + (0 if fresh else owed)
+        granted, wait = await self.window.take(keep_free=keep)
         if not granted:
             self._saturated(True)
             return wait
         if fresh:  # first words: not paced
-            self._grant(min(fresh), paced=False)
+            self._grant(min(owing or fresh), paced=False)
             return 0.0
         oldest = min(self._waiters, key=lambda w: (w.editor.last_edit_at or 0.0, w.seq))
         self._grant(oldest, paced=True)

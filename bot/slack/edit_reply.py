@@ -23,7 +23,7 @@ from bot.slack.closing_blocks import with_closing
 from bot.slack.edit_budget import EditBudget, Editor
 from bot.slack.native_reply import CURSOR
 from bot.slack.render import escape, to_mrkdwn
-from bot.slack.reply_journal import Journal
+from bot.slack.reply_journal import ReplyRecord
 from bot.slack.split import split_message
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ class EditPath:
     thread_ts: str | None
     shown: list[str]
     message_ts: list[str]
-    journal: Journal | None
+    journal: ReplyRecord | None
     closing_blocks: list[dict[str, Any]] | None
     _closed_with_blocks: bool
     _final: bool
@@ -64,9 +64,8 @@ class EditPath:
         """Before a fallen-back reply's first post: wait until it has a few words (or they
         have waited long enough, or the grace is over, or the reply is final)."""
         if self.source and not self._final and len(self.source) < FIRST_WORDS_CHARS:
-            if self._first_text_at is None:
-                self._first_text_at = self._clock()
-            left = self._first_text_at + FIRST_WORDS_WAIT - self._clock()
+            arrived = self._first_text_at if self._first_text_at is not None else self._clock()
+            left = arrived + FIRST_WORDS_WAIT - self._clock()
             if left > 0:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._final_requested.wait(), timeout=left)
@@ -131,6 +130,10 @@ class EditPath:
         """Make the messages the edit path owns show `desired`: edit what changed, post what
         is new (a continuation), blank what is no longer needed."""
         base = self._edit_base
+        # Whether `desired` shows words, not the source once a call returns: words that come
+        # while "Thinking…" is being posted must not count as shown (it would lose the edit
+        # owed to it and wait, unrefreshed, for its final).
+        words = bool(self.source[self._edit_from :])
         for offset, text in enumerate(desired):
             index = base + offset
             if index < len(self.message_ts):
@@ -141,7 +144,7 @@ class EditPath:
                     await self.budget.acquire(self._editor)
                 permit_held = False
                 await self._update(index, text, blocks)
-                if self.source[self._edit_from :]:
+                if words:
                     self.budget.placeholders.discard(id(self))
                 SLACK_EDITS.labels(kind="reply").inc()
                 self._last_edit_at = self._clock()
@@ -157,13 +160,11 @@ class EditPath:
                 )
                 self.message_ts.append(str(response["ts"]))
                 self.shown.append(text)
-                if self.source[self._edit_from :]:  # else "Thinking…": owed an edit
+                if words:  # else "Thinking…": owed an edit
                     self._last_edit_at = self._clock()  # words shown: its next edit is paced
                     self.budget.placeholders.discard(id(self))
                 if self.journal is not None and not self._final:
-                    with contextlib.suppress(Exception):
-                        await self.journal.opened(self.channel, self.message_ts[-1])
-                        self.journal.shown(self.message_ts[-1], text)
+                    self.journal.opened(self.message_ts[-1], text)  # not waited for
             self.shown[index] = text
         for index in range(base + len(desired), len(self.message_ts)):
             # The text got shorter than before (rare: a re-render moved a cut); blank the rest.

@@ -21,7 +21,7 @@ from bot.slack.budgets import StreamSlots
 from bot.slack.edit_budget import EditBudget
 from bot.slack.native_stream import NATIVE_MAX_CHARS, NativeMessage, native_cut, source_index
 from bot.slack.render import escape
-from bot.slack.reply_journal import Journal
+from bot.slack.reply_journal import ReplyRecord
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class NativePath:
     footer: str
     shown: list[str]
     message_ts: list[str]
-    journal: Journal | None
+    journal: ReplyRecord | None
     options: NativeOptions | None
     native: NativeMessage | None
     closing_blocks: list[dict[str, Any]] | None

@@ -28,7 +28,7 @@ from bot.slack.edit_budget import EditBudget
 from bot.slack.edit_reply import FIRST_WORDS_GRACE, PLACEHOLDER, EditPath
 from bot.slack.native_reply import NativeOptions, NativePath
 from bot.slack.native_stream import NativeMessage, StreamGone
-from bot.slack.reply_journal import Journal
+from bot.slack.reply_journal import Journal, ReplyRecord
 
 __all__ = ["PLACEHOLDER", "Journal", "ReplyStream"]
 
@@ -68,7 +68,7 @@ class ReplyStream(NativePath, EditPath):
         self._changed = asyncio.Event()
         self._final_requested = asyncio.Event()
         self._pump: asyncio.Task[None] | None = None
-        self.journal = journal
+        self.journal = ReplyRecord(journal, channel) if journal is not None else None
         self.options = native
         self.native: NativeMessage | None = None
         self.paused = False  # the turn paused: its proposals wait for people
@@ -115,10 +115,7 @@ class ReplyStream(NativePath, EditPath):
         LIVE_REPLIES.inc()
         self._pump = asyncio.get_running_loop().create_task(self._run(), name=f"reply-{ts}")
         if self.journal is not None:
-            try:
-                await self.journal.opened(self.channel, ts)
-            except Exception:  # the reply still works; only crash recovery lacks this one
-                log.warning("could not record live reply %s", ts)
+            self.journal.opened(ts, self.shown[0])
         return ts
 
     @property
@@ -131,6 +128,8 @@ class ReplyStream(NativePath, EditPath):
 
     def append(self, text: str) -> None:
         if text and not self._final:
+            if not self.source:  # how old the first words are counts from here, not the pump
+                self._first_text_at = self._clock()
             self.source += text
             self._changed.set()
 
