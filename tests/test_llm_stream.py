@@ -89,3 +89,43 @@ async def test_failures_become_plain_llm_errors(
     with pytest.raises(LLMError) as caught:
         await collect(llm_for(fake_model))
     assert message in caught.value.user_message
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"choices": [{"index": 0, "delta": {"content": 5}}]}',
+        '{"choices": "none"}',
+        '{"choices": [{"index": 0, "delta": "text"}]}',
+        '{"choices": [{"index": 0, "delta": {"tool_calls": {"index": 0}}}]}',
+        '{"choices": [{"index": 0, "delta": {"tool_calls": ["call"]}}]}',
+        '{"choices": [], "usage": {"prompt_tokens": "many"}}',
+        '["not", "an", "object"]',
+        '{"error": {"message": "the server is overloaded"}}',
+    ],
+    ids=["content", "choices", "delta", "calls-object", "call-text", "usage", "array", "error"],
+)
+async def test_a_chunk_of_the_wrong_shape_is_a_plain_error_not_a_crash(
+    fake_model: FakeOpenAI, raw: str
+) -> None:
+    """Chunks are read as the JSON the server sent, not as the SDK's objects: a server sending
+    valid JSON of the wrong shape (or an error event) ends the reply with a plain message."""
+    fake_model.script(Script(text="a b c d", raw_after_tokens=(2, raw)))
+    with pytest.raises(LLMError) as caught:
+        await collect(llm_for(fake_model))
+    assert caught.value.user_message == "the model service sent something I could not read"
+
+
+async def test_tool_calls_from_a_server_that_labels_every_fragment_and_omits_the_index(
+    fake_model: FakeOpenAI,
+) -> None:
+    calls = [
+        ScriptedToolCall("c1", "get_task", '{"task_id": 1}'),
+        ScriptedToolCall("c2", "get_task", '{"task_id": 2}'),
+    ]
+    fake_model.script(Script(tool_calls=calls, quirky_tool_calls=True, argument_fragment_size=3))
+    _, finished = await collect(llm_for(fake_model), [])
+    assert [(c.id, c.name, json.loads(c.arguments)) for c in finished.tool_calls] == [
+        ("c1", "get_task", {"task_id": 1}),
+        ("c2", "get_task", {"task_id": 2}),
+    ]
