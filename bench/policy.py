@@ -18,7 +18,7 @@ per round in a fresh thread, against one database, in three interleaved configur
 
 Then the second configuration with a grant that covers the call: approved by the grant at once.
 Percentiles are of the round's wall time; "added" is the difference of the percentiles. Then
-the policy's own steps alone (`PolicyGate.decide_round` and `grant_for`), per configuration.
+the policy's own steps alone (`PolicyGate.decide_round` and `grant_for`), interleaved likewise.
 
 Part 2, `countersign policy replay --since 7d --policy new.yaml` over a recorded week:
 REPLAY decisions (asks, allows, denials; proposals approved, declined, succeeded) written with the
@@ -37,8 +37,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -201,6 +203,10 @@ async def one_round(setup: Setup, the_desk: ActionDesk, thread: str, channel: st
     return took
 
 
+async def thread_round(setup: Setup, the_desk: ActionDesk, index: int, n: int) -> float:
+    return await one_round(setup, the_desk, f"{n}.{index}", CHANNEL)
+
+
 async def add_grants(setup: Setup, count: int) -> None:
     """COUNT live, expired and revoked grants; a fifth for REQUESTER's create_task in other
     threads of CHANNEL (the look-up must pass them over), none covering the timed calls."""
@@ -281,12 +287,11 @@ async def latency(url: str, label: str, args: argparse.Namespace, folder: Path) 
             name: desk(setup, source if source is not None else PolicySource(None))
             for name, source in sources.items()
         }
-        timed: dict[str, list[float]] = {name: [] for name in desks}
-        for n in range(args.warmup + args.rounds):  # interleaved: the same conditions for all
-            for index, (name, the_desk) in enumerate(desks.items()):
-                took = await one_round(setup, the_desk, f"{n}.{index}", CHANNEL)
-                if n >= args.warmup:
-                    timed[name].append(took)
+        rounds = {
+            name: partial(thread_round, setup, the_desk, index)
+            for index, (name, the_desk) in enumerate(desks.items())
+        }
+        rows = await interleaved(rounds, args.warmup, args.rounds)
         # A grant covering the call: approved by it (its note and the run are not timed).
         covered = list(desks.values())[1]
         async with db.transaction() as session:
@@ -306,26 +311,23 @@ async def latency(url: str, label: str, args: argparse.Namespace, folder: Path) 
             await one_round(setup, covered, f"g{n}.0", "CGRANTED")
             for n in range(args.warmup + args.rounds)
         ][args.warmup :]
-        rows = [Figures(name, seconds) for name, seconds in timed.items()]
         rows.append(Figures(f"{list(desks)[1]}: a grant covers it", hits))
         print(
             f"\n== {label}: one create_task proposal per round, {args.rounds} rounds each "
             f"(+{args.warmup} warm-up), ms in tool_round"
         )
         show(rows, rows[0])
-        steps = [
-            Figures(name, await policy_steps(setup, the_desk, args.warmup + args.rounds))
-            for name, the_desk in desks.items()
-        ]
+        each = {name: await policy_step(setup, the_desk) for name, the_desk in desks.items()}
+        steps = await interleaved(each, args.warmup, args.rounds)
         print("  the policy's own steps alone (the gate's counts and decision, the grant look-up):")
         show(steps, steps[0])
     finally:
         await db.dispose()
 
 
-async def policy_steps(setup: Setup, the_desk: ActionDesk, count: int) -> list[float]:
-    """What `tool_round` does for the policy, timed alone: `PolicyGate.decide_round` (the
-    counts, the decision in a worker thread) and `grant_for` (definition hash, look-up)."""
+async def policy_step(setup: Setup, the_desk: ActionDesk) -> Callable[[int], Awaitable[float]]:
+    """What `tool_round` does for the policy, to be timed alone: `PolicyGate.decide_round`
+    (the counts, the decision) and `grant_for` (definition hash, look-up); seconds a call."""
     gate, create = the_desk.gate, setup.registry.get("create_task")
     assert gate is not None
     assert create is not None
@@ -335,8 +337,8 @@ async def policy_steps(setup: Setup, the_desk: ActionDesk, count: int) -> list[f
         )
     arguments = create.arguments.model_validate(ARGS).model_dump(mode="json")
     preview = Preview("Create task")
-    took = []
-    for _ in range(count):
+
+    async def step(_round: int) -> float:
         started = time.perf_counter()
         ((decision, _facts),) = await gate.decide_round(
             [("create_task", create.pack, arguments)], CHANNEL, "steps.0", REQUESTER
@@ -346,8 +348,24 @@ async def policy_steps(setup: Setup, the_desk: ActionDesk, count: int) -> list[f
             # for every configuration, so only the look-up itself is compared.
             await session.execute(text("SELECT 1"))
             await grant_for(session, decision, create, preview, conversation, REQUESTER)
-        took.append(time.perf_counter() - started)
-    return took[count // 10 :]  # the first tenth warms up
+        return time.perf_counter() - started
+
+    return step
+
+
+async def interleaved(
+    steps: Mapping[str, Callable[[int], Awaitable[float]]], warmup: int, rounds: int
+) -> list[Figures]:
+    """Each configuration's step (given the round) once a round, in turn: the machine's load
+    drifts alike for all of them (timed one configuration after another, the policy's steps
+    differed by the drift as much as by the policy)."""
+    timed: dict[str, list[float]] = {name: [] for name in steps}
+    for n in range(warmup + rounds):
+        for name, step in steps.items():
+            took = await step(n)
+            if n >= warmup:
+                timed[name].append(took)
+    return [Figures(name, seconds) for name, seconds in timed.items()]
 
 
 # ---- part 2: the replay of a recorded week --------------------------------------------------

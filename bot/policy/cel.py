@@ -1,8 +1,25 @@
 """CEL conditions (cel-python, `celpy`): compiled once per policy version, evaluated under a
-time and size guard. A condition that runs too long is stopped (its watchdog raises a deadline
-in the evaluating thread), so a hostile or broken expression cannot hang the bot; the caller
-treats any failure as "cannot be evaluated" and falls back to ask. `matches()` runs on RE2
-(linear time, no backtracking), so a pattern cannot hang inside one C call either."""
+time and size guard, fail closed (the caller treats any failure as "cannot be evaluated" and
+falls back to ask).
+
+Two ways, picked per decision by `quick`. Conditions without a comprehension (`all`, `exists`,
+`exists_one`, `map`, `filter`) over small facts run in the caller's thread: CEL has no other
+loop, so their time is bounded by their length times the facts' (`INLINE_WORK`, well under a
+millisecond in practice), and no thread is started or woken (bench/policy.py: the thread hops
+were most of what a policy added to a proposal on a loaded machine). Anything else runs in a
+worker thread that this thread watches: a condition that runs too long is stopped (a deadline
+raised in the worker), so a hostile or broken expression cannot hang the bot. `matches()` runs
+on RE2 (linear time, no backtracking), so a pattern cannot hang inside one C call either.
+
+celpy's own `evaluate` runs the transpiled code in its module's namespace, shared by every
+thread (two decisions in two threads could read each other's facts or result); `_evaluate`
+gives each evaluation a namespace of its own.
+
+Why celpy and not the Rust-backed `common-expression-language` (0.10, ~10x faster a
+condition): that binding holds the GIL for a whole evaluation and has no iteration or cost
+limit, so nothing can stop a runaway comprehension (one over 3,000 items ran 4.9 s with every
+other thread stopped); it also compares int with double (`args.n > 2.5`), where celpy and
+the policy tests give an error (fail closed), and has no `lowerAscii()`."""
 
 from __future__ import annotations
 
@@ -23,6 +40,11 @@ if TYPE_CHECKING:
 
 EVALUATION_SECONDS = 0.25  # per condition
 MAX_CONTEXT = 200_000  # characters of facts (arguments) a condition may see
+# Conditions run in the caller's thread while their characters times the facts' stay under
+# this (and none loops): about 20 ms for the slowest celpy operation over such facts (`in` on
+# a list of maps), ~0.05 ms for a typical comparison over a proposal's arguments.
+INLINE_WORK = 500_000
+_LOOPS = "celpy.evaluation.macro_"  # what a comprehension transpiles to
 
 # Conditions are transpiled to Python once (celpy's CompiledRunner): 2-3 times faster than
 # walking the parse tree at every evaluation (bench/policy.py), the same outcomes (literals
@@ -38,6 +60,51 @@ class ConditionError(Exception):
 @lru_cache(maxsize=512)
 def _program(expression: str) -> Any:
     return _ENV.program(_ENV.compile(expression))
+
+
+@lru_cache(maxsize=512)
+def _loops(expression: str) -> bool:
+    """Whether the condition has a comprehension: the only CEL construct whose time grows
+    faster than its length times the facts' (nested ones multiply). One that does not
+    compile counts as looping: the worker reports its error."""
+    try:
+        return _LOOPS in _program(expression).tp.source_text
+    except Exception:
+        return True
+
+
+def _namespace(activation: dict[str, Any]) -> dict[str, Any]:
+    """What celpy's transpiled code runs in (a copy of its `evaluation` module's namespace),
+    with the facts loaded once for all of a decision's conditions. celpy's own `evaluate`
+    writes each condition's `ex_N` functions, `base_activation` and `CEL` into the module's
+    namespace itself: shared by every thread, where two decisions mix facts and results."""
+    scope = dict(celpy.evaluation.result.__globals__)
+    base = _program("true").tp.base_activation.clone()
+    base.identifiers.load_values(activation)
+    scope["base_activation"] = base
+    return scope
+
+
+def _evaluate(expression: str, scope: dict[str, Any]) -> Any:
+    """`Transpiler.evaluate` in `scope`: the condition's value, or the error celpy made."""
+    exec(_program(expression).tp.executable_code, scope)  # noqa: S102 (celpy compiled it)
+    return scope["CEL"]
+
+
+def _size(facts: dict[str, Any]) -> int:
+    return len(json.dumps(facts, default=str))
+
+
+def quick(expressions: Sequence[str], facts: dict[str, Any]) -> bool:
+    """Whether `evaluate_all` runs these conditions in the caller's thread (no comprehension,
+    small facts): fast enough for an event loop, with no worker to wait for."""
+    return _quick(expressions, _size(facts))
+
+
+def _quick(expressions: Sequence[str], size: int) -> bool:
+    if any(_loops(e) for e in expressions):
+        return False
+    return sum(len(e) for e in expressions) * size <= INLINE_WORK
 
 
 def compile_rules(policy: PolicyFile, lines: dict[tuple[str | int, ...], int]) -> None:
@@ -86,25 +153,37 @@ def _interrupt(thread_id: int) -> None:
     )
 
 
+def _failed(exc: Exception) -> ConditionError:
+    return ConditionError(f"{type(exc).__name__}: {str(exc)[:200]}")
+
+
 def _outcome(result: Any) -> Outcome:
     if isinstance(result, celtypes.BoolType | bool):
         return bool(result)
     if isinstance(result, Exception):  # celpy returns some errors as values
-        return ConditionError(f"{type(result).__name__}: {str(result)[:200]}")
+        return _failed(result)
     return ConditionError(f"the condition gave {type(result).__name__}, not true or false")
 
 
-def _work(
-    run: _Run, expressions: Sequence[str], activation: dict[str, Any], seconds: float
-) -> None:
+def _here(expressions: Sequence[str], scope: dict[str, Any]) -> list[Outcome]:
+    results: list[Outcome] = []
+    for expression in expressions:
+        try:
+            results.append(_outcome(_evaluate(expression, scope)))
+        except Exception as exc:
+            results.append(_failed(exc))
+    return results
+
+
+def _work(run: _Run, expressions: Sequence[str], scope: dict[str, Any], seconds: float) -> None:
     """Evaluate each condition in turn; a deadline raised into one ends only that one."""
     try:
         for index, expression in enumerate(expressions):
             try:
-                program = _program(expression)
+                _program(expression)  # compiled before its time starts
                 with run.lock:
                     run.current, run.started, run.evaluating = index, time.monotonic(), True
-                result = program.evaluate(activation)
+                result = _evaluate(expression, scope)
                 with run.lock:
                     run.evaluating = False
                 run.results[index] = _outcome(result)
@@ -115,7 +194,7 @@ def _work(
             except Exception as exc:
                 with run.lock:
                     run.evaluating = False
-                run.results[index] = ConditionError(f"{type(exc).__name__}: {str(exc)[:200]}")
+                run.results[index] = _failed(exc)
     except _Deadline:  # landed outside a condition: what is left stays "did not finish"
         pass
     finally:
@@ -128,25 +207,27 @@ def evaluate_all(
     """Whether each condition holds for `facts`, or the `ConditionError` saying why it cannot
     be told; each condition may run for `seconds`.
 
-    One worker thread evaluates all of a decision's conditions, with the facts converted once;
-    this thread watches it and raises a deadline into it when a condition runs too long. If a
-    condition is stuck in one C call past its time and a second more, the worker is left
-    behind and what it has not finished counts as not evaluated."""
+    `quick` ones run here. Otherwise one worker thread evaluates all of a decision's
+    conditions, with the facts converted once; this thread watches it and raises a deadline
+    into it when a condition runs too long. If a condition is stuck in one C call past its
+    time and a second more, the worker is left behind and what it has not finished counts as
+    not evaluated."""
     if not expressions:
         return []
-    if len(json.dumps(facts, default=str)) > MAX_CONTEXT:
+    size = _size(facts)
+    if size > MAX_CONTEXT:
         too_long = ConditionError(f"the arguments are longer than {MAX_CONTEXT} characters")
         return [too_long] * len(expressions)
     try:
-        activation = {name: json_to_cel(value) for name, value in facts.items()}
+        scope = _namespace({name: json_to_cel(value) for name, value in facts.items()})
     except Exception as exc:
         unprepared = ConditionError(f"cannot prepare the condition: {type(exc).__name__}")
         return [unprepared] * len(expressions)
+    if _quick(expressions, size):
+        return _here(expressions, scope)
     run = _Run(len(expressions))
     # Its own thread: the deadline is raised into it, never into the caller.
-    worker = threading.Thread(
-        target=_work, args=(run, expressions, activation, seconds), daemon=True
-    )
+    worker = threading.Thread(target=_work, args=(run, expressions, scope, seconds), daemon=True)
     worker.name = "policy-conditions"
     worker.start()
     poll = min(0.05, seconds / 5)

@@ -18,7 +18,7 @@ from bot.approvals.policy import GroupMembers
 from bot.db.models import PolicyDecision
 from bot.db.session import Database
 from bot.metrics import POLICY_DECISIONS
-from bot.policy.engine import Decision, Facts, decide, names_tool
+from bot.policy.engine import Decision, Facts, applicable, decide, decides_quickly, names_tool
 from bot.policy.model import PolicyFile
 from bot.policy.source import PolicySource
 
@@ -68,6 +68,16 @@ async def counts(
     return int(in_thread or 0), int(today or 0)
 
 
+async def decide_off_loop(policy: PolicyFile, version: str, facts: Facts) -> Decision:
+    """`decide`, here when its conditions are quick (most: comparisons over a proposal's
+    arguments, no thread to start or wake), else in a thread: a condition may take up to its
+    time guard, and the event loop must not wait for it."""
+    rules = applicable(policy, facts)
+    if decides_quickly(rules, facts):
+        return decide(policy, version, facts, rules)
+    return await asyncio.to_thread(decide, policy, version, facts, rules)
+
+
 class PolicyGate:
     def __init__(self, source: PolicySource, groups: GroupMembers, db: Database) -> None:
         self.source = source
@@ -112,7 +122,7 @@ class PolicyGate:
             reason = "the user groups could not be read"
             return Decision("deny", None, in_force.version, reason)
         facts = Facts(tool, pack, arguments, channel, requester, groups, read_only=True)
-        made = await asyncio.to_thread(decide, in_force.policy, in_force.version, facts)
+        made = await decide_off_loop(in_force.policy, in_force.version, facts)
         return made if made.outcome == "deny" else None
 
     async def decide_round(
@@ -146,8 +156,7 @@ class PolicyGate:
                     reason = "the user groups could not be read"
                     decided.append((Decision("ask", None, in_force.version, reason), facts))
                 else:
-                    # Off the event loop: a condition may take up to its time guard.
-                    made = await asyncio.to_thread(decide, in_force.policy, in_force.version, facts)
+                    made = await decide_off_loop(in_force.policy, in_force.version, facts)
                     decided.append((made, facts))
         return decided
 
