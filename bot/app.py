@@ -39,11 +39,9 @@ from bot.links import LinkSigner
 from bot.llm import LLM, make_client
 from bot.policy.gate import PolicyGate
 from bot.policy.source import PolicySource
-from bot.records.audit_checkpoints import CheckpointJob
 from bot.records.retention import Retention
 from bot.slack import feedback
 from bot.slack.agent_threads import AgentThreads
-from bot.slack.audit_checkpoints import poster as checkpoint_poster
 from bot.slack.budgets import Limits, WorkspaceBudgets
 from bot.slack.card_publisher import CardPublisher
 from bot.slack.commands import Records
@@ -56,6 +54,7 @@ from bot.thread_locks import ThreadLocks
 from bot.tools.catalog import ToolRegistry
 from bot.tools.integrations import Integrations
 from bot.tools.registry import ToolContext
+from bot.wiring import checkpoint_job, link_signer, policy_source
 
 log = logging.getLogger(__name__)
 
@@ -104,27 +103,13 @@ class Countersign:
         )
         db = Database.from_url(settings.database_url, settings.database_pool_size)
         llm = LLM(make_client(settings), settings.llm_model)
-        links = None
-        if settings.public_base_url:
-            secret = settings.slack_signing_secret or settings.slack_bot_token
-            links = LinkSigner.from_secret(
-                str(settings.public_base_url),
-                secret.get_secret_value(),
-                settings.link_ttl_hours * 3600,
-            )
+        links = link_signer(settings)
         registry = ToolRegistry.from_packs(settings.tool_packs)
         # Tools may take half of what the reply leaves (the rule `doctor` checks), no more.
         registry.max_tool_tokens = (settings.token_budget - settings.reply_tokens) // 2
         integrations = Integrations.attach(registry, settings)
         policies = Policies.parse(settings.approval_policies)
-        watched, required = settings.policy_watched
-        policy = PolicySource(
-            watched,
-            settings.approval_policies,
-            lambda name: tool.pack if (tool := registry.get(name)) else "",
-            required=required,
-        )
-        policy.load()  # the settings checked it already: a file gone since fails here
+        policy = policy_source(settings, registry)
         policies.rules_name_approvers = policy.names_approvers
         groups = GroupMembers(slack)
         approvals = ApprovalsService(
@@ -228,16 +213,7 @@ class Countersign:
             StopSignals(settings.redis_url, worker) if settings.redis_url else None,
         )
         sweeper.jobs.append(stopper.recover)  # completes Stops a crash cut off
-        key = settings.audit_signing_key
-        channel = settings.audit_checkpoint_channel
-        sweeper.jobs.append(
-            CheckpointJob(
-                db,
-                key.get_secret_value() if key else None,
-                settings.audit_checkpoint_every,
-                checkpoint_poster(slack, channel) if channel else None,
-            )
-        )
+        sweeper.jobs.append(checkpoint_job(settings, db, slack))
         listeners.register(bolt, conversations, tasks, stopper)
         records.register(bolt)
         interactions.register(bolt)

@@ -17,7 +17,8 @@ import pytest
 from alembic import command
 from sqlalchemy import Connection, delete, select, text, update
 
-from bot.approvals.ledger import AlreadyHandled, Ledger
+from bot.approvals.errors import AlreadyHandled
+from bot.approvals.ledger import Ledger
 from bot.approvals.machine import Event
 from bot.approvals.service import ApprovalsService
 from bot.db.migrate import alembic_config, upgrade_to_head

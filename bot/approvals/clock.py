@@ -7,7 +7,8 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import select, update
 
-from bot.approvals.ledger import AlreadyHandled, Ledger
+from bot.approvals.errors import AlreadyHandled
+from bot.approvals.ledger import Ledger
 from bot.approvals.machine import Event, State
 from bot.db.models import Proposal, utcnow
 

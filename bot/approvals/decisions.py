@@ -19,14 +19,15 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.approvals.granting import Granting
-from bot.approvals.ledger import (
+from bot.approvals.errors import (
     AlreadyHandled,
     CardChanged,
     NotAuthorised,
     UnknownProposal,
     describe_state,
 )
+from bot.approvals.granting import Granting
+from bot.approvals.ledger import vote
 from bot.approvals.machine import Event, State
 from bot.db.audit_chain import append, lock_head
 from bot.db.models import Proposal, ProposalApproval, utcnow
@@ -161,14 +162,7 @@ class Decisions(Granting):
                 )
             try:
                 async with session.begin_nested():
-                    session.add(
-                        ProposalApproval(
-                            proposal_id=proposal.id,
-                            approver=user,
-                            revision=proposal.revision,
-                            arguments_hash=proposal.arguments_hash,
-                        )
-                    )
+                    session.add(vote(proposal, user))
             except IntegrityError:
                 raise AlreadyHandled("You have already approved this action.") from None
             approvers = list(

@@ -21,7 +21,8 @@ from typing import Any, Literal
 
 from sqlalchemy import select, update
 
-from bot.approvals.ledger import AlreadyHandled, Ledger
+from bot.approvals.errors import AlreadyHandled
+from bot.approvals.ledger import Ledger
 from bot.approvals.machine import Event
 from bot.db.audit_chain import lock_head
 from bot.db.models import Proposal, utcnow

@@ -16,13 +16,8 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.approvals.ledger import (
-    AlreadyHandled,
-    ApprovalError,
-    LeaseLost,
-    Ledger,
-    UnknownProposal,
-)
+from bot.approvals.errors import AlreadyHandled, ApprovalError, LeaseLost, UnknownProposal
+from bot.approvals.ledger import Ledger
 from bot.approvals.machine import TRANSITIONS, Event, State
 from bot.db.models import AuditEntry, Proposal, ProposalApproval, utcnow
 from bot.tools.registry import Outcome, arguments_hash

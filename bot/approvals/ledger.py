@@ -18,6 +18,7 @@ from sqlalchemy import ColumnElement, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.approvals.errors import AlreadyHandled, UnknownProposal, describe_state
 from bot.approvals.machine import SETTLED, Event, State, transition
 from bot.approvals.model_results import result_for_model
 from bot.db.audit_chain import append, lock_head
@@ -30,50 +31,20 @@ from bot.db.models import (
 )
 from bot.db.session import Database
 from bot.metrics import TRANSITIONS
-from bot.states import state_label
 
 # A `ResumeRequest` of this kind, born done, marks a turn a person stopped: whatever of it
 # settles later (a write that was already executing) is recorded but never resumes the turn.
 STOPPED = "stopped"
 
 
-class ApprovalError(Exception):
-    """A click that changes nothing; `user_message` is shown to the clicker."""
-
-    def __init__(self, user_message: str) -> None:
-        super().__init__(user_message)
-        self.user_message = user_message
-
-
-class AlreadyHandled(ApprovalError):
-    pass
-
-
-class NotAuthorised(ApprovalError):
-    pass
-
-
-class UnknownProposal(ApprovalError):
-    pass
-
-
-class CardChanged(ApprovalError):
-    """The clicked card showed another revision of the arguments than the proposal has now."""
-
-    def __init__(self) -> None:
-        super().__init__(
-            "This card changed since you looked at it (its action was edited), so your click "
-            "did nothing. Read the updated card, then decide again."
-        )
-
-
-class LeaseLost(Exception):
-    """This worker no longer holds the lease on the work it tried to complete."""
-
-
-def describe_state(proposal: Proposal) -> str:
-    who = f" by <@{proposal.decided_by}>" if proposal.decided_by else ""
-    return f"already {state_label(State(proposal.state))}{who}"
+def vote(proposal: Proposal, approver: str) -> ProposalApproval:
+    """One approval of the proposal's current revision and arguments."""
+    return ProposalApproval(
+        proposal_id=proposal.id,
+        approver=approver,
+        revision=proposal.revision,
+        arguments_hash=proposal.arguments_hash,
+    )
 
 
 class Ledger:
@@ -139,14 +110,7 @@ class Ledger:
         record in `actor`'s name, so the executor's check of the approvals holds, and the
         arguments frozen as a person's approval freezes them."""
         short = actor[:32]  # the vote's and decider's columns hold a user id's length
-        session.add(
-            ProposalApproval(
-                proposal_id=proposal.id,
-                approver=short,
-                revision=proposal.revision,
-                arguments_hash=proposal.arguments_hash,
-            )
-        )
+        session.add(vote(proposal, short))
         return await self._apply(
             session,
             proposal,

@@ -10,9 +10,7 @@ from bot.approvals.card_copies import CardCopies
 from bot.approvals.card_state import CardState
 from bot.approvals.clock import Clock
 from bot.approvals.decisions import Decisions, VoteResult
-from bot.approvals.escalation import Escalated, Escalations
-from bot.approvals.execution import Executions, NeedsConfirmation, TamperedApproval
-from bot.approvals.ledger import (
+from bot.approvals.errors import (
     AlreadyHandled,
     ApprovalError,
     CardChanged,
@@ -20,6 +18,8 @@ from bot.approvals.ledger import (
     NotAuthorised,
     UnknownProposal,
 )
+from bot.approvals.escalation import Escalated, Escalations
+from bot.approvals.execution import Executions, NeedsConfirmation, TamperedApproval
 from bot.approvals.model_results import result_for_model
 from bot.approvals.withdrawal import OpenTurn, Withdrawals
 

@@ -13,7 +13,8 @@ from datetime import datetime, timedelta
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from bot.approvals.ledger import STOPPED, AlreadyHandled, Ledger
+from bot.approvals.errors import AlreadyHandled
+from bot.approvals.ledger import STOPPED, Ledger
 from bot.approvals.machine import SETTLED, Event, State
 from bot.db.audit_chain import lock_head
 from bot.db.models import Proposal, ResumeRequest, StopEntry, utcnow

@@ -8,6 +8,7 @@ bots' messages are context from someone else, never the assistant's own words.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -75,7 +76,10 @@ async def earlier_thread_messages(
 
 
 async def store_user_message(
-    db: Database, conversation: Conversation, incoming: Incoming, earlier: list[dict[str, Any]]
+    db: Database,
+    conversation: Conversation,
+    incoming: Incoming,
+    earlier: Sequence[dict[str, Any]] = (),
 ) -> None:
     """The thread's earlier messages (when just joined) and the new one, in one transaction;
     each of the audience of the place it was said in."""

@@ -97,7 +97,7 @@ class Conversations(Resuming):
             return
         if isinstance(claimed, Conversation):  # context only: stored, not answered
             async with self.locks.hold(claimed.id):
-                await self._record_user_message(claimed, False, incoming, None, None)
+                await store_user_message(self.db, claimed, incoming)
             return
         stream = self.replies.new(
             incoming.channel_id, incoming.reply_thread_ts, incoming.user_id, incoming.team_id
@@ -120,9 +120,12 @@ class Conversations(Resuming):
                     )
                 with log_context(conversation_id=conversation.id):
                     async with self.locks.hold(conversation.id):
-                        await self._record_user_message(
-                            conversation, created, incoming, bot_user_id, bot_id
+                        joined = created and incoming.joins_existing_thread
+                        limit = self.settings.thread_import_messages if joined else 0
+                        earlier = await earlier_thread_messages(
+                            self.slack, incoming, bot_user_id, bot_id, limit
                         )
+                        await store_user_message(self.db, conversation, incoming, earlier)
                         await placeholder
                         await self._respond(conversation, stream, incoming.user_id)
             except asyncio.CancelledError:
@@ -138,23 +141,6 @@ class Conversations(Resuming):
             finally:
                 await finish_unfinished(stream, placeholder, failure_note(BROKE), "failed")
                 await self.replies.done(stream, status, incoming.user_id)
-
-    async def _record_user_message(
-        self,
-        conversation: Conversation,
-        created: bool,
-        incoming: Incoming,
-        bot_user_id: str | None,
-        bot_id: str | None,
-    ) -> None:
-        earlier = (
-            await earlier_thread_messages(
-                self.slack, incoming, bot_user_id, bot_id, self.settings.thread_import_messages
-            )
-            if created and incoming.joins_existing_thread
-            else []
-        )
-        await store_user_message(self.db, conversation, incoming, earlier)
 
     def _tool_context(self, conversation: Conversation, requester: str) -> ToolContext:
         return ToolContext(

@@ -12,24 +12,20 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from datetime import timedelta
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from bot.caches import BoundedCache
 from bot.tools import schema_arguments
+from bot.tools.context import OutcomeUnknown as OutcomeUnknown
+from bot.tools.context import ToolArgumentsError as ToolArgumentsError
+from bot.tools.context import ToolContext as ToolContext
+from bot.tools.context import ToolError as ToolError
 from bot.tools.schema_arguments import FieldSpec
 from bot.tools.shown import unshowable
 
-if TYPE_CHECKING:
-    from slack_sdk.web.async_client import AsyncWebClient
-
-    from bot.db.session import Database
-    from bot.links import LinkSigner
-
 A = TypeVar("A", bound=BaseModel)
-R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -77,89 +73,6 @@ class Outcome:
     # What was read, for the provenance line of a card proposed after it ("issue acme/api#7 by
     # an outside contributor"); None: the tool's name and arguments say it.
     source: str | None = None
-
-
-@dataclass
-class ToolContext:
-    """What a tool may use; passed in, never global."""
-
-    db: Database
-    slack: AsyncWebClient
-    team_id: str
-    channel_id: str
-    requester: str
-    idempotency_key: str | None = None
-    pin: str | None = None  # what the approved card was made against (e.g. a head commit)
-    links: LinkSigner | None = None  # signed, expiring links to pages this bot serves
-    # When a write of this proposal could first have happened (its approval): a look-up for
-    # an earlier attempt's write reads the destination from here on, however busy it became.
-    since: datetime | None = None
-    _names: dict[str, str] = field(default_factory=lambda: BoundedCache[str, str](1_000))
-    # What the approved revision's preview resolved (see `resolve`); None while previewing.
-    pinned: dict[str, Any] | None = None
-    # At run: names are never looked up again; `resolve` answers from `pinned` only.
-    use_pinned: bool = False
-    _resolved: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
-
-    async def resolve(self, key: str, lookup: Callable[[], Awaitable[R]]) -> R:
-        """A name turned into what it names (a JSON value holding ids), recorded under `key`.
-
-        Previewing: `lookup` runs and its answer is recorded (and stored with the proposal).
-        Checking before a run (`pinned` set): `lookup` runs again so the executor can compare
-        identities; a name that no longer finds one thing (renamed, or now matched twice) keeps
-        the pinned id, which is what the card showed. Running (`use_pinned`): the pinned value,
-        never a look-up, so a thing created or renamed since the card cannot receive the write.
-        """
-        pinned = self.pinned or {}
-        if self.use_pinned:
-            if key not in pinned:
-                raise ToolError(
-                    f"stale: {key} was not recorded when the card was made, so it cannot be "
-                    "sent as shown; nothing was done. Ask the assistant to propose it afresh."
-                )
-            value = cast(R, pinned[key])
-        else:
-            try:
-                value = await lookup()
-            except ToolArgumentsError:
-                if key not in pinned:
-                    raise
-                value = cast(R, pinned[key])
-        self._resolved[key] = value
-        return value
-
-    @property
-    def resolutions(self) -> dict[str, Any]:
-        return dict(self._resolved)
-
-    async def user_label(self, user_id: str | None) -> str:
-        """`@name` for display without pinging anyone (a `<@U…>` would notify them)."""
-        if not user_id:
-            return "nobody"
-        if user_id not in self._names:
-            try:
-                info = await self.slack.users_info(user=user_id)
-                user = info.get("user") or {}
-                profile = user.get("profile") or {}
-                name = profile.get("display_name") or user.get("real_name") or user.get("name")
-                self._names[user_id] = f"@{name}" if name else user_id
-            except Exception:  # a name is a nicety; the id is enough
-                self._names[user_id] = user_id
-        return self._names[user_id]
-
-
-class ToolError(Exception):
-    """A failure whose message is already in plain words (shown on the card as it is)."""
-
-
-class OutcomeUnknown(Exception):
-    """The write may or may not have happened (the request went out, its answer did not come
-    back or could not be read). A tool raises it to say so; the action becomes `unknown`, never
-    `failed`, and a retry first looks for the earlier write. The message is in plain words."""
-
-
-class ToolArgumentsError(Exception):
-    """Arguments that are not JSON or do not fit the schema; the message goes to the model."""
 
 
 @dataclass(frozen=True)

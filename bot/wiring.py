@@ -1,0 +1,50 @@
+"""Pieces of the composition root (`bot.app`) made from settings alone: each a few lines of
+choices (is it configured, which secret signs it) that `Countersign.build` need not spell out."""
+
+from __future__ import annotations
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.config import Settings
+from bot.db.session import Database
+from bot.links import LinkSigner
+from bot.policy.source import PolicySource
+from bot.records.audit_checkpoints import CheckpointJob
+from bot.slack.audit_checkpoints import poster as checkpoint_poster
+from bot.tools.catalog import ToolRegistry
+
+
+def link_signer(settings: Settings) -> LinkSigner | None:
+    """Signed, expiring links to the pages this bot serves; none without `PUBLIC_BASE_URL`."""
+    if not settings.public_base_url:
+        return None
+    secret = settings.slack_signing_secret or settings.slack_bot_token
+    return LinkSigner.from_secret(
+        str(settings.public_base_url), secret.get_secret_value(), settings.link_ttl_hours * 3600
+    )
+
+
+def policy_source(settings: Settings, registry: ToolRegistry) -> PolicySource:
+    """The policy in force, loaded now: the settings checked the file already, so a file gone
+    or broken since fails here, before the bot takes any event."""
+    watched, required = settings.policy_watched
+    source = PolicySource(
+        watched,
+        settings.approval_policies,
+        lambda name: tool.pack if (tool := registry.get(name)) else "",
+        required=required,
+    )
+    source.load()
+    return source
+
+
+def checkpoint_job(settings: Settings, db: Database, slack: AsyncWebClient) -> CheckpointJob:
+    """The sweeper's audit checkpoint job: signed with `AUDIT_SIGNING_KEY` if set, posted to
+    `AUDIT_CHECKPOINT_CHANNEL` if set."""
+    key, channel = settings.audit_signing_key, settings.audit_checkpoint_channel
+    return CheckpointJob(
+        db,
+        key.get_secret_value() if key else None,
+        settings.audit_checkpoint_every,
+        checkpoint_poster(slack, channel) if channel else None,
+    )
