@@ -46,12 +46,13 @@ from typing import Any, cast
 
 import yaml
 from slack_sdk.web.async_client import AsyncWebClient
-from sqlalchemy import insert, text
+from sqlalchemy import insert
 
 from bot.approvals import grants
 from bot.approvals.policy import GroupMembers, Policies
+from bot.approvals.questions import turn_key
+from bot.approvals.ruling import Question, Step
 from bot.approvals.service import ApprovalsService
-from bot.conversation.granted import grant_for
 from bot.conversation.private_reply import TurnAudience
 from bot.conversation.tool_round import ActionDesk, Once, tool_round
 from bot.conversation.turn_settings import TurnSettings
@@ -60,7 +61,9 @@ from bot.db.migrate import upgrade_to_head
 from bot.db.models import Grant, PolicyDecision, Proposal, ProposalState, utcnow
 from bot.db.session import Database
 from bot.llm import Finished, ToolCall
-from bot.policy.gate import PolicyGate
+from bot.membership import Reach
+from bot.policy.gate import PolicyGate, counts
+from bot.policy.one_door import OneDoor, rule_hash
 from bot.policy.replay import compare
 from bot.policy.source import PolicySource, read_file
 from bot.slack.card_publisher import CardPublisher
@@ -130,6 +133,18 @@ class FixedGroups(GroupMembers):
         return GROUPS.get(group_id, frozenset())
 
 
+class FixedReach(Reach):
+    """Everyone reads the bench's channels, as `Reach` holds it between its reads of Slack."""
+
+    def __init__(self) -> None:
+        super().__init__(AsyncWebClient(token="xoxb-unused", base_url="http://127.0.0.1:9/"))
+
+    async def may_read(
+        self, user: str, audience: str | None, where: str | None = None, fresh: bool = False
+    ) -> bool:
+        return True
+
+
 class NullStream:
     """What `tool_round` asks of the reply stream, without Slack."""
 
@@ -167,12 +182,14 @@ class Setup:
 
 def desk(setup: Setup, source: PolicySource | None) -> ActionDesk:
     gate = None if source is None else PolicyGate(source, FixedGroups(), setup.db)
+    door = None if source is None else OneDoor(source, FixedGroups(), FixedReach(), setup.db)
     return ActionDesk(
         setup.registry,
         Policies(),
         setup.approvals,
         cast(CardPublisher, NullCards()),
         gate,
+        door,
     )
 
 
@@ -294,6 +311,8 @@ async def latency(url: str, label: str, args: argparse.Namespace, folder: Path) 
         rows = await interleaved(rounds, args.warmup, args.rounds)
         # A grant covering the call: approved by it (its note and the run are not timed).
         covered = list(desks.values())[1]
+        assert covered.door is not None
+        asking = next(r for r in covered.door.source.current.policy.rules if r.name == "tasks-ask")
         async with db.transaction() as session:
             session.add(
                 Grant(
@@ -305,6 +324,7 @@ async def latency(url: str, label: str, args: argparse.Namespace, folder: Path) 
                     channel_id="CGRANTED",
                     granted_by="UBOSS",
                     rule="tasks-ask",
+                    rule_hash=rule_hash(asking),
                 )
             )
         hits = [
@@ -326,10 +346,10 @@ async def latency(url: str, label: str, args: argparse.Namespace, folder: Path) 
 
 
 async def policy_step(setup: Setup, the_desk: ActionDesk) -> Callable[[int], Awaitable[float]]:
-    """What `tool_round` does for the policy, to be timed alone: `PolicyGate.decide_round`
-    (the counts, the decision) and `grant_for` (definition hash, look-up); seconds a call."""
-    gate, create = the_desk.gate, setup.registry.get("create_task")
-    assert gate is not None
+    """What `tool_round` does for the policy, to be timed alone: the counts, the turn and the
+    one door's decision (definition hash, rules, grant look-up); seconds a call."""
+    door, create = the_desk.door, setup.registry.get("create_task")
+    assert door is not None
     assert create is not None
     async with setup.db.transaction() as session:
         conversation, _ = await repo.get_or_create_conversation(
@@ -340,14 +360,15 @@ async def policy_step(setup: Setup, the_desk: ActionDesk) -> Callable[[int], Awa
 
     async def step(_round: int) -> float:
         started = time.perf_counter()
-        ((decision, _facts),) = await gate.decide_round(
-            [("create_task", create.pack, arguments)], CHANNEL, "steps.0", REQUESTER
-        )
-        async with setup.db.transaction() as session:
-            # tool_round looks up grants in the transaction that stores the proposal: begun
-            # for every configuration, so only the look-up itself is compared.
-            await session.execute(text("SELECT 1"))
-            await grant_for(session, decision, create, preview, conversation, REQUESTER)
+        async with setup.db.reading() as session:
+            in_thread, today = await counts(session, "create_task", CHANNEL, "steps.0", REQUESTER)
+            turn = await turn_key(session, conversation.id)
+        question = Question(
+            TEAM, "create_task", create.pack, arguments, CHANNEL, "steps.0", REQUESTER,
+            f"C:{CHANNEL}", definition=grants.definition_of(create, preview.pin), turn=turn,
+            counts=(in_thread, today),
+        )  # fmt: skip
+        await door(question, Step.PROPOSE)
         return time.perf_counter() - started
 
     return step

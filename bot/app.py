@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -37,7 +38,9 @@ from bot.db.session import Database
 from bot.heartbeat import Heartbeat, freeze_start_up_objects
 from bot.links import LinkSigner
 from bot.llm import LLM, make_client
+from bot.membership import reach_of
 from bot.policy.gate import PolicyGate
+from bot.policy.one_door import OneDoor
 from bot.policy.source import PolicySource
 from bot.records.retention import Retention
 from bot.slack import feedback
@@ -54,7 +57,7 @@ from bot.thread_locks import ThreadLocks
 from bot.tools.catalog import ToolRegistry
 from bot.tools.integrations import Integrations
 from bot.tools.registry import ToolContext
-from bot.wiring import checkpoint_job, link_signer, policy_source
+from bot.wiring import checkpoint_job, link_signer, policy_source, reconsidering
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +84,7 @@ class Countersign:
     stopper: Stopper | None = None
     integrations: Integrations = field(default_factory=Integrations)
     policy: PolicySource | None = None
+    reconsider: Callable[[], Awaitable[object]] | None = None  # after a new policy version
     _policy_watch: asyncio.Task[None] | None = None
 
     @classmethod
@@ -119,7 +123,11 @@ class Countersign:
         worker = new_worker_id()
         live_replies = LiveReplies(db, worker, settings.lease_seconds)
         cards = CardPublisher(slack, budget, approvals, registry, policies, tasks, groups)
-        desk = ActionDesk(registry, policies, approvals, cards, PolicyGate(policy, groups, db))
+        door = OneDoor(policy, groups, reach_of(slack), db)
+        approvals.pack_of = lambda name: tool.pack if (tool := registry.get(name)) else ""
+        desk = ActionDesk(
+            registry, policies, approvals, cards, PolicyGate(policy, groups, db), door
+        )
         conversations = Conversations(
             db,
             llm,
@@ -153,6 +161,7 @@ class Countersign:
             resumer.kick,
             worker,
             settings.tool_timeout_seconds,
+            door,
         )
 
         def execute(proposal_id: int) -> None:
@@ -193,6 +202,7 @@ class Countersign:
             tasks,
             tool_context,
             resumer.kick,
+            door,
         )
         signing_secret = settings.slack_signing_secret
         bolt = AsyncApp(
@@ -212,6 +222,8 @@ class Countersign:
             conversations.replies.set_active,
             StopSignals(settings.redis_url, worker) if settings.redis_url else None,
         )
+        reconsider_now = reconsidering(door, approvals, cards, resumer.kick)
+        policy.on_change = lambda: tasks.spawn(reconsider_now(), name="policy-reconsider")
         sweeper.jobs.append(stopper.recover)  # completes Stops a crash cut off
         sweeper.jobs.append(checkpoint_job(settings, db, slack))
         listeners.register(bolt, conversations, tasks, stopper)
@@ -240,6 +252,7 @@ class Countersign:
             stopper=stopper,
             integrations=integrations,
             policy=policy,
+            reconsider=reconsider_now,
         )
 
     async def start(self) -> None:
@@ -257,6 +270,15 @@ class Countersign:
         self.heartbeat.start()
         if self.policy is not None and self.policy.path is not None:
             self._policy_watch = asyncio.create_task(self.policy.watch(), name="policy-watch")
+
+    async def reload_policy(self) -> bool:
+        """Read the policy file now (as the watch does every few seconds) and, if a new
+        version is in force, let it meet what waits; True if it changed."""
+        if self.policy is None or not await asyncio.to_thread(self.policy.refresh):
+            return False
+        if self.reconsider is not None:
+            await self.reconsider()
+        return True
 
     async def shutdown(self) -> None:
         """Let live replies finish (or finalise them with a note), then release resources."""

@@ -121,8 +121,8 @@ class Reach:
         self._channels.put(channel, info)
         return info
 
-    async def full_member(self, user: str) -> bool:
-        hit, full = self._users.get(user)
+    async def full_member(self, user: str, fresh: bool = False) -> bool:
+        hit, full = (False, None) if fresh else self._users.get(user)
         if hit and full is not None:
             return full
         try:
@@ -134,22 +134,23 @@ class Reach:
         self._users.put(user, full)
         return full
 
-    async def can_read(self, channel: str, user: str) -> bool:
-        """Whether `user` may read `channel` now."""
-        hit, allowed = self._reads.get((channel, user))
+    async def can_read(self, channel: str, user: str, fresh: bool = False) -> bool:
+        """Whether `user` may read `channel` now; `fresh`: asked of Slack now, not the cache
+        (a decision on a write: membership and account type as they are at the click)."""
+        hit, allowed = (False, None) if fresh else self._reads.get((channel, user))
         if hit and allowed is not None:
             return allowed
         try:
-            allowed = await self._ask(channel, user)
+            allowed = await self._ask(channel, user, fresh)
         except Exception as exc:  # no answer, no access
             log.warning("could not check access to %s: %s", channel, type(exc).__name__)
             return False
         self._reads.put((channel, user), allowed)
         return allowed
 
-    async def _ask(self, channel: str, user: str) -> bool:
+    async def _ask(self, channel: str, user: str, fresh: bool = False) -> bool:
         info = await self.channel_info(channel)
-        if not is_private(info) and await self.full_member(user):
+        if not is_private(info) and await self.full_member(user, fresh):
             return True
         return await is_member(self.slack, channel, user)
 
@@ -160,16 +161,19 @@ class Reach:
             log.warning("could not look up %s: %s", channel, type(exc).__name__)
             return False
 
-    async def may_read(self, user: str, audience: str | None, where: str | None = None) -> bool:
+    async def may_read(
+        self, user: str, audience: str | None, where: str | None = None, fresh: bool = False
+    ) -> bool:
         """Whether `user` satisfies every clause of `audience`; `where` is a clause known to
-        hold (the place they are asking in: Slack just delivered their message from there)."""
+        hold (the place they are asking in: Slack just delivered their message from there);
+        `fresh`: membership and account type read from Slack now."""
         for clause in sorted(clauses(audience)):
             if clause == where:
                 continue
             kind, _, target = clause.partition(":")
             if kind == "U" and target != user:
                 return False
-            if kind == "C" and not await self.can_read(target, user):
+            if kind == "C" and not await self.can_read(target, user, fresh):
                 return False
             if kind not in ("U", "C"):
                 return False  # a clause this code does not know: nobody

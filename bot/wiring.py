@@ -3,14 +3,23 @@ choices (is it configured, which secret signs it) that `Countersign.build` need 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine
+from typing import Any
+
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.approvals.service import ApprovalsService
 from bot.config import Settings
+from bot.db.models import Proposal
 from bot.db.session import Database
 from bot.links import LinkSigner
+from bot.policy.one_door import OneDoor
+from bot.policy.reconsider import reconsider
 from bot.policy.source import PolicySource
 from bot.records.audit_checkpoints import CheckpointJob
 from bot.slack.audit_checkpoints import poster as checkpoint_poster
+from bot.slack.card_publisher import CardPublisher
+from bot.slack.card_rerouting import announce_reroute
 from bot.tools.catalog import ToolRegistry
 
 
@@ -48,3 +57,22 @@ def checkpoint_job(settings: Settings, db: Database, slack: AsyncWebClient) -> C
         settings.audit_checkpoint_every,
         checkpoint_poster(slack, channel) if channel else None,
     )
+
+
+def reconsidering(
+    door: OneDoor, approvals: ApprovalsService, cards: CardPublisher, kick: Callable[[], None]
+) -> Callable[[], Coroutine[Any, Any, object]]:
+    """What a new policy version does to what waits (`bot.policy.reconsider`): a closed
+    proposal's card shows it and its turn resumes; a rerouted one is announced."""
+
+    async def closed(proposal: Proposal) -> None:
+        cards.refresh(proposal.id)
+        kick()
+
+    async def rerouted(proposal: Proposal) -> None:
+        await announce_reroute(cards, proposal)
+
+    async def run() -> object:
+        return await reconsider(door, approvals, rerouted, closed)
+
+    return run

@@ -78,10 +78,13 @@ async def ask_for(
     return thread_ts or ts
 
 
-async def decisions(bot: RunningBot) -> list[PolicyDecision]:
+async def decisions(bot: RunningBot, step: str | None = "propose") -> list[PolicyDecision]:
+    """The decisions recorded at `step` (None: at every step: proposal, clicks, execution)."""
     async with bot.countersign.db.transaction() as session:
-        rows = await session.scalars(select(PolicyDecision).order_by(PolicyDecision.id))
-        return list(rows.all())
+        query = select(PolicyDecision).order_by(PolicyDecision.id)
+        if step is not None:
+            query = query.where(PolicyDecision.step == step)
+        return list((await session.scalars(query)).all())
 
 
 async def test_allow_runs_without_a_card_with_a_note_and_an_audit_row(

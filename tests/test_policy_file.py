@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from bot.approvals.questions import record_ruling
+from bot.approvals.ruling import Question, Ruling, Step
 from bot.db.migrate import upgrade_to_head
 from bot.db.models import PolicyDecision, Proposal, ProposalState, utcnow
 from bot.db.session import Database
 from bot.policy.cel import MAX_CONTEXT, ConditionError, evaluate
 from bot.policy.engine import Decision, Facts, decide
-from bot.policy.gate import record
 from bot.policy.model import PolicyError, load_text
 from bot.policy.source import PolicySource
 from bot.records.retention import purge
@@ -216,8 +217,13 @@ async def seed(url: str) -> None:
                 proposal_id = proposal.id
             rule = {"ask": None, "deny": "no-bots", "allow": "low"}[outcome]
             reason = "no bots" if outcome == "deny" else None
-            decision = Decision(outcome, rule, "1@seed", reason)
-            record(session, decision, facts, "T1", "1.0", proposal_id)
+            question = Question(
+                "T1", facts.tool, facts.pack, facts.args, channel, "1.0", "UALICE", None
+            )
+            ruling = Ruling(outcome, "1@seed", rule, reason)  # type: ignore[arg-type]
+            record_ruling(session, question, ruling, Step.PROPOSE, None, proposal_id)
+            if proposal_id is not None:  # a click on the same revision: replayed once
+                record_ruling(session, question, ruling, Step.VOTE, "UBOB", proposal_id)
     await db.dispose()
 
 
@@ -236,10 +242,13 @@ async def test_policy_replay_figures_on_a_seeded_database(
     # the urgent (deny), the low and the normal (allow); the high still asks
     assert "asks it would have removed: 3" in out
     assert "past approvals it would have denied: 1" in out
-    assert "#1 create_task by UALICE in C1, approved by UBOB: denied by no-urgent" in out
+    approved = "proposal 1 revision 1: create_task by UALICE in C1, approved by UBOB"
+    assert f"{approved}: denied by no-urgent" in out
     assert "denials it would have allowed: 2" in out
-    assert "#3 create_task by UALICE in C1, declined by a person: allowed by normal-ok" in out
-    assert "#5 create_task by UALICE in CBOTS, denied by no-bots: allowed by bots-ok" in out
+    declined = "proposal 3 revision 1: create_task by UALICE in C1, declined by a person"
+    assert f"{declined}: allowed by normal-ok" in out
+    denied = "create_task by UALICE in CBOTS, denied by no-bots"
+    assert f"denied call #9: {denied}: allowed by bots-ok" in out
 
 
 def test_approval_policies_are_read_into_the_same_rules() -> None:
@@ -441,4 +450,4 @@ async def test_retention_forgets_old_decisions_with_their_arguments(sqlite_url: 
             kept = (await session.scalars(select(PolicyDecision.id))).all()
     finally:
         await db.dispose()
-    assert sorted(kept) == [2, 3, 4, 5, 6]
+    assert sorted(kept) == list(range(2, 12))  # 6 revisions, 11 decisions (5 also clicked)

@@ -29,6 +29,8 @@ from bot.approvals.errors import (
 from bot.approvals.granting import Granting
 from bot.approvals.ledger import vote
 from bot.approvals.machine import Event, State
+from bot.approvals.questions import record_ruling
+from bot.approvals.ruling import Question, Ruling, Step
 from bot.db.audit_chain import append, lock_head
 from bot.db.models import Proposal, ProposalApproval, utcnow
 from bot.tools.registry import Preview, arguments_hash
@@ -244,11 +246,18 @@ class Decisions(Granting):
         arguments: dict[str, Any],
         preview: Preview,
         revision: int | None = None,
+        decided: tuple[Question, Ruling] | None = None,
     ) -> Proposal:
         """A new revision of the arguments for a proposal still waiting. The audit keeps both
-        revisions, and every earlier vote is void (it approved other arguments)."""
+        revisions, and every earlier vote is void (it approved other arguments). `decided`:
+        the one door's answer on the new revision (recorded with it); an ask names its
+        deciders from now on (the ladder starts again), an allow or a grant keeps the card's
+        (an edit never runs on its own)."""
         async with self._deciding(proposal_id, revision) as (session, proposal):
             before, before_hash = proposal.arguments, proposal.arguments_hash
+            policy, ladder_step = proposal.policy, proposal.escalation_step
+            if decided is not None and decided[1].outcome == "ask":
+                policy, ladder_step = decided[1].record, 0
             new_hash = arguments_hash(arguments)
             fresh = await session.scalar(
                 update(Proposal)
@@ -263,6 +272,8 @@ class Decisions(Granting):
                     version=Proposal.version + 1,
                     revision=Proposal.revision + 1,
                     revised_by=user,
+                    policy=policy,
+                    escalation_step=ladder_step,
                     updated_at=utcnow(),
                 )
                 .returning(Proposal)
@@ -273,6 +284,8 @@ class Decisions(Granting):
             await session.execute(
                 delete(ProposalApproval).where(ProposalApproval.proposal_id == proposal.id)
             )
+            if decided is not None:
+                record_ruling(session, decided[0], decided[1], Step.EDIT, user, proposal.id)
             await self.note_in(
                 session,
                 proposal,

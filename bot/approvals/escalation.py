@@ -22,8 +22,10 @@ from typing import Any, Literal
 from sqlalchemy import select, update
 
 from bot.approvals.errors import AlreadyHandled
-from bot.approvals.ledger import Ledger
 from bot.approvals.machine import Event
+from bot.approvals.questions import question_of, record_ruling
+from bot.approvals.rerouting import Rerouting
+from bot.approvals.ruling import Step as DoorStep
 from bot.db.audit_chain import lock_head
 from bot.db.models import Proposal, utcnow
 from bot.durations import parse_duration
@@ -84,7 +86,7 @@ def expiry_with(steps: list[Step], default: timedelta) -> timedelta:
     return max(default, steps[-1].after + default)
 
 
-class Escalations(Ledger):
+class Escalations(Rerouting):
     async def escalate_due(self, now: datetime | None = None) -> list[Escalated]:
         """Take every step that is due (at most one per proposal per sweep)."""
         now = now or utcnow()
@@ -102,10 +104,31 @@ class Escalations(Ledger):
             if done >= len(steps) or created_at + steps[done].after > now:
                 continue
             try:
+                if steps[done].kind == "allow" and not await self._door_allows(proposal_id):
+                    continue  # the door closed or rerouted it instead
                 taken.append(await self._take(proposal_id, steps[done], done, now))
             except AlreadyHandled:
                 continue  # decided, or another replica took the step a moment ago
         return taken
+
+    async def _door_allows(self, proposal_id: int) -> bool:
+        """An allow step would run the current revision: the one door decides it first. A
+        deny closes the proposal, other deciders reroute it (its ladder starts again); only
+        the same rule, unchanged, or an allow lets the step approve it."""
+        if self.door is None:
+            return True
+        proposal = await self.get(proposal_id)
+        question = question_of(proposal, self.pack_of(proposal.tool_name))
+        ruling = await self.door(question, DoorStep.ESCALATE)
+        async with self.db.transaction() as session:
+            record_ruling(session, question, ruling, DoorStep.ESCALATE, ESCALATION)
+        if ruling.outcome == "deny":
+            await self.close_by_policy(proposal.id, proposal.version, ruling)
+            return False
+        if ruling.outcome == "ask" and not ruling.same_deciders(proposal.policy):
+            await self.reroute(proposal.id, proposal.version, ruling)
+            return False
+        return True
 
     async def _take(self, proposal_id: int, step: Step, index: int, now: datetime) -> Escalated:
         async with self.db.transaction() as session:

@@ -10,7 +10,7 @@ worker that lost its lease cannot record an outcome over someone else's.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import select, update
@@ -19,6 +19,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bot.approvals.errors import AlreadyHandled, ApprovalError, LeaseLost, UnknownProposal
 from bot.approvals.ledger import Ledger
 from bot.approvals.machine import TRANSITIONS, Event, State
+from bot.approvals.questions import question_of, record_ruling, turn_key
+from bot.approvals.ruling import Authorise, Question, Ruling, Step
 from bot.db.models import AuditEntry, Proposal, ProposalApproval, utcnow
 from bot.tools.registry import Outcome, arguments_hash
 
@@ -34,6 +36,22 @@ class NeedsConfirmation(ApprovalError):
 
 class TamperedApproval(PermissionError):
     """The arguments about to run are not the ones the approvers saw."""
+
+
+class NotAllowedNow(TamperedApproval):
+    """The one door, asked at the start of execution, does not let this revision run."""
+
+
+def _not_allowed(ruling: Ruling) -> NotAllowedNow:
+    if ruling.outcome == "deny":
+        return NotAllowedNow(
+            f"the approval policy in force forbids this action now ({ruling.reason}); "
+            "nothing was done"
+        )
+    return NotAllowedNow(
+        "the approval policy in force needs approvals this action does not have now; nothing "
+        "was done. Ask the assistant to propose it again"
+    )
 
 
 @dataclass(frozen=True)
@@ -64,17 +82,77 @@ class Executions(Ledger):
         retry_by: str | None = None,
         confirmed: bool = False,
         finds_earlier_write: Callable[[str], bool] = lambda _tool: True,
+        door: Authorise | None = None,
     ) -> Claim:
         """`start`, and in the same transaction the check that the arguments about to run are
-        exactly the approved revision (one round of the database instead of two per run).
+        exactly the approved revision (one round of the database instead of two per run) and
+        that the one door lets exactly that revision run now (`door`: asked just before, on
+        the row as it is; if the row or the policy in force moved since, asked again).
 
         A retry of an unknown outcome by a tool that cannot find its earlier write runs only
         when its clicker `confirmed` that it may write twice (else `NeedsConfirmation`); the
         audit row records who confirmed."""
+        for _ in range(5):
+            asked = None if door is None else await self._ask_door(proposal_id, door)
+            claim = await self._claim(
+                proposal_id, worker, retry_by, confirmed, finds_earlier_write, door, asked
+            )
+            if claim is not None:
+                return claim
+        raise AlreadyHandled("This action keeps changing; try again in a moment.")
+
+    async def _ask_door(
+        self, proposal_id: int, door: Authorise
+    ) -> tuple[int, Question, Ruling] | None:
+        """The door's answer on the approved revision with its votes, and the row's version
+        it was asked on; None when there is no such proposal or approved revision."""
+        async with self.db.reading() as session:
+            proposal = await session.get(Proposal, proposal_id)
+            if proposal is None or proposal.approved_arguments is None:
+                return None
+            votes = (
+                await session.scalars(
+                    select(ProposalApproval.approver)
+                    .where(
+                        ProposalApproval.proposal_id == proposal_id,
+                        ProposalApproval.revision == proposal.approved_revision,
+                    )
+                    .order_by(ProposalApproval.id)
+                )
+            ).all()
+            turn = None
+            if not proposal.thread_ts:
+                turn = await turn_key(
+                    session, proposal.conversation_id, proposal.assistant_message_id
+                )
+        question = replace(
+            question_of(proposal, self.pack_of(proposal.tool_name), turn=turn),
+            arguments=dict(proposal.approved_arguments),
+            revision=proposal.approved_revision or proposal.revision,
+        )
+        ruling = await door(question, Step.EXECUTE, votes=list(votes))
+        return proposal.version, question, ruling
+
+    async def _claim(
+        self,
+        proposal_id: int,
+        worker: str,
+        retry_by: str | None,
+        confirmed: bool,
+        finds_earlier_write: Callable[[str], bool],
+        door: Authorise | None,
+        asked: tuple[int, Question, Ruling] | None,
+    ) -> Claim | None:
+        """One attempt at the claim; None when the door's answer is for another row or
+        policy version than the one in force now (ask again)."""
         async with self.db.transaction() as session:
             proposal = await session.get(Proposal, proposal_id)
             if proposal is None:
                 raise UnknownProposal("this action no longer exists")
+            if door is not None and asked is not None:
+                version, question, ruling = asked
+                if version != proposal.version or ruling.version != door.version_in_force():
+                    return None
             event = Event.RETRY if retry_by else Event.START
             if (State(proposal.state), event) not in STARTS:
                 raise AlreadyHandled(
@@ -105,9 +183,17 @@ class Executions(Ledger):
                 error=None,
             )
             try:
-                return Claim(claimed, await self._approved_in(session, claimed))
+                arguments = await self._approved_in(session, claimed)
             except TamperedApproval as exc:
                 return Claim(claimed, None, exc)
+            if door is not None:
+                if asked is None:
+                    return Claim(claimed, None, TamperedApproval("no approved revision to run"))
+                _version, question, ruling = asked
+                record_ruling(session, question, ruling, Step.EXECUTE, worker)
+                if not ruling.runs():
+                    return Claim(claimed, None, _not_allowed(ruling))
+            return Claim(claimed, arguments)
 
     async def renew(self, proposal: Proposal, worker: str) -> bool:
         """Extend this worker's lease; False if it no longer holds it."""

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from bot.approvals.execution import Claim
 from bot.approvals.outcomes import outcome_unknown, unknown_error
+from bot.approvals.ruling import Authorise
 from bot.approvals.service import AlreadyHandled, ApprovalsService, LeaseLost
 from bot.db.models import Proposal
 from bot.errors import plain_error
@@ -65,7 +66,10 @@ class Executor:
         on_settled: Callable[[], None],
         worker: str,
         timeout: float = 60.0,
+        door: Authorise | None = None,
     ) -> None:
+        """`door`: the one door, asked at the start of every execution (the bot always has
+        one; the approvals core's own tests run without)."""
         self.approvals = approvals
         self.registry = registry
         self.cards = cards
@@ -73,6 +77,7 @@ class Executor:
         self.on_settled = on_settled
         self.worker = worker
         self.timeout = timeout
+        self.door = door
         # Guaranteed by construction (app.py), checked here because the promise rests on it.
         if approvals.lease.total_seconds() <= timeout:
             raise ValueError("the execution lease must be longer than the tool timeout")
@@ -99,7 +104,12 @@ class Executor:
         claimed_at = loop.time()
         try:
             claim = await self.approvals.claim(
-                proposal_id, self.worker, retry_by, confirmed, self._finds_earlier_write
+                proposal_id,
+                self.worker,
+                retry_by,
+                confirmed,
+                self._finds_earlier_write,
+                self.door,
             )
         except AlreadyHandled:
             if retry_by:

@@ -7,34 +7,48 @@ from __future__ import annotations
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.approvals import grants
+from bot.approvals.errors import AlreadyHandled
 from bot.approvals.ledger import Ledger
+from bot.approvals.questions import turn_key
 from bot.db.models import Grant, Proposal
 
 
 class Granting(Ledger):
     async def approve_by_grant(
-        self, session: AsyncSession, proposal: Proposal, grant: Grant
-    ) -> Proposal:
-        """A live grant covers it: approved at once, in the proposing transaction, by
-        `grant:ID` (one vote), through the same transition as a person's approval."""
+        self, session: AsyncSession, proposal: Proposal, grant_id: int
+    ) -> tuple[Proposal, Grant]:
+        """A live grant covers it (the one door said so): approved at once, in the proposing
+        transaction, by `grant:ID` (one vote), through the same transition as a person's
+        approval."""
+        grant = await session.get(Grant, grant_id)
+        if grant is None:
+            raise AlreadyHandled("the grant that covered this action is gone")
         detail = {
             "grant": grant.id,
             "granted_by": grant.granted_by,
             "scope": grant.scope,
             "definition": grant.definition,
+            "rule": grant.rule,
+            "rule_hash": grant.rule_hash,
         }
-        return await self.approve_unclicked(session, proposal, f"grant:{grant.id}", detail)
+        approved = await self.approve_unclicked(session, proposal, f"grant:{grant.id}", detail)
+        return approved, grant
 
     async def leave_grant(
         self, session: AsyncSession, approved: Proposal, scope: str, user: str, four_eyes: bool
     ) -> Grant | None:
-        """The grant `user`'s approving vote leaves, if the proposal's rule offers `scope`."""
+        """The grant `user`'s approving vote leaves, if the proposal's rule (as the one door
+        last recorded it on the proposal) offers `scope`. Bound to that rule, its content,
+        requirements and the call's audience; in a DM's timeline, to this turn."""
         kept = approved.policy or {}
         four_eyes = four_eyes or bool(kept.get("four_eyes"))
         mine = grants.self_approves(kept.get("approvers") or (), four_eyes, approved.requester)
-        if scope not in grants.offered(approved.policy, mine):
+        if kept.get("failed_closed") or scope not in grants.offered(approved.policy, mine):
             return None
-        made = grants.make(session, approved, scope, user)
+        turn = None
+        if not approved.thread_ts:
+            turn = await turn_key(session, approved.conversation_id, approved.assistant_message_id)
+        made = grants.make(session, approved, scope, user, turn)
         await session.flush()
         await self.note_in(
             session,

@@ -2,9 +2,11 @@
 channel" or "Always for me" leaves behind, and the look-up a later call meets.
 
 A grant is bound to the requester it covers, the tool (by name and definition hash), the
-person who granted it and its scope. It is read from the database at every proposal (no
-cache), so a revoke on one replica holds for the next proposal on every other. A changed
-definition (another schema, pack or MCP server description) matches no grant."""
+person who granted it, its scope, and the rule (with its content), requirements and audience
+it was made under. It is read from the database at every proposal (no cache), so a revoke on
+one replica holds for the next proposal on every other. A changed definition (another schema,
+pack or MCP server description) matches no grant; whether a matching grant covers a call is
+the one door's to decide (`bot.policy.one_door`)."""
 
 from __future__ import annotations
 
@@ -68,10 +70,15 @@ def offered(policy: dict[str, Any] | None, self_approving: bool) -> tuple[str, .
     return tuple(s for s in SCOPES if s in named and (s != "me" or self_approving))
 
 
-def make(session: AsyncSession, proposal: Proposal, scope: str, granted_by: str) -> Grant:
-    """A grant from `proposal`'s approval by `granted_by`, in the caller's transaction."""
+def make(
+    session: AsyncSession, proposal: Proposal, scope: str, granted_by: str, turn: str | None
+) -> Grant:
+    """A grant from `proposal`'s approval by `granted_by`, in the caller's transaction, bound
+    to the rule (and its content), requirements and audience the proposal was decided under.
+    In a DM's timeline (no thread) a thread grant covers that conversation turn only."""
     policy = proposal.policy or {}
     expiry = policy.get("grant_expiry_seconds")
+    thread = (proposal.thread_ts or turn or "") if scope == "thread" else None
     grant = Grant(
         team_id=proposal.team_id,
         tool_name=proposal.tool_name,
@@ -79,9 +86,15 @@ def make(session: AsyncSession, proposal: Proposal, scope: str, granted_by: str)
         requester=proposal.requester,
         scope=scope,
         channel_id=proposal.channel_id if scope in ("thread", "channel") else None,
-        thread_ts=(proposal.thread_ts or "") if scope == "thread" else None,
+        thread_ts=thread,
         granted_by=granted_by,
         rule=policy.get("rule"),
+        rule_hash=policy.get("rule_hash"),
+        policy_version=policy.get("version"),
+        approvers=list(policy.get("approvers") or ()),
+        approvals_required=int(policy.get("approvals_required") or 1),
+        four_eyes=bool(policy.get("four_eyes")),
+        audience=proposal.audience,
         proposal_id=proposal.id,
         expires_at=utcnow() + timedelta(seconds=float(expiry)) if expiry else None,
     )
@@ -89,9 +102,17 @@ def make(session: AsyncSession, proposal: Proposal, scope: str, granted_by: str)
     return grant
 
 
+def _alive(now: Any) -> Any:
+    return (
+        Grant.revoked_at.is_(None)
+        & Grant.voided_at.is_(None)
+        & or_(Grant.expires_at.is_(None), Grant.expires_at > now)
+    )
+
+
 # Built once: constructing this statement anew cost more than running it (bench/policy.py:
 # ~1.5 ms of the look-up's ~3 ms through the ORM, against ~0.15 ms of SQLite's own work).
-_COVERING = (
+_CANDIDATES = (
     select(Grant)
     .where(
         Grant.team_id == bindparam("team_id"),
@@ -99,6 +120,7 @@ _COVERING = (
         Grant.tool_name == bindparam("tool_name"),
         Grant.definition == bindparam("definition"),
         Grant.revoked_at.is_(None),
+        Grant.voided_at.is_(None),
         Grant.scope.in_(bindparam("scopes", expanding=True)),
         or_(Grant.expires_at.is_(None), Grant.expires_at > bindparam("now")),
         or_(
@@ -110,11 +132,11 @@ _COVERING = (
         ),
     )
     .order_by(Grant.id)
-    .limit(1)
+    .limit(20)
 )
 
 
-async def covering(
+async def candidates(
     session: AsyncSession,
     *,
     team_id: str,
@@ -124,10 +146,12 @@ async def covering(
     channel_id: str,
     thread_ts: str | None,
     scopes: tuple[str, ...] = SCOPES,
-) -> Grant | None:
-    """The oldest live grant of one of `scopes` that covers this call, or None."""
-    return await session.scalar(
-        _COVERING,
+) -> list[Grant]:
+    """Live grants of one of `scopes` whose place, requester and tool definition match this
+    call, oldest first. Whether one covers it is the one door's to say
+    (`bot.policy.one_door`): same rule, unchanged, its granter still entitled."""
+    found = await session.scalars(
+        _CANDIDATES,
         {
             "team_id": team_id,
             "requester": requester,
@@ -139,10 +163,33 @@ async def covering(
             "thread_ts": thread_ts or "",
         },
     )
+    return list(found.all())
+
+
+async def void_changed(
+    session: AsyncSession, rule_hashes: dict[str, str | None], version: str
+) -> list[Grant]:
+    """Void every live grant whose rule is gone or changed in policy `version` (`rule_hashes`:
+    each ask rule's name -> its content hash). Returns the grants voided."""
+    now = utcnow()
+    live_grants = (await session.scalars(select(Grant).where(_alive(now)))).all()
+    voided = []
+    for grant in live_grants:
+        if grant.rule in rule_hashes and rule_hashes[grant.rule] == grant.rule_hash:
+            continue
+        why = (
+            f"the rule {grant.rule!r} changed in policy version {version}"
+            if grant.rule in rule_hashes
+            else f"the rule {grant.rule!r} is no longer in policy version {version}"
+        )
+        grant.voided_at, grant.void_reason = now, why
+        voided.append(grant)
+    return voided
 
 
 async def live(session: AsyncSession, team_id: str, user: str | None = None) -> list[Grant]:
-    """Grants not revoked nor expired; with `user`: those they made or that cover them."""
+    """Grants not revoked nor expired (voided ones too, shown as voided with why); with
+    `user`: those they made or that cover them."""
     now = utcnow()
     query = select(Grant).where(
         Grant.team_id == team_id,
@@ -184,4 +231,7 @@ def described(grant: Grant) -> str:
     elif grant.scope == "channel":
         where = f"in <#{grant.channel_id}>"
     until = f", until {grant.expires_at:%Y-%m-%d %H:%M} UTC" if grant.expires_at else ""
-    return f"`{grant.tool_name}` for <@{grant.requester}> {where}, by <@{grant.granted_by}>{until}"
+    told = f"`{grant.tool_name}` for <@{grant.requester}> {where}, by <@{grant.granted_by}>{until}"
+    if grant.voided_at is not None:
+        return f"{told}: *voided*, {grant.void_reason or 'its rule changed'}"
+    return told

@@ -11,6 +11,7 @@ is the boundary.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -21,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bot.approvals.errors import AlreadyHandled, UnknownProposal, describe_state
 from bot.approvals.machine import SETTLED, Event, State, transition
 from bot.approvals.model_results import result_for_model
+from bot.approvals.ruling import Authorise
 from bot.db.audit_chain import append, lock_head
 from bot.db.models import (
     Message,
@@ -53,6 +55,11 @@ class Ledger:
     def __init__(self, db: Database, lease_seconds: float = 300.0) -> None:
         self.db = db
         self.lease = timedelta(seconds=lease_seconds)
+        # A tool's pack (the policy's rules may name packs), set by the composition root.
+        self.pack_of: Callable[[str], str] = lambda _name: ""
+        # The one door (`bot.policy.one_door`), set by the composition root; the approvals
+        # core's own tests run without it.
+        self.door: Authorise | None = None
 
     async def get(self, proposal_id: int) -> Proposal:
         async with self.db.transaction() as session:

@@ -26,6 +26,8 @@ class Event(enum.StrEnum):
     # The last step of the policy's escalation ladder: nobody answered in time.
     ESCALATE_DENY = "escalate_deny"
     ESCALATE_ALLOW = "escalate_allow"
+    # The approval policy in force (reloaded, or meeting an edited revision) denies it.
+    POLICY_DENY = "policy_deny"
 
 
 class Actor(enum.StrEnum):
@@ -35,6 +37,7 @@ class Actor(enum.StrEnum):
     RECOVERY = "start-up recovery"
     STOPPER = "the person who stopped the turn"
     ESCALATION = "the policy's escalation ladder"
+    POLICY = "the approval policy in force"
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,8 @@ TRANSITIONS: tuple[Transition, ...] = (
     # Nobody answered: the ladder's terminal outcome decides (told to the model as such).
     Transition(State.PROPOSED, Event.ESCALATE_DENY, State.EXPIRED, Actor.ESCALATION),
     Transition(State.PROPOSED, Event.ESCALATE_ALLOW, State.APPROVED, Actor.ESCALATION),
+    # A reload (or an escalation step) met a waiting revision the policy in force denies.
+    Transition(State.PROPOSED, Event.POLICY_DENY, State.DECLINED, Actor.POLICY),
     Transition(State.APPROVED, Event.START, State.EXECUTING, Actor.EXECUTOR),
     Transition(State.EXECUTING, Event.SUCCEED, State.SUCCEEDED, Actor.EXECUTOR),
     Transition(State.EXECUTING, Event.FAIL, State.FAILED, Actor.EXECUTOR),

@@ -21,6 +21,7 @@ from bot.approvals.errors import (
 from bot.approvals.escalation import Escalated, Escalations
 from bot.approvals.execution import Executions, NeedsConfirmation, TamperedApproval
 from bot.approvals.model_results import result_for_model
+from bot.approvals.rerouting import Rerouting
 from bot.approvals.withdrawal import OpenTurn, Withdrawals
 
 __all__ = [
@@ -41,7 +42,7 @@ __all__ = [
 
 
 class ApprovalsService(
-    Decisions, Executions, Clock, Escalations, CardState, CardCopies, Withdrawals
+    Decisions, Executions, Clock, Escalations, CardState, CardCopies, Withdrawals, Rerouting
 ):
     """Propose, decide, execute under a lease, expire, withdraw and recover: see each base
     class."""

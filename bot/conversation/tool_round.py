@@ -14,17 +14,20 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.approvals import grants
 from bot.approvals.escalation import expiry_with, ladder
+from bot.approvals.questions import record_ruling, turn_key
+from bot.approvals.ruling import Question, Ruling, Step
 from bot.audience import narrowest
-from bot.conversation.granted import grant_for
 from bot.conversation.private_reply import TurnAudience
 from bot.conversation.tool_calls import Prepared, Screen, prepare_calls, stored_result
 from bot.db import repositories as repo
-from bot.db.models import Conversation, Role
+from bot.db.models import Conversation, Grant, Role
 from bot.db.session import Database
+from bot.durations import parse_duration
 from bot.llm import Finished
-from bot.policy.engine import Decision, Facts
-from bot.policy.gate import PolicyGate, record
+from bot.policy.gate import PolicyGate, counts
+from bot.policy.one_door import OneDoor
 from bot.slack.streamer import ReplyStream
 from bot.tools.catalog import ToolRegistry
 from bot.tools.registry import Tool, ToolContext
@@ -48,7 +51,8 @@ class ActionDesk:
     policies: Policies
     approvals: ApprovalsService
     cards: CardPublisher
-    gate: PolicyGate | None = None  # the policy file's rules decide first
+    gate: PolicyGate | None = None  # screens reads (a deny rule may name a read tool)
+    door: OneDoor | None = None  # decides every write call (`bot.policy.one_door`)
     execute: Callable[[int], None] | None = None  # runs a proposal a rule allowed
 
 
@@ -96,10 +100,11 @@ async def tool_round(
         screen_reads(desk, conversation, requester),
     )
     stream.set_status("")
-    decided = await decide(desk, prepared, conversation, requester)
+    where = narrowest(seen.place, seen.audience)
+    decided = await decide(desk, db, prepared, conversation, requester, where)
     proposals = []
     allowed = []
-    granted = {}
+    granted: dict[int, Grant] = {}
     async with db.transaction() as session:
         assistant = await repo.add_message(
             session,
@@ -129,11 +134,10 @@ async def tool_round(
             assert item.tool is not None
             assert item.preview is not None
             assert item.arguments is not None
-            decision, facts = decided.get(item.call.id) or (None, None)
-            team, thread = conversation.team_id, conversation.thread_ts or None
-            if decision is not None and facts is not None and decision.outcome == "deny":
-                tool_message.content = stored_result(decision.for_model())
-                record(session, decision, facts, team, thread, None)
+            question, ruling = decided.get(item.call.id) or (None, None)
+            if question is not None and ruling is not None and ruling.outcome == "deny":
+                tool_message.content = stored_result(denied(ruling))
+                record_ruling(session, question, ruling, Step.PROPOSE)
                 continue
             policy = desk.policies.for_tool(item.tool.name, item.tool.pack)
             expiry = settings.proposal_expiry
@@ -141,12 +145,11 @@ async def tool_round(
                 expiry = item.tool.expires_after
             if policy.expires_after_minutes is not None:
                 expiry = timedelta(minutes=policy.expires_after_minutes)
-            if decision is not None and decision.ask is not None:
-                steps = ladder(decision.record())  # the ladder decides, unless a timeout does
-                expiry = decision.ask.expires_after or expiry_with(steps, expiry)
-            kept, grant = await grant_for(
-                session, decision, item.tool, item.preview, conversation, requester
-            )
+            kept = None if ruling is None else ruling.record
+            if ruling is not None and ruling.outcome in ("ask", "grant"):
+                steps = ladder(kept)  # the ladder decides, unless a timeout does
+                timeout = (kept or {}).get("timeout")
+                expiry = parse_duration(timeout) if timeout else expiry_with(steps, expiry)
             proposals.append(
                 await desk.approvals.propose(
                     session,
@@ -165,18 +168,20 @@ async def tool_round(
                     policy=kept,
                 )
             )
-            proposals[-1].audience = narrowest(seen.place, seen.audience)
+            proposals[-1].audience = where
             proposals[-1].provenance = seen.sources[-PROVENANCE_KEPT:] or None
-            if decision is not None and facts is not None:
-                record(session, decision, facts, team, thread, proposals[-1].id)
-                if decision.outcome == "allow":
-                    rule = decision.rule or "default"
+            if question is not None and ruling is not None:
+                record_ruling(session, question, ruling, Step.PROPOSE, None, proposals[-1].id)
+                if ruling.outcome == "allow":
+                    rule = ruling.rule or "default"
                     approved = await desk.approvals.approve_by_rule(
-                        session, proposals[-1], rule, decision.version
+                        session, proposals[-1], rule, ruling.version
                     )
                     allowed.append(approved.id)
-                elif grant is not None:
-                    approved = await desk.approvals.approve_by_grant(session, proposals[-1], grant)
+                elif ruling.outcome == "grant" and ruling.grant_id is not None:
+                    approved, grant = await desk.approvals.approve_by_grant(
+                        session, proposals[-1], ruling.grant_id
+                    )
                     granted[approved.id] = grant
         await hook(session)
     for proposal in proposals:
@@ -208,15 +213,52 @@ def screen_reads(desk: ActionDesk, conversation: Conversation, requester: str) -
     return screen
 
 
+def denied(ruling: Ruling) -> dict[str, Any]:
+    """What the model is told of a denied call."""
+    reason = ruling.reason or ruling.rule or "no rule allows it"
+    return {"status": "denied", "reason": f"forbidden by policy: {reason}, do not retry"}
+
+
 async def decide(
-    desk: ActionDesk, prepared: list[Prepared], conversation: Conversation, requester: str
-) -> dict[str, tuple[Decision, Facts]]:
-    """The policy's decision on each write call waiting for approval, by call id."""
-    if desk.gate is None:
+    desk: ActionDesk,
+    db: Database,
+    prepared: list[Prepared],
+    conversation: Conversation,
+    requester: str,
+    where: str | None,
+) -> dict[str, tuple[Question, Ruling]]:
+    """The one door's answer on each write call waiting for approval, by call id; a call's
+    counts include the calls before it in the same round."""
+    if desk.door is None:
         return {}
     waiting = [p for p in prepared if p.needs_approval and p.tool and p.arguments is not None]
-    calls = [(p.tool.name, p.tool.pack, p.arguments or {}) for p in waiting if p.tool]
-    decisions = await desk.gate.decide_round(
-        calls, conversation.channel_id, conversation.thread_ts or None, requester
-    )
-    return {p.call.id: d for p, d in zip(waiting, decisions, strict=True)}
+    thread_ts = conversation.thread_ts or None
+    asked: list[tuple[str, Question]] = []
+    earlier: dict[str, int] = {}
+    async with db.reading() as session:
+        turn = None if thread_ts else await turn_key(session, conversation.id)
+        for p in waiting:
+            assert p.tool is not None
+            assert p.preview is not None
+            thread, today = await counts(
+                session, p.tool.name, conversation.channel_id, thread_ts, requester
+            )
+            before = earlier.get(p.tool.name, 0)
+            earlier[p.tool.name] = before + 1
+            question = Question(
+                team_id=conversation.team_id,
+                tool=p.tool.name,
+                pack=p.tool.pack,
+                arguments=p.arguments or {},
+                channel=conversation.channel_id,
+                thread_ts=thread_ts,
+                requester=requester,
+                audience=where,
+                definition=grants.definition_of(p.tool, p.preview.pin),
+                turn=turn,
+                counts=(thread + before, today + before),
+            )
+            asked.append((p.call.id, question))
+    return {
+        call_id: (question, await desk.door(question, Step.PROPOSE)) for call_id, question in asked
+    }

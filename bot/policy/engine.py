@@ -1,6 +1,8 @@
 """Deciding one write call: the first matching rule wins, except that any matching deny wins
-over it. A rule whose condition cannot be evaluated makes the decision `ask` (fail closed);
-shadow rules are evaluated and reported, never enforced."""
+over it. A deny rule whose condition cannot be evaluated denies (fail closed to deny); any
+other rule that cannot be evaluated makes the decision a fail-closed `ask`, which no grant or
+allow covers and the requester never decides alone. Shadow rules are evaluated and reported,
+never enforced."""
 
 from __future__ import annotations
 
@@ -51,6 +53,7 @@ class Decision:
     reason: str | None = None  # deny: why; a fail-closed ask: what could not be evaluated
     ask: Rule | None = None  # the ask rule with approvers, quorum, four-eyes
     shadow: tuple[str, ...] = field(default=())  # "rule:outcome" of matching shadow rules
+    failed_closed: bool = False  # an ask because a condition could not be evaluated
 
     def for_model(self) -> dict[str, Any]:
         return {"status": "denied", "reason": DENIED.format(reason=self.reason or self.rule)}
@@ -62,6 +65,8 @@ class Decision:
             kept["reason"] = self.reason
         if self.shadow:
             kept["shadow"] = list(self.shadow)
+        if self.failed_closed:
+            kept["failed_closed"] = True
         if self.ask is not None:
             kept["approvers"] = list(self.ask.approvers)
             kept["approvals_required"] = self.ask.approvals_required
@@ -156,7 +161,7 @@ def decide(
                 shadow.append(f"{rule.name}:error")
                 continue
             why = f"rule {rule.name!r} could not be evaluated ({holds})"
-            if facts.read_only:  # a read cannot be asked for: its deny rule denies it
+            if facts.read_only or rule.outcome == "deny":  # fail closed to deny
                 return Decision("deny", rule.name, version, why, shadow=tuple(shadow))
             broken = broken or (rule.name, why)
             if rule.outcome == "ask":
@@ -179,7 +184,8 @@ def decide(
     if facts.read_only:
         return Decision("allow", None, version)  # reads run, as always
     if broken is not None:  # fail closed: ask, whatever else matched (but a deny)
-        return _with_shadow(Decision("ask", broken[0], version, broken[1], first_ask), shadow)
+        asked = Decision("ask", broken[0], version, broken[1], first_ask, failed_closed=True)
+        return _with_shadow(asked, shadow)
     if first is None:
         default_reason = "no rule allows it" if policy.default == "deny" else None
         first = Decision(policy.default, None, version, default_reason)
@@ -194,4 +200,5 @@ def _with_shadow(decision: Decision, shadow: list[str]) -> Decision:
         decision.reason,
         decision.ask,
         tuple(shadow),
+        decision.failed_closed,
     )

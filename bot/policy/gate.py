@@ -1,12 +1,12 @@
-"""The decision hook before a card is made: the facts of each write call (with the requester's
-user groups and the counts), the policy's decision, and its record."""
+"""The policy's screen of read tools (a deny rule may name one), and the pieces the one door
+(`bot.policy.one_door`) decides write calls with: the counts of earlier calls, the user
+groups the rules ask about, and deciding off the event loop when a condition is slow."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import re
-from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,7 +17,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bot.approvals.policy import GroupMembers
 from bot.db.models import PolicyDecision
 from bot.db.session import Database
-from bot.metrics import POLICY_DECISIONS
 from bot.policy.engine import Decision, Facts, applicable, decide, decides_quickly, names_tool
 from bot.policy.model import PolicyFile
 from bot.policy.source import PolicySource
@@ -49,6 +48,7 @@ async def counts(
         select(func.count())
         .select_from(PolicyDecision)
         .where(
+            PolicyDecision.step == "propose",
             PolicyDecision.tool_name == tool,
             PolicyDecision.channel_id == channel,
             PolicyDecision.thread_ts.is_(None)
@@ -60,6 +60,7 @@ async def counts(
         select(func.count())
         .select_from(PolicyDecision)
         .where(
+            PolicyDecision.step == "propose",
             PolicyDecision.tool_name == tool,
             PolicyDecision.requester == requester,
             PolicyDecision.created_at >= start_of_today(),
@@ -124,71 +125,3 @@ class PolicyGate:
         facts = Facts(tool, pack, arguments, channel, requester, groups, read_only=True)
         made = await decide_off_loop(in_force.policy, in_force.version, facts)
         return made if made.outcome == "deny" else None
-
-    async def decide_round(
-        self,
-        calls: list[tuple[str, str, dict[str, Any]]],
-        channel: str,
-        thread_ts: str | None,
-        requester: str,
-    ) -> list[tuple[Decision, Facts]]:
-        """One decision per (tool, pack, validated arguments), in order, with the facts it
-        was made on; a call's counts include the calls before it in the same round."""
-        in_force = self.source.current
-        groups = await self.groups_of(requester, in_force.policy)
-        decided = []
-        earlier: Counter[str] = Counter()
-        async with self.db.transaction() as session:
-            for tool, pack, arguments in calls:
-                thread, today = await counts(session, tool, channel, thread_ts, requester)
-                facts = Facts(
-                    tool,
-                    pack,
-                    arguments,
-                    channel,
-                    requester,
-                    groups or (),
-                    thread + earlier[tool],
-                    today + earlier[tool],
-                )
-                earlier[tool] += 1
-                if groups is None:  # cannot be evaluated: fail closed
-                    reason = "the user groups could not be read"
-                    decided.append((Decision("ask", None, in_force.version, reason), facts))
-                else:
-                    made = await decide_off_loop(in_force.policy, in_force.version, facts)
-                    decided.append((made, facts))
-        return decided
-
-
-def record(
-    session: AsyncSession,
-    decision: Decision,
-    facts: Facts,
-    team_id: str,
-    thread_ts: str | None,
-    proposal_id: int | None,
-) -> None:
-    POLICY_DECISIONS.labels(outcome=decision.outcome).inc()
-    if decision.shadow:
-        POLICY_DECISIONS.labels(outcome="shadow").inc()
-    session.add(
-        PolicyDecision(
-            team_id=team_id,
-            channel_id=facts.channel,
-            thread_ts=thread_ts,
-            requester=facts.requester,
-            tool_name=facts.tool,
-            pack=facts.pack,
-            arguments=facts.args,
-            groups=list(facts.groups),
-            calls_in_thread=facts.calls_in_thread,
-            calls_today=facts.calls_today,
-            outcome=decision.outcome,
-            rule=decision.rule,
-            policy_version=decision.version,
-            reason=decision.reason,
-            shadow=list(decision.shadow) or None,
-            proposal_id=proposal_id,
-        )
-    )

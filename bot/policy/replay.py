@@ -1,6 +1,7 @@
-"""`countersign policy replay`: the recorded decisions since a time, decided again under a
-policy: how many asks it would have removed, which past approvals it would have denied and
-which denials it would have allowed."""
+"""`countersign policy replay`: every revision decided since a time (a proposal's first, each
+Edit's, and the one that ran), decided again under a policy from the inputs recorded with its
+last decision: how many asks it would have removed, which past approvals it would have denied
+and which denials it would have allowed."""
 
 from __future__ import annotations
 
@@ -32,7 +33,13 @@ class Replayed:
 
 
 def _who(row: PolicyDecision) -> str:
-    return f"#{row.id} {row.tool_name} by {row.requester} in {row.channel_id}"
+    """The revision replayed: a proposal's (`proposal 4 revision 2`) or a denied call's."""
+    which = (
+        f"proposal {row.proposal_id} revision {row.revision}"
+        if row.proposal_id
+        else f"denied call #{row.id}"
+    )
+    return f"{which}: {row.tool_name} by {row.requester} in {row.channel_id}"
 
 
 async def compare(db: Database, policy: PolicyFile, version: str, since: datetime) -> Replayed:
@@ -45,8 +52,16 @@ async def compare(db: Database, policy: PolicyFile, version: str, since: datetim
                 .order_by(PolicyDecision.id)
             )
         ).all()
-    found = Replayed(len(rows))
-    for row, proposal in rows:
+    latest: dict[tuple[object, ...], tuple[PolicyDecision, Proposal | None]] = {}
+    for decided, made in rows:  # the last decision of each decided revision
+        key = (
+            ("p", decided.proposal_id, decided.revision)
+            if decided.proposal_id
+            else ("d", decided.id)
+        )
+        latest[key] = (decided, made)
+    found = Replayed(len(latest))
+    for row, proposal in latest.values():
         facts = Facts(
             row.tool_name,
             row.pack,
@@ -63,6 +78,7 @@ async def compare(db: Database, policy: PolicyFile, version: str, since: datetim
         by_person = (
             proposal is not None
             and State(proposal.state) in APPROVED
+            and (proposal.approved_revision or 1) == row.revision
             and not str(proposal.decided_by or "").startswith("policy:")
         )
         if by_person and now.outcome == "deny":
@@ -70,7 +86,11 @@ async def compare(db: Database, policy: PolicyFile, version: str, since: datetim
             found.approvals_denied.append(
                 f"{_who(row)}, approved by {proposal.decided_by}: denied by {now.rule}"
             )
-        declined = proposal is not None and State(proposal.state) is State.DECLINED
+        declined = (
+            proposal is not None
+            and State(proposal.state) is State.DECLINED
+            and proposal.revision == row.revision
+        )
         if (row.outcome == "deny" or declined) and now.outcome == "allow":
             was = f"denied by {row.rule}" if row.outcome == "deny" else "declined by a person"
             found.denials_allowed.append(

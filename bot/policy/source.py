@@ -87,6 +87,8 @@ class PolicySource:
         self._seen: bytes | None = None
         self._mtime: float | None = None
         self.current = self._build(None, None)  # replaced by `load` when there is a file
+        # Called (on the event loop) after `watch` put a new version in force.
+        self.on_change: Callable[[], object] | None = None
 
     def names_approvers(self) -> bool:
         """Whether an ask rule names approvers (then others than the requester decide)."""
@@ -156,4 +158,5 @@ class PolicySource:
         """Poll the file until cancelled."""
         while True:
             await asyncio.sleep(interval)
-            await asyncio.to_thread(self.refresh)
+            if await asyncio.to_thread(self.refresh) and self.on_change is not None:
+                self.on_change()

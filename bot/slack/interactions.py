@@ -14,12 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 from slack_bolt.async_app import AsyncAck, AsyncApp
-from slack_sdk.errors import SlackApiError
 
 from bot.approvals.executor import Executor
-from bot.approvals.policy import GroupMembers, Policies, Policy, may_approve
+from bot.approvals.policy import GroupMembers, Policies, Policy
+from bot.approvals.ruling import Authorise, Ruling
 from bot.approvals.service import (
     ApprovalError,
     ApprovalsService,
@@ -27,10 +26,11 @@ from bot.approvals.service import (
     NeedsConfirmation,
 )
 from bot.db.models import Proposal
-from bot.membership import reach_of
 from bot.metrics import DECISIONS
 from bot.slack import cards
 from bot.slack.card_publisher import CardPublisher
+from bot.slack.card_rerouting import announce_reroute
+from bot.slack.door_at_clicks import DoorAtClicks
 from bot.slack.edit_form import edit_fields, edit_modal
 from bot.slack.modal_submissions import ModalSubmissions
 from bot.slack.note_forms import ask_changes_modal, decline_modal
@@ -41,11 +41,6 @@ from bot.tools.catalog import ToolRegistry
 from bot.tools.registry import ToolContext
 
 log = logging.getLogger(__name__)
-
-UNCHECKED = "Slack could not tell whether you are one of the approvers right now; try again"
-UNREADABLE = (
-    "this action carries what you may not read in Slack, so only people who can may decide on it"
-)
 
 
 @dataclass
@@ -60,35 +55,29 @@ class Interactions(ModalSubmissions):
     context: Callable[[Proposal], ToolContext]
     on_settled: Callable[[], None]
 
+    door: Authorise
+
     def policy_for(self, proposal: Proposal) -> Policy:
         """Who decides `proposal`: as its cards say (`CardRouting.policy_of`)."""
         return self.cards.policy_of(proposal)
 
-    async def _refusal(self, proposal: Proposal, user: str, action: str) -> str | None:
-        """None if `user` may decide on `proposal`; else the reason (already audited). Nobody
-        decides on what they may not read: an action carrying a private channel's text is
-        decided only by people who can read that channel."""
-        try:  # group membership as it is now: a card may have waited in a DM for hours
-            verdict = await may_approve(
-                self.policy_for(proposal),
-                proposal.requester,
-                user,
-                self.groups.fresh(),
-                proposal.revised_by,
-            )
-            reason = None if verdict.allowed else verdict.reason
-        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
-            log.warning("approvers' groups unreadable at a click: %s", type(exc).__name__)
-            reason = UNCHECKED
-        if reason is None and not await reach_of(self.cards.slack).may_read(
-            user, proposal.audience
-        ):
-            reason = UNREADABLE
-        if reason is None:
-            return None
-        await self.approvals.refuse(proposal.id, user, action, reason)
-        DECISIONS.labels(action=action, result="refused").inc()
-        return reason
+    async def _judged(
+        self, proposal: Proposal, user: str, action: str
+    ) -> tuple[Proposal, Ruling, str | None]:
+        """The one door's answer for `user`'s `action` (the proposal rerouted first if the
+        policy in force names other deciders), and why it changes nothing (already audited),
+        or None. Nobody decides on what they may not read, nor under a policy no longer in
+        force."""
+        keeper = DoorAtClicks(self.door, self.approvals, self.registry)
+        before = proposal.version
+        proposal, ruling = await keeper.judge(proposal, user, action)
+        if proposal.version != before and proposal.state is State.PROPOSED:
+            self.tasks.spawn(announce_reroute(self.cards, proposal), name="reroute")
+        reason = keeper.refusal(ruling, action)
+        if reason is not None:
+            await self.approvals.refuse(proposal.id, user, action, reason)
+            DECISIONS.labels(action=action, result="refused").inc()
+        return proposal, ruling, reason
 
     async def _tell(self, click: Click, text: str) -> None:
         if click.channel:
@@ -101,7 +90,9 @@ class Interactions(ModalSubmissions):
         await self._tell(click, CardChanged().user_message)
         self.cards.refresh(click.proposal_id)
 
-    async def _clicked(self, body: dict[str, Any], action: str) -> tuple[Click, Proposal] | None:
+    async def _clicked(
+        self, body: dict[str, Any], action: str
+    ) -> tuple[Click, Proposal, Ruling | None] | None:
         """The click and its proposal if the clicker may act on that revision; otherwise they
         are told why (privately) and None is returned."""
         try:
@@ -120,12 +111,12 @@ class Interactions(ModalSubmissions):
             await self._stale(click, action)
             return None
         if action == "edit" and click.user == proposal.requester:
-            return click, proposal  # the requester may always reword their own request
-        refusal = await self._refusal(proposal, click.user, action)
+            return click, proposal, None  # the requester may always reword their own request
+        proposal, ruling, refusal = await self._judged(proposal, click.user, action)
         if refusal:
             await self._tell(click, f"Nothing changed: {refusal}.")
             return None
-        return click, proposal
+        return click, proposal, ruling
 
     # -- buttons -----------------------------------------------------------------------------
     async def approve(self, body: dict[str, Any], grant: str | None = None) -> None:
@@ -134,15 +125,16 @@ class Interactions(ModalSubmissions):
         clicked = await self._clicked(body, "approve")
         if clicked is None:
             return
-        click, proposal = clicked
-        policy = self.policy_for(proposal)
+        click, proposal, ruling = clicked
+        assert ruling is not None
+        required = ruling.approvals_required
         try:
             vote = await self.approvals.vote(
                 proposal.id,
                 click.revision or 0,
                 click.user,
-                policy.approvals_required,
-                policy.four_eyes,
+                required,
+                ruling.four_eyes or ruling.failed_closed,
                 digest=click.digest,
                 grant=grant,
             )
@@ -161,15 +153,14 @@ class Interactions(ModalSubmissions):
         else:
             await self._tell(
                 click,
-                f"Your approval is recorded ({len(vote.approvers)} of "
-                f"{policy.approvals_required}).",
+                f"Your approval is recorded ({len(vote.approvers)} of {required}).",
             )
         self.cards.refresh(proposal.id)
 
     async def open_decline(self, body: dict[str, Any], client: Any) -> None:
         clicked = await self._clicked(body, "decline")
         if clicked is not None and clicked[0].trigger_id:
-            click, proposal = clicked
+            click, proposal, _ruling = clicked
             await client.views_open(
                 trigger_id=click.trigger_id,
                 view=decline_modal(proposal.id, proposal.revision, proposal.description),
@@ -181,7 +172,7 @@ class Interactions(ModalSubmissions):
         clicked = await self._clicked(body, "ask_changes")
         if clicked is None or not clicked[0].trigger_id:
             return
-        click, proposal = clicked
+        click, proposal, _ruling = clicked
         if proposal.state is not State.PROPOSED:
             await self.approvals.refuse(proposal.id, click.user, "ask_changes", "already decided")
             DECISIONS.labels(action="ask_changes", result="already_handled").inc()
@@ -201,7 +192,7 @@ class Interactions(ModalSubmissions):
         clicked = await self._clicked(body, "retry")
         if clicked is None:
             return
-        click, proposal = clicked
+        click, proposal, _ruling = clicked
         try:
             await self.executor.run(proposal.id, retry_by=click.user, confirmed=confirmed)
         except NeedsConfirmation as exc:  # it may write twice: only "Retry anyway" runs it
@@ -219,7 +210,7 @@ class Interactions(ModalSubmissions):
         clicked = await self._clicked(body, "edit")
         if clicked is None or not clicked[0].trigger_id:
             return
-        click, proposal = clicked
+        click, proposal, _ruling = clicked
         tool = self.registry.get(proposal.tool_name)
         if tool is None:
             await self._tell(click, "This tool is no longer available.")

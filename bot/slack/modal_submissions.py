@@ -1,8 +1,8 @@
 """The Decline, Ask for changes and Edit modals' submissions: validated inline (Slack shows
-the errors on the form, so the answer waits for them), authorised like a click, then handed to
-the approvals service. `ModalSubmissions` is a mixin of `Interactions`
-(bot/slack/interactions.py), which owns the services named below and the authorisation
-(`_refusal`)."""
+the errors on the form, so the answer waits for them), authorised like a click by the one
+door, then handed to the approvals service; an Edit's new revision is decided by the door
+again. `ModalSubmissions` is a mixin of `Interactions` (bot/slack/interactions.py), which
+owns the services named below and the authorisation (`_judged`)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,15 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncAck
 
+from bot.approvals.questions import question_of
+from bot.approvals.ruling import Authorise, Ruling, Step
 from bot.approvals.service import ApprovalError, ApprovalsService, CardChanged
 from bot.db.models import Proposal
 from bot.errors import plain_error
 from bot.metrics import DECISIONS
 from bot.slack.card_publisher import CardPublisher
+from bot.slack.card_rerouting import announce_reroute
+from bot.slack.door_at_clicks import forbidden
 from bot.slack.edit_form import edit_fields, field_errors, submitted_arguments
 from bot.slack.note_forms import NOTE_MAX
 from bot.slack.payloads import BadPayload, Submission, parse_submission
@@ -36,7 +40,12 @@ class ModalSubmissions:
     on_settled: Callable[[], None]
     tasks: TaskGroup
 
-    async def _refusal(self, proposal: Proposal, user: str, action: str) -> str | None: ...
+    door: Authorise
+
+    async def _judged(
+        self, proposal: Proposal, user: str, action: str
+    ) -> tuple[Proposal, Ruling, str | None]:
+        raise NotImplementedError  # Interactions' own
 
     async def _submitted(
         self, ack: AsyncAck, body: dict[str, Any], action: str, error_block: str
@@ -58,7 +67,7 @@ class ModalSubmissions:
             return None
         if action == "edit" and form.user == proposal.requester:
             return form, proposal
-        refusal = await self._refusal(proposal, form.user, action)
+        proposal, _ruling, refusal = await self._judged(proposal, form.user, action)
         if refusal:
             await ack(response_action="errors", errors={error_block: refusal[:150]})
             return None
@@ -134,15 +143,33 @@ class ModalSubmissions:
         except Exception as exc:  # the target vanished, Slack said no, …: say so on the form
             await ack(response_action="errors", errors={fields[0]: plain_error(exc)[:150]})
             return
+        revised = arguments.model_dump(mode="json")
+        # The new revision is decided again by the one door: a deny refuses the edit (the card
+        # keeps its revision), another ask reroutes the card.
+        question = question_of(proposal, tool.pack, arguments=revised)
+        ruling = await self.door(question, Step.EDIT, actor=form.user)
+        if ruling.outcome == "deny":
+            await self.approvals.refuse(proposal.id, form.user, "edit", forbidden(ruling))
+            DECISIONS.labels(action="edit", result="refused").inc()
+            await ack(response_action="errors", errors={fields[0]: forbidden(ruling)[:150]})
+            return
+        rerouted = ruling.outcome == "ask" and not ruling.same_deciders(proposal.policy)
         try:
-            await self.approvals.edit(
-                proposal.id, form.user, arguments.model_dump(mode="json"), preview, form.revision
+            edited = await self.approvals.edit(
+                proposal.id,
+                form.user,
+                revised,
+                preview,
+                form.revision,
+                (question, ruling),
             )
         except ApprovalError as exc:
             await ack(response_action="errors", errors={fields[0]: exc.user_message[:150]})
             return
         DECISIONS.labels(action="edit", result="accepted").inc()
         await ack()
+        if rerouted:
+            self.tasks.spawn(announce_reroute(self.cards, edited), name="reroute")
         self.cards.refresh(proposal.id)
 
 

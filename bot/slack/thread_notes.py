@@ -41,6 +41,10 @@ class ThreadNotes:
         except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
             log.warning("no note in the thread for proposal %s: %s", proposal.id, exc)
 
+    async def note_in_thread(self, proposal: Proposal, text: str) -> None:
+        """A note in the proposal's thread (text that carries nothing of the action's data)."""
+        await self._note(proposal, text)
+
     async def note_allowed(self, proposal: Proposal) -> None:
         """A policy rule allowed the action."""
         rule = (proposal.policy or {}).get("rule") or "the default"

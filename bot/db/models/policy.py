@@ -39,4 +39,9 @@ class PolicyDecision(Base):
     proposal_id: Mapped[int | None] = mapped_column(
         ForeignKey("proposals.id", ondelete="SET NULL"), index=True
     )
+    # Which step decided which revision: the proposal's (`propose`, what the counts count),
+    # an Edit's, a click's, an escalation's, a reload's, the start of execution's.
+    step: Mapped[str] = mapped_column(String(16), default="propose", server_default="propose")
+    revision: Mapped[int] = mapped_column(default=1, server_default="1")
+    actor: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)

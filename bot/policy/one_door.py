@@ -1,0 +1,303 @@
+"""The one door: "may this exact revision of a write run now, and who may decide it", answered
+one way for every step that can lead to a write (the proposal, an Edit, each click, a grant's
+cover, each escalation step, a Retry, a reload and the start of execution).
+
+The answer is made from the policy version in force (never the one recorded when the card
+was made), the requester's user groups and the deciders' groups and reach read afresh from
+Slack (except at the proposal, which execution decides again), and the data's audience:
+
+- deny (with the rule's reason): nothing runs, nobody may approve it;
+- allow (which rule): it runs without a card;
+- grant (which): a live grant made on a card of the same rule, unchanged since, covers it,
+  and its granter may still approve it and read what it carries;
+- ask: the rule's approvers, quorum, four-eyes, ladder and route; a fail-closed ask (a
+  condition could not be evaluated) is covered by nothing and never decided by the requester.
+
+With an actor (a click), the answer also says whether that person may decide; with votes (at
+execution), which of them still count. No other code decides either."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+
+from bot.approvals import grants
+from bot.approvals.escalation import ladder
+from bot.approvals.policy import GroupMembers
+from bot.approvals.ruling import Question, Ruling, Step
+from bot.db.models import Grant, utcnow
+from bot.db.session import Database
+from bot.durations import parse_duration
+from bot.membership import Reach
+from bot.policy.engine import Decision, Facts, names_tool
+from bot.policy.gate import decide_off_loop, referenced_groups
+from bot.policy.model import PolicyFile, Rule
+from bot.policy.source import PolicySource
+
+log = logging.getLogger(__name__)
+
+SLACK_FAILURES = (SlackApiError, aiohttp.ClientError, TimeoutError, OSError)
+UNCHECKED = "Slack could not tell whether you are one of the approvers right now; try again"
+UNREADABLE = (
+    "this action carries what you may not read in Slack, so only people who can may decide on it"
+)
+GROUPS_UNREAD = "the requester's user groups could not be read"
+
+
+def rule_hash(rule: Rule | None) -> str | None:
+    """A rule's content: a grant is bound to it, and any change to the rule voids the grant."""
+    if rule is None:
+        return None
+    return hashlib.sha256(rule.model_dump_json().encode()).hexdigest()[:24]
+
+
+def _record(decision: Decision, question: Question) -> dict[str, Any]:
+    """What a proposal keeps of a ruling: the decision, the rule's content hash, the counts it
+    was made on and, where the rule offers grants, the tool's definition they are bound to."""
+    kept = decision.record()
+    ask = decision.ask
+    kept["rule_hash"] = rule_hash(ask) if decision.outcome == "ask" else None
+    kept["counts"] = list(question.counts)
+    if decision.failed_closed:
+        kept["four_eyes"] = True  # never decided by the requester alone
+        kept.pop("grants", None)
+        kept.pop("grant_expiry", None)
+    if decision.outcome == "ask" and ask is not None and kept.get("grants"):
+        if question.definition:
+            kept["definition"] = question.definition
+        if ask.grant_expiry:
+            kept["grant_expiry_seconds"] = parse_duration(ask.grant_expiry).total_seconds()
+    return kept
+
+
+class OneDoor:
+    def __init__(
+        self, source: PolicySource, groups: GroupMembers, reach: Reach, db: Database
+    ) -> None:
+        self.source = source
+        self.groups = groups
+        self.reach = reach
+        self.db = db
+        self._referenced: tuple[PolicyFile, list[str]] | None = None
+
+    def version_in_force(self) -> str:
+        return self.source.current.version
+
+    async def __call__(
+        self,
+        question: Question,
+        step: Step,
+        *,
+        actor: str | None = None,
+        votes: Sequence[str] = (),
+    ) -> Ruling:
+        in_force = self.source.current
+        fresh = step is not Step.PROPOSE  # a proposal is decided again at execution
+        groups = self.groups.fresh() if fresh else self.groups
+        decision, member_of = await self._decide(
+            in_force.policy, in_force.version, question, groups
+        )
+        record = {**_record(decision, question), "groups": list(member_of)}
+        if decision.outcome == "deny":
+            ruling = Ruling("deny", decision.version, decision.rule, decision.reason, record)
+        elif decision.outcome == "allow":
+            ruling = Ruling("allow", decision.version, decision.rule, None, record)
+        else:
+            ruling = Ruling(
+                "ask", decision.version, decision.rule, decision.reason, record,
+                failed_closed=decision.failed_closed,
+            )  # fmt: skip
+            if step is Step.PROPOSE:
+                found = await self._covering_grant(question, ruling, groups)
+                if found is not None:
+                    ruling = _with(ruling, outcome="grant", grant_id=found)
+        # Who may click the waiting card: under an ask, the deciders the policy in force
+        # names; under an allow, the people the card was made for; under a deny, nobody may
+        # approve, but they may still decline or ask for changes.
+        deciders = ruling
+        if ruling.outcome == "allow" or (ruling.outcome == "deny" and step is Step.DECIDE):
+            deciders = _recorded(ruling, question)
+        refusal = None
+        if actor is not None:
+            refusal = await self.refusal(actor, question, deciders, groups)
+        valid = tuple([v for v in votes if await self._counts(v, question, ruling, groups)])
+        return _with(ruling, refusal=refusal, valid_votes=valid)
+
+    # -- the policy's decision -------------------------------------------------------------
+    def _referenced_groups(self, policy: PolicyFile) -> list[str]:
+        if self._referenced is None or self._referenced[0] is not policy:
+            self._referenced = (policy, sorted(referenced_groups(policy)))
+        return self._referenced[1]
+
+    async def _decide(
+        self, policy: PolicyFile, version: str, q: Question, groups: GroupMembers
+    ) -> tuple[Decision, tuple[str, ...]]:
+        member_of: list[str] | None = []
+        for group in self._referenced_groups(policy):
+            try:
+                if q.requester in await groups.members(group):
+                    member_of.append(group)  # type: ignore[union-attr]
+            except SLACK_FAILURES as exc:
+                log.warning("user group %s unreadable for the policy: %s", group, exc)
+                member_of = None
+                break
+        facts = Facts(
+            q.tool, q.pack, q.arguments, q.channel, q.requester, tuple(member_of or ()), *q.counts
+        )
+        made = await decide_off_loop(policy, version, facts)
+        if member_of is not None:
+            return made, facts.groups
+        # The groups are unknown: a deny naming the tool denies, anything else asks, closed.
+        if made.outcome == "deny" or any(
+            r.outcome == "deny" and not r.shadow and names_tool(r, q.tool, q.pack)
+            for r in policy.rules
+        ):
+            return Decision("deny", made.rule, version, GROUPS_UNREAD), ()
+        ask = made.ask or next(
+            (r for r in policy.rules if r.outcome == "ask" and names_tool(r, q.tool, q.pack)),
+            None,
+        )
+        failed = Decision("ask", made.rule, version, GROUPS_UNREAD, ask, failed_closed=True)
+        return failed, ()
+
+    # -- who may decide --------------------------------------------------------------------
+    async def refusal(
+        self, user: str, q: Question, ruling: Ruling, groups: GroupMembers
+    ) -> str | None:
+        """None if `user` may decide on `q` under `ruling`; else why not, in words."""
+        if ruling.outcome == "deny":
+            return f"the approval policy in force forbids this action ({ruling.reason})"
+        four_eyes = ruling.four_eyes or ruling.failed_closed
+        if four_eyes and user == q.requester:
+            return "this action needs someone other than the requester to approve it"
+        if four_eyes and user == q.revised_by:
+            return "you edited this action, so someone else must approve it"
+        approvers = [*ruling.approvers, *_escalated_to(ruling, q)]
+        if not approvers:
+            if four_eyes:
+                return "no approvers are configured for this action"
+            if user != q.requester:
+                return f"only <@{q.requester}>, who asked for it, may decide"
+        else:
+            try:
+                if not await _is_approver(approvers, user, groups):
+                    return "you are not one of the approvers of this action"
+            except SLACK_FAILURES as exc:
+                log.warning("approvers' groups unreadable: %s", type(exc).__name__)
+                return UNCHECKED
+        if not await self.reach.may_read(user, q.audience, fresh=True):
+            return UNREADABLE
+        return None
+
+    async def _counts(self, vote: str, q: Question, ruling: Ruling, groups: GroupMembers) -> bool:
+        """Whether one vote on the revision still counts under the ruling in force."""
+        if ruling.outcome == "deny":
+            return False
+        if ruling.outcome == "allow":
+            return True
+        if vote.startswith("policy:"):
+            return False  # an allow that is no longer in force
+        if vote.startswith("grant:"):
+            grant_id = vote.partition(":")[2]
+            return grant_id.isdigit() and await self._grant_covers(int(grant_id), q, ruling, groups)
+        if vote == "escalation":
+            return _ladder_allows(ruling, q)
+        return await self.refusal(vote, q, ruling, groups) is None
+
+    # -- grants ----------------------------------------------------------------------------
+    async def _candidates(self, q: Question, ruling: Ruling) -> list[Grant]:
+        scopes = tuple(s for s in ruling.record.get("grants") or () if s in grants.SCOPES)
+        if ruling.failed_closed or not scopes or not q.definition:
+            return []
+        if ruling.approvals_required != 1:
+            return []
+        async with self.db.reading() as session:
+            return await grants.candidates(
+                session,
+                team_id=q.team_id,
+                requester=q.requester,
+                tool_name=q.tool,
+                definition=q.definition,
+                channel_id=q.channel,
+                thread_ts=q.thread_ts or q.turn,
+                scopes=scopes,
+            )
+
+    async def _covering_grant(
+        self, q: Question, ruling: Ruling, groups: GroupMembers
+    ) -> int | None:
+        for grant in await self._candidates(q, ruling):
+            if await self._grant_fits(grant, q, ruling, groups):
+                return grant.id
+        return None
+
+    async def _grant_covers(
+        self, grant_id: int, q: Question, ruling: Ruling, groups: GroupMembers
+    ) -> bool:
+        for grant in await self._candidates(q, ruling):
+            if grant.id == grant_id:
+                return await self._grant_fits(grant, q, ruling, groups)
+        return False
+
+    async def _grant_fits(
+        self, grant: Grant, q: Question, ruling: Ruling, groups: GroupMembers
+    ) -> bool:
+        """The grant was made on a card of this very rule, unchanged since, and its granter
+        may still decide this call (an approver now, able to read what it carries)."""
+        if grant.rule != ruling.rule or grant.rule_hash != ruling.record.get("rule_hash"):
+            return False
+        if grant.scope == "me" and not grants.self_approves(
+            ruling.approvers, ruling.four_eyes, q.requester
+        ):
+            return False
+        return await self.refusal(grant.granted_by, q, ruling, groups) is None
+
+
+def _with(ruling: Ruling, **changes: Any) -> Ruling:
+    from dataclasses import replace
+
+    return replace(ruling, **changes)
+
+
+def _recorded(ruling: Ruling, q: Question) -> Ruling:
+    """Under an allow, who may still click the waiting card: the people it was made for."""
+    kept = q.recorded or {}
+    if kept.get("outcome") != "ask":
+        plain = {**ruling.record, "approvers": [], "four_eyes": False}
+        return _with(ruling, outcome="ask", record=plain)
+    return _with(ruling, outcome="ask", record=kept, failed_closed=bool(kept.get("failed_closed")))
+
+
+def _escalated_to(ruling: Ruling, q: Question) -> list[str]:
+    """People the ladder added, while the rule that climbed it is still the one in force."""
+    kept = q.recorded or {}
+    if kept.get("rule") != ruling.rule or kept.get("rule_hash") != ruling.record.get("rule_hash"):
+        return []
+    return [str(a) for a in kept.get("escalated_to") or ()]
+
+
+def _ladder_allows(ruling: Ruling, q: Question) -> bool:
+    """An `escalation` vote counts while the rule in force (unchanged) ends its ladder with an
+    allow that is due."""
+    kept = q.recorded or {}
+    if ruling.failed_closed or kept.get("rule_hash") != ruling.record.get("rule_hash"):
+        return False
+    steps = ladder(ruling.record)
+    if not steps or steps[-1].kind != "allow" or q.created_at is None:
+        return False
+    return q.created_at + steps[-1].after <= utcnow() + timedelta(seconds=1)
+
+
+async def _is_approver(approvers: list[str], user: str, groups: GroupMembers) -> bool:
+    if user in approvers:
+        return True
+    for entry in approvers:
+        if entry.startswith("S") and user in await groups.members(entry):
+            return True
+    return False
