@@ -123,8 +123,9 @@ class Countersign:
         worker = new_worker_id()
         live_replies = LiveReplies(db, worker, settings.lease_seconds)
         cards = CardPublisher(slack, budget, approvals, registry, policies, tasks, groups)
-        door = OneDoor(policy, groups, reach_of(slack), db)
+        door = OneDoor(policy, groups, reach_of(slack), db, registry.with_defaults)
         approvals.pack_of = lambda name: tool.pack if (tool := registry.get(name)) else ""
+        approvals.door = door
         desk = ActionDesk(
             registry, policies, approvals, cards, PolicyGate(policy, groups, db), door
         )

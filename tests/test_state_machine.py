@@ -73,6 +73,7 @@ def test_the_table_is_the_one_in_design_md() -> None:
         ("proposed", "withdraw", "withdrawn"),
         ("proposed", "escalate_deny", "expired"),
         ("proposed", "escalate_allow", "approved"),
+        ("proposed", "policy_deny", "declined"),  # the policy in force denies what waits
         ("approved", "start", "executing"),
         ("executing", "succeed", "succeeded"),
         ("executing", "fail", "failed"),

@@ -4,7 +4,6 @@ and replay recorded decisions under a policy to see what it would change."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -61,7 +60,7 @@ def check(path: Path, strict: bool = False) -> int:
         f"{path}: valid, version {version}, {len(policy.rules)} rule(s) "
         f"({shadow} shadow), default {policy.default}"
     )
-    found = warnings(policy)
+    found = warnings(policy, optional_fields(_registry()))
     for warning in found:
         print(f"{path}: warning: {warning}")
     return 1 if found and strict else 0
@@ -140,18 +139,36 @@ def _registry() -> ToolRegistry | None:
         return None
 
 
+def optional_fields(known: ToolRegistry | None) -> dict[tuple[str, str], list[str]]:
+    """Each known tool's arguments a condition may find missing or null once the tool's
+    defaults are applied: optional, with no default or a null one."""
+    if known is None:
+        return {}
+    found: dict[tuple[str, str], list[str]] = {}
+    for tool in known:
+        if tool.input_schema is not None:
+            required = set(tool.input_schema.get("required") or ())
+            properties = tool.input_schema.get("properties") or {}
+            found[(tool.name, tool.pack)] = [
+                f
+                for f, spec in properties.items()
+                if f not in required and (not isinstance(spec, dict) or spec.get("default") is None)
+            ]
+        else:
+            found[(tool.name, tool.pack)] = [
+                f
+                for f, info in tool.arguments.model_fields.items()
+                if not info.is_required() and info.get_default(call_default_factory=True) is None
+            ]
+    return found
+
+
 def with_defaults(
     known: ToolRegistry | None, name: str, pack: str, args: dict[str, Any]
 ) -> tuple[str, dict[str, Any]]:
     """The tool's pack (unless given) and `args` with the schema's defaults applied, as the
     bot decides on validated arguments."""
     tool = known.get(name) if known is not None else None
-    if tool is None:
+    if tool is None or known is None:
         return pack, args
-    filled = dict(args)
-    if tool.input_schema is None:
-        for field, info in tool.arguments.model_fields.items():
-            if field not in filled and not info.is_required():
-                default = info.get_default(call_default_factory=True)
-                filled[field] = json.loads(json.dumps(default, default=str))
-    return pack or tool.pack, filled
+    return pack or tool.pack, known.with_defaults(name, args)

@@ -3,7 +3,13 @@ do nothing where they are, and an ask nobody can approve."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable, Mapping
+
+from bot.policy.engine import names_tool
 from bot.policy.model import PolicyFile, Rule
+
+_READS = re.compile(r"""\bargs\s*(?:\.\s*([A-Za-z_]\w*)|\[\s*["']([^"']+)["']\s*\])""")
 
 
 def _catch_all(rule: Rule) -> bool:
@@ -15,7 +21,31 @@ def _catch_all(rule: Rule) -> bool:
     )
 
 
-def warnings(policy: PolicyFile) -> list[str]:
+def unguarded_reads(
+    rule: Rule, optional: Mapping[tuple[str, str], Iterable[str]]
+) -> list[tuple[str, str]]:
+    """(tool, field) pairs where the rule's condition reads an argument the tool may leave
+    out without asking `has(args.FIELD)` first. `optional`: (tool, pack) -> its optional
+    fields. Such a condition cannot be evaluated when the field is missing or null (a deny
+    then denies, an ask fails closed): the author should say what they meant."""
+    if not rule.when:
+        return []
+    read = {a or b for a, b in _READS.findall(rule.when)}
+    found = []
+    for (tool, pack), fields in optional.items():
+        if not names_tool(rule, tool, pack):
+            continue
+        for field in sorted(read & set(fields)):
+            guarded = re.search(rf"has\(\s*args\s*\.\s*{re.escape(field)}\s*\)", rule.when)
+            if not guarded:
+                found.append((tool, field))
+    return found
+
+
+def warnings(
+    policy: PolicyFile, optional: Mapping[tuple[str, str], Iterable[str]] | None = None
+) -> list[str]:
+    """`optional`: each known tool's optional fields, (tool, pack) -> names."""
     found = []
     covered: set[str] = set()  # tool patterns an earlier unconditional allow/ask decides
     for rule in policy.rules:
@@ -34,4 +64,10 @@ def warnings(policy: PolicyFile) -> list[str]:
             found.append(f"{name}: approvals_required is more than the approvers named")
         if _catch_all(rule):
             covered.update(rule.tools)
+        for tool, field in unguarded_reads(rule, optional or {}):
+            found.append(
+                f"{name} reads args.{field}, which {tool} may leave out: guard it with "
+                f"has(args.{field}) (unguarded, a missing value denies a deny rule's call and "
+                "sends an ask to four-eyes approval)"
+            )
     return found

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -78,12 +78,20 @@ def _record(decision: Decision, question: Question) -> dict[str, Any]:
 
 class OneDoor:
     def __init__(
-        self, source: PolicySource, groups: GroupMembers, reach: Reach, db: Database
+        self,
+        source: PolicySource,
+        groups: GroupMembers,
+        reach: Reach,
+        db: Database,
+        defaults: Callable[[str, dict[str, Any]], dict[str, Any]] = lambda _tool, args: args,
     ) -> None:
+        """`defaults`: a call's arguments with its tool's defaults applied (the registry's
+        `with_defaults`): conditions read them, so a field left out reads as its default."""
         self.source = source
         self.groups = groups
         self.reach = reach
         self.db = db
+        self.defaults = defaults
         self._referenced: tuple[PolicyFile, list[str]] | None = None
 
     def version_in_force(self) -> str:
@@ -101,7 +109,7 @@ class OneDoor:
         fresh = step is not Step.PROPOSE  # a proposal is decided again at execution
         groups = self.groups.fresh() if fresh else self.groups
         decision, member_of = await self._decide(
-            in_force.policy, in_force.version, question, groups
+            in_force.policy, in_force.version, question, None if step is Step.PROPOSE else 30.0
         )
         record = {**_record(decision, question), "groups": list(member_of)}
         if decision.outcome == "deny":
@@ -125,7 +133,7 @@ class OneDoor:
             deciders = _recorded(ruling, question)
         refusal = None
         if actor is not None:
-            refusal = await self.refusal(actor, question, deciders, groups)
+            refusal = await self.refusal(actor, question, deciders, groups, fresh)
         valid = tuple([v for v in votes if await self._counts(v, question, ruling, groups)])
         return _with(ruling, refusal=refusal, valid_votes=valid)
 
@@ -136,19 +144,23 @@ class OneDoor:
         return self._referenced[1]
 
     async def _decide(
-        self, policy: PolicyFile, version: str, q: Question, groups: GroupMembers
+        self, policy: PolicyFile, version: str, q: Question, max_age: float | None
     ) -> tuple[Decision, tuple[str, ...]]:
+        """The policy's decision, with the requester's user groups read at most `max_age`
+        seconds ago (None: the cache's own age; every referenced group is a Tier 2 call,
+        so a click does not read them all from Slack again, only the deciders' groups)."""
         member_of: list[str] | None = []
         for group in self._referenced_groups(policy):
             try:
-                if q.requester in await groups.members(group):
+                if q.requester in await self.groups.members(group, max_age=max_age):
                     member_of.append(group)  # type: ignore[union-attr]
             except SLACK_FAILURES as exc:
                 log.warning("user group %s unreadable for the policy: %s", group, exc)
                 member_of = None
                 break
+        arguments = self.defaults(q.tool, q.arguments)
         facts = Facts(
-            q.tool, q.pack, q.arguments, q.channel, q.requester, tuple(member_of or ()), *q.counts
+            q.tool, q.pack, arguments, q.channel, q.requester, tuple(member_of or ()), *q.counts
         )
         made = await decide_off_loop(policy, version, facts)
         if member_of is not None:
@@ -168,9 +180,11 @@ class OneDoor:
 
     # -- who may decide --------------------------------------------------------------------
     async def refusal(
-        self, user: str, q: Question, ruling: Ruling, groups: GroupMembers
+        self, user: str, q: Question, ruling: Ruling, groups: GroupMembers, fresh: bool = True
     ) -> str | None:
-        """None if `user` may decide on `q` under `ruling`; else why not, in words."""
+        """None if `user` may decide on `q` under `ruling`; else why not, in words (`fresh`:
+        their reach read from Slack now; a proposal's grant check may use the cache, as the
+        start of execution asks again)."""
         if ruling.outcome == "deny":
             return f"the approval policy in force forbids this action ({ruling.reason})"
         four_eyes = ruling.four_eyes or ruling.failed_closed
@@ -191,7 +205,7 @@ class OneDoor:
             except SLACK_FAILURES as exc:
                 log.warning("approvers' groups unreadable: %s", type(exc).__name__)
                 return UNCHECKED
-        if not await self.reach.may_read(user, q.audience, fresh=True):
+        if not await self.reach.may_read(user, q.audience, fresh=fresh):
             return UNREADABLE
         return None
 
@@ -233,7 +247,7 @@ class OneDoor:
         self, q: Question, ruling: Ruling, groups: GroupMembers
     ) -> int | None:
         for grant in await self._candidates(q, ruling):
-            if await self._grant_fits(grant, q, ruling, groups):
+            if await self._grant_fits(grant, q, ruling, groups, fresh=False):
                 return grant.id
         return None
 
@@ -246,7 +260,7 @@ class OneDoor:
         return False
 
     async def _grant_fits(
-        self, grant: Grant, q: Question, ruling: Ruling, groups: GroupMembers
+        self, grant: Grant, q: Question, ruling: Ruling, groups: GroupMembers, fresh: bool = True
     ) -> bool:
         """The grant was made on a card of this very rule, unchanged since, and its granter
         may still decide this call (an approver now, able to read what it carries)."""
@@ -256,7 +270,7 @@ class OneDoor:
             ruling.approvers, ruling.four_eyes, q.requester
         ):
             return False
-        return await self.refusal(grant.granted_by, q, ruling, groups) is None
+        return await self.refusal(grant.granted_by, q, ruling, groups, fresh) is None
 
 
 def _with(ruling: Ruling, **changes: Any) -> Ruling:

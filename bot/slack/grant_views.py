@@ -32,22 +32,22 @@ def grant_blocks(rows: list[Grant]) -> list[dict[str, Any]]:
         text = "No live grants made by you or covering you."
         return [*blocks, {"type": "section", "text": {"type": "mrkdwn", "text": text}}]
     for grant in rows[:SHOWN]:
-        blocks.append(
-            {
-                "type": "section",
-                "text": {
-                    "type": "mrkdwn",
-                    "text": clip(f"Grant {grant.id}: {grants.described(grant)}", 2900),
-                },
-                "accessory": {
-                    "type": "button",
-                    "text": {"type": "plain_text", "text": "Revoke"},
-                    "action_id": REVOKE,
-                    "value": str(grant.id),
-                    "style": "danger",
-                },
+        section: dict[str, Any] = {
+            "type": "section",
+            "text": {
+                "type": "mrkdwn",
+                "text": clip(f"Grant {grant.id}: {grants.described(grant)}", 2900),
+            },
+        }
+        if grant.voided_at is None:  # a voided grant covers nothing: nothing to revoke
+            section["accessory"] = {
+                "type": "button",
+                "text": {"type": "plain_text", "text": "Revoke"},
+                "action_id": REVOKE,
+                "value": str(grant.id),
+                "style": "danger",
             }
-        )
+        blocks.append(section)
     return blocks
 
 

@@ -71,6 +71,26 @@ class ToolRegistry:
         self._tools[tool.name] = tool
         self._schemas = None
 
+    def with_defaults(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """`arguments` with the tool's defaults filled in where a field was left out (a
+        model's fields, or a JSON schema's top-level `default`s): what a policy condition
+        reads, so an optional field left out reads as its default, not as an error."""
+        tool = self.get(name)
+        if tool is None:
+            return arguments
+        filled = dict(arguments)
+        if tool.input_schema is not None:
+            properties = tool.input_schema.get("properties")
+            for field, spec in (properties if isinstance(properties, dict) else {}).items():
+                if field not in filled and isinstance(spec, dict) and "default" in spec:
+                    filled[field] = spec["default"]
+            return filled
+        for field, info in tool.arguments.model_fields.items():
+            if field not in filled and not info.is_required():
+                default = info.get_default(call_default_factory=True)
+                filled[field] = json.loads(json.dumps(default, default=str))
+        return filled
+
     def get(self, name: str) -> Tool[Any] | None:
         tool = self._tools.get(name)
         for source in self._sources:
