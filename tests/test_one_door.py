@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -138,11 +138,11 @@ async def asks(
 
 
 async def propose(
-    bot: RunningBot, slack: FakeSlack, model: FakeOpenAI, args: dict[str, object]
+    bot: RunningBot, slack: FakeSlack, model: FakeOpenAI, args: Mapping[str, object]
 ) -> None:
     """Alice asks in a new thread of C1; the model proposes `args` (its resume answers with
     the fake's default, so a card left waiting leaves no script behind for the next turn)."""
-    model.script(Script(tool_calls=[call("create_task", args)]))
+    model.script(Script(tool_calls=[call("create_task", dict(args))]))
     await bot.mention("C1", "track it", slack)
     await bot.idle()
 
