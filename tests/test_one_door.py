@@ -12,15 +12,17 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from sqlalchemy import select
 
-from bot.db.models import Grant, PolicyDecision, ProposalState
+from bot.db.models import Grant, PolicyDecision, ProposalState, utcnow
 from bot.policy.cli import check
 from bot.policy.engine import Facts, decide
 from bot.policy.model import load_text
+from bot.policy.replay import compare
 from bot.slack import cards
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack, wait_until
@@ -354,6 +356,12 @@ async def test_an_edit_another_rule_asks_about_reroutes_the_card(
     assert task.priority == "high"
     edited = await decisions_at(bot, "edit")
     assert [(d.revision, d.rule) for d in edited] == [(2, "big-tasks")]
+    # `policy replay` replays each decided revision: the first, and the edited one that ran.
+    stricter = load_text(LENIENT.replace('args.priority == "urgent"', 'args.priority == "high"'))
+    since = utcnow() - timedelta(hours=1)
+    found = await compare(bot.countersign.db, stricter, "2@test", since)
+    assert found.decisions == 2
+    assert [line.split(":")[0] for line in found.approvals_denied] == ["proposal 1 revision 2"]
 
 
 LADDER = LENIENT.replace(
