@@ -189,6 +189,7 @@ class Countersign:
             jobs=[resume_settled, finish_cut_off_replies, Retention(db, settings.retention_days)],
         )
         records = Records(db, slack, registry, policies, groups, tasks)
+        records.door = door
         cards.on_change = records.proposal_changed
         threads = AgentThreads(slack, settings.suggested_prompts)
         records.on_messages_tab = threads.opened
@@ -218,7 +219,7 @@ class Countersign:
         stopper = Stopper(
             conversations.running,
             approvals,
-            Authority(policies, groups, interactions.policy_for),
+            Authority(policies, groups, interactions.policy_for, door, approvals.pack_of),
             cards,
             conversations.replies.set_active,
             StopSignals(settings.redis_url, worker) if settings.redis_url else None,

@@ -434,6 +434,11 @@ async def test_a_reload_reroutes_waiting_cards_and_closes_denied_ones(
     await wait_until(lambda: len(fake_slack.cards("DCAROL")) == 2, timeout=10)
     assert all(p.state == ProposalState.PROPOSED for p in await proposals(bot))
     assert any("approval policy changed" in m.text for m in fake_slack.bot_messages("C1"))
+    for person, listed in (("UBOB", False), ("UCAROL", True)):  # /approvals follows it too
+        _, _, key = await bot.command(fake_slack, "/approvals", "", person)
+        await wait_until(lambda key=key: bool(fake_slack.answers(key)), timeout=10)
+        answer = json.dumps(fake_slack.answers(key)[-1])
+        assert ("Waiting for your decision" in answer and "Second" in answer) is listed
     await reload(bot, _frozen(DM_ROUTED.replace("approvers: [UBOB]", "approvers: [UCAROL]")))
     states = [p.state for p in await proposals(bot)]
     assert states == [ProposalState.DECLINED, ProposalState.DECLINED]

@@ -28,6 +28,7 @@ class Step(enum.StrEnum):
     RETRY = "retry"
     EXECUTE = "execute"
     RELOAD = "reload"  # a new policy version met a waiting proposal
+    LIST = "list"  # whose list of waiting approvals shows it (cached groups and reach)
 
 
 @dataclass(frozen=True)

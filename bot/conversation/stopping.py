@@ -25,6 +25,8 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from bot.approvals.policy import GroupMembers, Policies, Policy, is_approver, may_approve
+from bot.approvals.questions import question_of
+from bot.approvals.ruling import Authorise, Step
 from bot.approvals.service import ApprovalsService, OpenTurn
 from bot.conversation.running import RunningTurn, RunningTurns
 from bot.db.models import Proposal
@@ -73,11 +75,18 @@ class Authority:
     """Who may stop what (see the module docstring)."""
 
     def __init__(
-        self, policies: Policies, groups: GroupMembers, policy_for: Callable[[Proposal], Policy]
+        self,
+        policies: Policies,
+        groups: GroupMembers,
+        policy_for: Callable[[Proposal], Policy],
+        door: Authorise | None = None,
+        pack_of: Callable[[str], str] = lambda _name: "",
     ) -> None:
         self.policies = policies
         self.groups = groups
-        self.policy_for = policy_for  # a proposal -> who decides it
+        self.policy_for = policy_for  # a proposal -> who decides it (without a door)
+        self.door = door  # who may decide each proposal, under the policy in force
+        self.pack_of = pack_of
 
     async def may_cancel(self, user: str, requester: str) -> bool:
         default = self.policies.for_tool("", "")  # the `*` policy
@@ -87,6 +96,12 @@ class Authority:
         if user == turn.requester:
             return True
         for proposal in turn.undecided:
+            if self.door is not None:  # withdrawing decides it: asked as a Decline is
+                question = question_of(proposal, self.pack_of(proposal.tool_name))
+                ruling = await self.door(question, Step.DECIDE, actor=user)
+                if ruling.refusal is not None:
+                    return False
+                continue
             verdict = await may_approve(
                 self.policy_for(proposal),
                 proposal.requester,

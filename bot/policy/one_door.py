@@ -106,10 +106,12 @@ class OneDoor:
         votes: Sequence[str] = (),
     ) -> Ruling:
         in_force = self.source.current
-        fresh = step is not Step.PROPOSE  # a proposal is decided again at execution
+        # A proposal is decided again at execution; a list shows, it decides nothing: both
+        # may read Slack's answers from the caches. Every other step reads them now.
+        fresh = step not in (Step.PROPOSE, Step.LIST)
         groups = self.groups.fresh() if fresh else self.groups
         decision, member_of = await self._decide(
-            in_force.policy, in_force.version, question, None if step is Step.PROPOSE else 30.0
+            in_force.policy, in_force.version, question, None if not fresh else 30.0
         )
         record = {**_record(decision, question), "groups": list(member_of)}
         if decision.outcome == "deny":

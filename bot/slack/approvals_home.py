@@ -12,6 +12,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.approvals.policy import GroupMembers, Policies, may_approve
+from bot.approvals.questions import question_of
+from bot.approvals.ruling import Authorise, Step
 from bot.db.models import Proposal, utcnow
 from bot.db.session import Database
 from bot.records import queries
@@ -49,6 +51,8 @@ class ApprovalsAndHome:
         # a time per person, coalescing bursts.
         self._home_users: set[str] = set()
         self._home_running: dict[str, bool] = {}
+        # The one door: who may decide each waiting proposal (set by the app).
+        self.door: Authorise | None = None
         # (channel, user): a person opened the bot's DM (suggested prompts; set by the app).
         self.on_messages_tab: Callable[[str, str], Awaitable[None]] | None = None
 
@@ -71,6 +75,12 @@ class ApprovalsAndHome:
             if proposal.id in voted or not await self.access.may_read(user, proposal.audience):
                 continue
             tool = self.registry.get(proposal.tool_name)
+            if self.door is not None:
+                question = question_of(proposal, tool.pack if tool else "")
+                ruling = await self.door(question, Step.LIST, actor=user)
+                if ruling.outcome != "deny" and ruling.refusal is None:
+                    waiting.append(proposal)
+                continue
             policy = self.policies.for_proposal(
                 proposal.tool_name, tool.pack if tool else "", proposal.policy
             )
