@@ -110,7 +110,7 @@ class ThreadNotes:
             log.warning("no private note for proposal %s: %s", proposal.id, type(exc).__name__)
             return None
         link = str(found.get("permalink") or "")
-        return link if link.startswith("https://") and "|" not in link and ">" not in link else None
+        return link if link.startswith("https://") and not set(link) & set("<|>") else None
 
     async def note_changes_asked(self, proposal: Proposal) -> None:
         """An approver asked for changes: their note goes back to the requester, where the
