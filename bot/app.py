@@ -151,6 +151,7 @@ class Countersign:
                 idempotency_key=proposal.idempotency_key,
                 pin=proposal.pin,
                 links=links,
+                audience=proposal.audience,
             )
 
         resumer = ResumeWorker(db, conversations, tasks, worker, settings.lease_seconds)

@@ -58,4 +58,6 @@ def test_manifest_asks_only_for_the_scopes_it_needs() -> None:
         "groups:write.topic",
         "usergroups:read",
     }
-    assert scopes == needed | tools
+    # conversations.open with one person (a DM: cards, copies and details sent privately)
+    dms = {"im:write"}
+    assert scopes == needed | tools | dms

@@ -19,10 +19,12 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import delete, select, update
 
+from bot import audience
 from bot.db.models import LiveReply, utcnow
 from bot.db.session import Database
 from bot.errors import slack_error
 from bot.metrics import LEASE_TAKEOVERS
+from bot.poster import NOTHING_PRIVATE, poster_of
 from bot.slack.native_reply import CURSOR
 from bot.slack.streamer import PLACEHOLDER
 
@@ -131,14 +133,18 @@ class LiveReplies:
     @staticmethod
     async def _finish(slack: AsyncWebClient, channel: str, ts: str, text: str) -> None:
         """Show `text` in the message. A native stream cut off stays open until Slack ends it
-        (minutes later) and takes no `chat.update` until then: stop it first, then edit."""
+        (minutes later) and takes no `chat.update` until then: stop it first, then edit.
+        `text` is what the message showed, or what its reply had been cleared to show there
+        (`EditPath._settle_journal`): data of the message's own place."""
+        outlet = poster_of(slack).reply(channel, None)
+        carries = audience.channel(channel)
         try:
-            await slack.chat_update(channel=channel, ts=ts, text=text)
+            await outlet.update(ts, text, carries=carries)
         except SlackApiError as exc:
             if slack_error(exc) != "streaming_state_conflict":
                 raise
-            await slack.chat_stopStream(channel=channel, ts=ts)
-            await slack.chat_update(channel=channel, ts=ts, text=text)
+            await outlet.stop_stream(ts, carries=NOTHING_PRIVATE)
+            await outlet.update(ts, text, carries=carries)
 
     async def recover(self, slack: AsyncWebClient) -> int:
         """Finish every message whose writer's lease lapsed; returns how many were finished."""

@@ -17,6 +17,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import slack_error
 from bot.membership import reach_of
+from bot.poster import PostRefused, poster_of
 from bot.slack.render import to_mrkdwn
 from bot.slack.split import split_message
 from bot.slack.streamer import ReplyStream
@@ -55,26 +56,33 @@ class TurnAudience:
 
 
 async def send_privately(
-    slack: AsyncWebClient, channel: str, thread_ts: str | None, user: str, text: str
+    slack: AsyncWebClient,
+    channel: str,
+    thread_ts: str | None,
+    user: str,
+    text: str,
+    carries: str,
 ) -> bool:
-    """`text` (Markdown) to `user` alone; False when Slack took none of it."""
+    """`text` (Markdown, of audience `carries`) to `user` alone; False when Slack (or the
+    poster: `user` may not read it) took none of it."""
     parts = split_message(to_mrkdwn(text), PRIVATE_PART) or []
+    poster = poster_of(slack)
     try:
         for part in parts:
-            await slack.chat_postEphemeral(
-                channel=channel, user=user, text=part, thread_ts=thread_ts
-            )
+            await poster.ephemeral(channel, user, part, carries=carries, thread_ts=thread_ts)
         return True
+    except PostRefused:
+        return False
     except SlackApiError as exc:
         log.warning("could not answer privately in %s: %s", channel, slack_error(exc))
     try:
         opened = await slack.conversations_open(users=user)
         dm = str((opened.get("channel") or {}).get("id") or "")
         for part in parts:
-            await slack.chat_postMessage(
-                channel=dm, text=part, unfurl_links=False, unfurl_media=False
-            )
+            await poster.post(dm, part, carries=carries, reader=user)
         return True
+    except PostRefused:
+        return False
     except SlackApiError as exc:
         log.warning("could not answer privately by DM: %s", slack_error(exc))
         return False
@@ -87,7 +95,7 @@ async def deliver_held(
     text = seen.take()
     if not text.strip():
         return
-    sent = await send_privately(slack, channel, stream.thread_ts, requester, text)
+    sent = await send_privately(slack, channel, stream.thread_ts, requester, text, seen.audience)
     if stream.source.strip():
         stream.append("\n\n")
     stream.append(SENT_PRIVATELY if sent else NOT_SENT)

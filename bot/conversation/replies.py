@@ -63,6 +63,7 @@ class Replies:
             min_interval=self.settings.min_edit_interval,
             journal=self.journal,
             native=native,
+            reader=user,  # in a DM, the one person who reads it
         )
 
     def working(self, stream: ReplyStream, user: str) -> asyncio.Task[None] | None:

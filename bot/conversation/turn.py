@@ -172,6 +172,8 @@ class Conversations(Resuming):
                 lambda audience: reach.may_read(requester, audience, seen.place),
             )
             await seen.prompt_held(self.slack, prompt.audience, prompt.sources)
+            if not seen.private:  # the thread may read it: the reply shows what it draws on
+                stream.carry(prompt.audience)
             async for event in self.llm.stream(prompt.messages, tools):
                 if isinstance(event, TextDelta):
                     if seen.private:

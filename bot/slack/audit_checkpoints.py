@@ -8,21 +8,19 @@ from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.poster import NOTHING_PRIVATE, poster_of
 from bot.records.audit_checkpoints import EVENT_TYPE, Checkpoint, Post
 
 
 def poster(client: AsyncWebClient, channel: str) -> Post:
     async def post(checkpoint: Checkpoint) -> None:
         signed = f"signature `{checkpoint.signature}`" if checkpoint.signature else "*unsigned*"
-        await client.chat_postMessage(
-            channel=channel,
-            text=(
-                f"Audit checkpoint of workspace {checkpoint.team_id}: {checkpoint.rows} rows, "
-                f"head `{checkpoint.head_hash}`, {signed}"
-            ),
+        await poster_of(client).post(
+            channel,
+            f"Audit checkpoint of workspace {checkpoint.team_id}: {checkpoint.rows} rows, "
+            f"head `{checkpoint.head_hash}`, {signed}",
+            carries=NOTHING_PRIVATE,  # counts and hashes, no content
             metadata={"event_type": EVENT_TYPE, "event_payload": checkpoint.payload()},
-            unfurl_links=False,
-            unfurl_media=False,
         )
 
     return post

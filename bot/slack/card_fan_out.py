@@ -24,7 +24,8 @@ from bot.db.models import Proposal
 from bot.errors import retryable, slack_error
 from bot.keyed_messages import find_keyed, keyed
 from bot.metrics import SLACK_EDITS
-from bot.slack.card_routing import SLACK_FAILURES, CardRouting, waiting_note
+from bot.poster import NOTHING_PRIVATE, Poster, PostRefused
+from bot.slack.card_routing import SLACK_FAILURES, CardRouting, carried_by, waiting_note
 from bot.slack.edit_budget import EditBudget, Editor
 from bot.states import State
 from bot.text import escape
@@ -49,7 +50,17 @@ class CardFanOut(CardRouting):
     approvals: ApprovalsService
     budget: EditBudget
 
-    async def _note(self, proposal: Proposal, text: str) -> None: ...
+    poster: Poster
+
+    async def _note(
+        self,
+        proposal: Proposal,
+        text: str,
+        where: tuple[str, str | None] | None = None,
+        *,
+        carries: str,
+    ) -> None:
+        raise NotImplementedError  # ThreadNotes'
 
     async def post_copies(
         self,
@@ -72,13 +83,13 @@ class CardFanOut(CardRouting):
                 else None
             )  # fmt: skip
             if ts is None:
-                posted = await self.slack.chat_postMessage(
-                    channel=channel,
-                    text=text,
+                posted = await self.poster.post(
+                    channel,
+                    text,
+                    carries=carried_by(proposal),
                     blocks=blocks,
-                    unfurl_links=False,
-                    unfurl_media=False,
                     metadata=keyed(CARD_EVENT, proposal.idempotency_key),
+                    reader=user,  # the bot's DM with this approver
                 )
                 channel, ts = str(posted["channel"]), str(posted["ts"])
             await self.approvals.add_copy(proposal.id, user, channel, ts, reason, proposal.version)
@@ -100,17 +111,36 @@ class CardFanOut(CardRouting):
                 continue
             if (copy.channel, copy.ts) != (proposal.card_channel, proposal.card_ts):
                 editor = _CopyEdit(last_edit_at=time.monotonic())
-                await self.update_card(editor, copy.channel, copy.ts, text, blocks)
+                await self.update_card(
+                    editor,
+                    copy.channel,
+                    copy.ts,
+                    text,
+                    blocks,
+                    carried_by(proposal),
+                    copy.recipient,
+                )
             await self.approvals.copy_shown(copy.id, proposal.version)
 
     async def update_card(
-        self, editor: Editor, channel: str, ts: str, text: str, blocks: list[dict[str, Any]]
+        self,
+        editor: Editor,
+        channel: str,
+        ts: str,
+        text: str,
+        blocks: list[dict[str, Any]],
+        carries: str,
+        reader: str | None = None,
     ) -> None:
         """One card message edited within the workspace's `chat.update` budget; an edit
-        Slack refuses for good (the message is gone) is logged, a transient one raised."""
+        Slack (or the poster) refuses for good is logged, a transient one raised."""
         await self.budget.acquire(editor)
         try:
-            await self.slack.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
+            await self.poster.update(
+                channel, ts, text, carries=carries, blocks=blocks, reader=reader
+            )
+        except PostRefused:
+            return  # logged by the poster; its readers may no longer read what it carries
         except SlackApiError as exc:
             if retryable(exc):
                 raise
@@ -133,6 +163,7 @@ class CardFanOut(CardRouting):
                         proposal,
                         f":arrow_up: Nobody answered in {after}: escalated. "
                         + waiting_note(added)[len(":hourglass_flowing_sand: ") :],
+                        carries=NOTHING_PRIVATE,
                     )
             elif step.step.kind == "remind":
                 await self._remind_approvers(proposal, after)
@@ -147,13 +178,20 @@ class CardFanOut(CardRouting):
         copies = await self.approvals.copies_of(proposal.id)
         line = f":alarm_clock: {why}: {escape(proposal.description[:200])}"
         for copy in copies:  # in each DM, under the copy
-            await self.slack.chat_postMessage(channel=copy.channel, thread_ts=copy.ts, text=line)
+            await self.poster.post(
+                copy.channel,
+                line,
+                carries=carried_by(proposal),
+                thread_ts=copy.ts,
+                reader=copy.recipient,
+            )
         people = [c.recipient for c in copies] or await self.people(
             self.policy_of(proposal).approvers, proposal
         )
         if people:
             shown = ", ".join(f"<@{p}>" for p in people[:10])
-            await self._note(proposal, f":alarm_clock: {why}, for {shown} to decide.")
+            text = f":alarm_clock: {why}, for {shown} to decide."
+            await self._note(proposal, text, carries=NOTHING_PRIVATE)
 
 
 def _words(seconds: float) -> str:

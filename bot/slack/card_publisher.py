@@ -30,8 +30,9 @@ from bot.db.models import Proposal
 from bot.errors import slack_error
 from bot.keyed_messages import find_keyed, keyed
 from bot.membership import reach_of
+from bot.poster import NOTHING_PRIVATE, PostRefused, poster_of
 from bot.slack.card_fan_out import CARD_EVENT, CardFanOut
-from bot.slack.card_routing import SLACK_FAILURES, waiting_note
+from bot.slack.card_routing import SLACK_FAILURES, carried_by, waiting_note
 from bot.slack.cards import CardView, approval_card, slack_date
 from bot.slack.edit_budget import EditBudget
 from bot.slack.thread_notes import ThreadNotes
@@ -68,6 +69,7 @@ class CardPublisher(ThreadNotes, CardFanOut):
         groups: GroupMembers | None = None,
     ) -> None:
         self.slack = slack
+        self.poster = poster_of(slack)
         self.groups = groups or GroupMembers(slack)
         self._routing_init()
         self.budget = budget
@@ -160,24 +162,27 @@ class CardPublisher(ThreadNotes, CardFanOut):
             if earlier is not None:
                 channel, ts = where, earlier
                 await self.budget.acquire(_CardEdit())
-                await self.slack.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
+                await self.poster.update(
+                    channel, ts, text, carries=carried_by(proposal), blocks=blocks,
+                    reader=None if route else proposal.requester,
+                )  # fmt: skip
             else:
-                posted = await self.slack.chat_postMessage(
-                    channel=where,
+                posted = await self.poster.post(
+                    where,
+                    text,
+                    carries=carried_by(proposal),  # the card shows every character of the write
                     thread_ts=thread_ts,
-                    text=text,
                     blocks=blocks,
-                    unfurl_links=False,  # a card shows link targets; Slack must not fetch them
-                    unfurl_media=False,
                     metadata=keyed(CARD_EVENT, proposal.idempotency_key),
+                    reader=None if route else proposal.requester,  # its thread, or their DM
                 )
                 channel, ts = str(posted["channel"]), str(posted["ts"])
                 if route is not None:
                     names = await self.people(self.policy_of(proposal).approvers, proposal)
-                    await self._note(proposal, waiting_note(names, where))
+                    await self._note(proposal, waiting_note(names, where), carries=NOTHING_PRIVATE)
                 elif where != proposal.channel_id:
                     await self._say_sent_privately(proposal)
-        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+        except (SlackApiError, aiohttp.ClientError, TimeoutError, PostRefused) as exc:
             reason = slack_error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
             log.error("could not post the card of proposal %s: %s", proposal.id, reason)
             await self.approvals.release_card(proposal.id)
@@ -205,7 +210,7 @@ class CardPublisher(ThreadNotes, CardFanOut):
         self._remember(proposal.id, text, blocks)
         await self.approvals.set_card(proposal.id, copies[0].channel, copies[0].ts)
         await self.approvals.card_shown(proposal.id, proposal.version)
-        await self._note(proposal, waiting_note(reached))
+        await self._note(proposal, waiting_note(reached), carries=NOTHING_PRIVATE)
         return True
 
     async def remind(self, proposal: Proposal) -> None:
@@ -233,15 +238,12 @@ class CardPublisher(ThreadNotes, CardFanOut):
         opened = await self.slack.conversations_open(users=proposal.requester)
         return str((opened.get("channel") or {}).get("id")), None
 
+    async def _requester_dm(self, proposal: Proposal) -> str:
+        return await self.dm_of(proposal.requester)
+
     async def _say_sent_privately(self, proposal: Proposal) -> None:
-        try:
-            await self.slack.chat_postMessage(
-                channel=proposal.channel_id,
-                thread_ts=proposal.thread_ts,
-                text=SENT_PRIVATELY.format(requester=proposal.requester),
-            )
-        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
-            log.warning("no note for the private card %s: %s", proposal.id, type(exc).__name__)
+        text = SENT_PRIVATELY.format(requester=proposal.requester)
+        await self._note(proposal, text, carries=NOTHING_PRIVATE)
 
     def refresh(self, proposal_id: int) -> None:
         """Bring the card in line with its proposal soon; returns at once."""
@@ -280,8 +282,9 @@ class CardPublisher(ThreadNotes, CardFanOut):
         text, blocks = approval_card(self.view_with(proposal, approvers))
         if not self._same_as_shown(proposal_id, text, blocks):
             await self.update_card(
-                _CardEdit(), proposal.card_channel, proposal.card_ts, text, blocks
-            )
+                _CardEdit(), proposal.card_channel, proposal.card_ts, text, blocks,
+                carried_by(proposal),
+            )  # fmt: skip
             self._remember(proposal_id, text, blocks)
             if self.on_change is not None:
                 self.on_change(proposal, approvers)

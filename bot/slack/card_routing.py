@@ -28,6 +28,7 @@ from bot import audience
 from bot.approvals.policy import GroupMembers, Policies, Policy
 from bot.db.models import Proposal
 from bot.membership import members_of, reach_of
+from bot.poster import PostRefused
 from bot.tools.catalog import ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -35,13 +36,22 @@ log = logging.getLogger(__name__)
 MAX_FANOUT = 50  # DMs per card: a bigger group is better served by an approvers' channel
 POSTING_AT_ONCE = 4  # DMs in flight together (each is its own channel for Slack's limits)
 NAMED_IN_NOTE = 10  # people named in the thread's note; the rest are counted
-SLACK_FAILURES = (SlackApiError, aiohttp.ClientError, TimeoutError)
+# What a post may end in besides success (the poster's refusal included: never retried).
+SLACK_FAILURES = (SlackApiError, aiohttp.ClientError, TimeoutError, PostRefused)
 
 
 @dataclass(frozen=True)
 class Route:
     channel: str | None  # an approvers' channel for the one card; None: DMs
     recipients: tuple[str, ...]  # approvers sent a copy by DM
+
+
+def carried_by(proposal: Proposal) -> str:
+    """What a proposal's card and notes carry: its audience; one made before audiences were
+    recorded is taken as its own thread's data."""
+    if proposal.audience is not None:
+        return proposal.audience
+    return audience.channel(proposal.channel_id)
 
 
 def waiting_note(names: list[str], where: str | None = None) -> str:

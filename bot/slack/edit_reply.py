@@ -1,6 +1,10 @@
 """The edit half of a live reply: making Slack's messages show the desired texts with
-`chat.update` (and new messages for a continuation), and closing a finished reply with its
-blocks (the feedback buttons) on its first message.
+`chat.update` (and new messages for a continuation), closing a finished reply with its
+blocks (the feedback buttons) on its first message, and settling its journal.
+
+Every call goes through the reply's `Outlet` (`bot.poster`), stating the audience the reply
+carries (`carry`). Should the poster refuse it (the thread's readers may not read it), the
+reply is withheld: from then on its messages show `WITHHELD` and carry nothing private.
 
 `EditPath` is a mixin of `ReplyStream` (bot/slack/streamer.py), which owns the state named
 below and the pump that calls `_reconcile`.
@@ -17,11 +21,14 @@ from typing import Any, cast
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.audience import narrowest
 from bot.errors import slack_error
 from bot.metrics import SLACK_EDITS
+from bot.poster import NOTHING_PRIVATE, Outlet
 from bot.slack.closing_blocks import with_closing
 from bot.slack.edit_budget import EditBudget, Editor
-from bot.slack.native_reply import CURSOR
+from bot.slack.native_reply import CURSOR, WITHHELD
+from bot.slack.native_stream import NativeMessage
 from bot.slack.render import escape, to_mrkdwn
 from bot.slack.reply_journal import ReplyRecord
 from bot.slack.split import split_message
@@ -39,6 +46,11 @@ FIRST_WORDS_GRACE = 2.0
 
 class EditPath:
     client: AsyncWebClient
+    outlet: Outlet
+    carries: str
+    withheld: bool
+    native: NativeMessage | None
+    _closer: asyncio.Task[None] | None
     budget: EditBudget
     channel: str
     thread_ts: str | None
@@ -83,8 +95,39 @@ class EditPath:
         self.budget.placeholders.add(id(self))  # counted before its post: replies race here
         return False
 
+    def _to_edits(self, reason: str) -> None:
+        raise NotImplementedError  # NativePath's
+
+    def native_text(self) -> str:
+        raise NotImplementedError  # NativePath's
+
+    def _give_back_stop(self) -> None:
+        raise NotImplementedError  # NativePath's
+
+    def carry(self, audience: str) -> None:
+        """What the reply shows from now on draws on data of `audience` too."""
+        self.carries = narrowest(self.carries, audience)
+
+    async def _withhold(self, live: bool = True) -> None:
+        """The poster refused what the reply carries: its messages show `WITHHELD` instead.
+        `live`: the pump runs on, and a native stream is stopped (with nothing more) so that
+        `chat.update` may replace what it showed."""
+        if self.withheld:
+            raise RuntimeError("a withheld reply was refused again")
+        self.withheld, self.carries = True, NOTHING_PRIVATE
+        native = self.native
+        if not live or native is None:
+            return
+        if not native.stopped and self._closer is None:
+            with contextlib.suppress(Exception):  # else chat.update finds it still streaming
+                await native.stop(None, carries=NOTHING_PRIVATE)
+        self._give_back_stop()
+        self._to_edits("withheld")
+
     def desired(self) -> list[str]:
         """The texts of the messages the edit path owns."""
+        if self.withheld:
+            return split_message(WITHHELD if self._edit_base == 0 else "…", self.max_chars)
         if self._edit_base and self._native_end is None:
             return []
         body = to_mrkdwn(self.source[self._edit_from :])
@@ -116,7 +159,7 @@ class EditPath:
         ts = self.message_ts[index]
         if blocks is not None:
             try:
-                await self.client.chat_update(channel=self.channel, ts=ts, text=text, blocks=blocks)
+                await self.outlet.update(ts, text, carries=self.carries, blocks=blocks)
                 self._closed_with_blocks = True
                 return
             except SlackApiError as exc:
@@ -124,7 +167,7 @@ class EditPath:
                     raise
                 log.warning("closing blocks refused in %s: text only", self.channel)
                 self.closing_blocks = None
-        await self.client.chat_update(channel=self.channel, ts=ts, text=text)
+        await self.outlet.update(ts, text, carries=self.carries)
 
     async def _reconcile(self, desired: list[str], *, permit_held: bool) -> None:
         """Make the messages the edit path owns show `desired`: edit what changed, post what
@@ -151,13 +194,7 @@ class EditPath:
                 if self.journal is not None:
                     self.journal.shown(self.message_ts[index], text)
             else:
-                response = await self.client.chat_postMessage(
-                    channel=self.channel,
-                    thread_ts=self.thread_ts,
-                    text=text,
-                    unfurl_links=False,  # Slack would fetch a model-written URL unclicked
-                    unfurl_media=False,
-                )
+                response = await self.outlet.post(text, carries=self.carries)
                 self.message_ts.append(str(response["ts"]))
                 self.shown.append(text)
                 if words:  # else "Thinking…": owed an edit
@@ -170,7 +207,29 @@ class EditPath:
             # The text got shorter than before (rare: a re-render moved a cut); blank the rest.
             if self.shown[index] != "…":
                 await self.budget.acquire(self._editor)
-                await self.client.chat_update(
-                    channel=self.channel, ts=self.message_ts[index], text="…"
-                )
+                await self.outlet.update(self.message_ts[index], "…", carries=NOTHING_PRIVATE)
                 self.shown[index] = "…"
+
+    async def _settle_journal(self) -> None:
+        """Landed: the reply's journal rows go. Not landed: the journal keeps the final text,
+        and whichever process sweeps next puts it in place once this one stops renewing."""
+        if self.journal is None or not self.message_ts:
+            return
+        with contextlib.suppress(Exception):
+            if not self.withheld and not await self.outlet.cleared(self.carries):
+                await self._withhold(live=False)  # the journal keeps only what may be shown here
+            if self.native is not None:
+                text = self.native_text()
+                # Detached (the closer stops it later): its text is complete already.
+                stopping = self.native.stopped or self._closer is not None
+                if stopping and self.native.sent == text:
+                    await self.journal.closed(self.native.ts)
+                else:
+                    await self.journal.abandoned(self.native.ts, text)
+            desired = self.desired()
+            for index, ts in enumerate(self.message_ts[self._edit_base :]):
+                text = desired[index] if index < len(desired) else "…"
+                if self.shown[self._edit_base + index] == text:
+                    await self.journal.closed(ts)
+                else:
+                    await self.journal.abandoned(ts, text)

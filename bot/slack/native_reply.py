@@ -17,6 +17,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import slack_error
+from bot.poster import Outlet
 from bot.slack.budgets import StreamSlots
 from bot.slack.edit_budget import EditBudget
 from bot.slack.native_stream import NATIVE_MAX_CHARS, NativeMessage, native_cut, source_index
@@ -31,6 +32,11 @@ CURSOR = " ▍"  # ends an unfinished text (edits show it; the journal stores it
 # sees the last words within about this long of the model's last token whatever Slack's
 # windows are doing.
 STOP_GRACE_SECONDS = 1.0
+# What a reply shows once the poster refused what it carries (`EditPath._withhold`).
+WITHHELD = (
+    ":lock: _This reply was withheld: it draws on what not everyone here may read. Please ask "
+    "me in a DM._"
+)
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,9 @@ class NativeOptions:
 
 class NativePath:
     client: AsyncWebClient
+    outlet: Outlet
+    carries: str
+    withheld: bool
     budget: EditBudget
     channel: str
     thread_ts: str | None
@@ -121,11 +130,7 @@ class NativePath:
             return False
         try:
             self.native = await NativeMessage.start(
-                self.client,
-                self.channel,
-                self.thread_ts,
-                options.recipient_user,
-                options.recipient_team,
+                self.outlet, options.recipient_user, options.recipient_team
             )
         except Exception as exc:  # e.g. the workspace does not offer streaming: use edits
             options.slots.release()
@@ -141,6 +146,8 @@ class NativePath:
     def native_text(self) -> str:
         """The markdown the native message should show (its share of the reply, plus the
         footer once final if the reply did not continue in other messages)."""
+        if self.withheld:
+            return WITHHELD
         end = self._native_end if self._native_end is not None else len(self.source)
         text = escape(self.source[:end])
         if self._final and self.footer and end == len(self.source):
@@ -207,7 +214,7 @@ class NativePath:
             self._detach_native("no stream stop free in time")
             return
         self._stop_taken = True
-        await native.stop(self.closing_blocks if not full else None, target)
+        await native.stop(self.closing_blocks if not full else None, target, carries=self.carries)
         self._last_edit_at = self._clock()
         if self.journal is not None:
             self.journal.shown(native.ts, native.sent)
@@ -237,7 +244,7 @@ class NativePath:
     async def _stop_detached(self, native: NativeMessage, options: NativeOptions) -> None:
         try:
             await options.slots.stop_permit()
-            await native.stop(None)
+            await native.stop(None, carries=self.carries)
         except Exception as exc:  # the stream ends by itself after a few minutes anyway
             log.info("could not stop a detached stream in %s: %s", self.channel, exc)
 
@@ -266,14 +273,16 @@ class NativePath:
         assert options is not None
         full = self._fill_native(options)
         target = self.native_text()
-        if await native.append(target, final or full):
+        if await native.append(target, final or full, self.carries):
             self._last_edit_at = self._clock()
             if self.journal is not None:
                 self.journal.shown(native.ts, native.sent + ("" if final else CURSOR))
         if (final or full) and native.sent == target and not native.stopped:
             await options.slots.stop_permit()
             self._stop_taken = True
-            await native.stop(self.closing_blocks if final and not full else None)
+            await native.stop(
+                self.closing_blocks if final and not full else None, carries=self.carries
+            )
             options.appends.close(self)
             if full:
                 self.budget.open(self)

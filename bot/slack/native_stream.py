@@ -22,10 +22,10 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.models.messages.chunk import TaskUpdateChunk
-from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import slack_error
 from bot.metrics import SLACK_EDITS
+from bot.poster import NOTHING_PRIVATE, Outlet
 from bot.slack.render import escape
 
 # Errors after which this stream takes no more appends: the message is then finished with
@@ -91,8 +91,7 @@ def _gone(exc: SlackApiError) -> bool:
 
 @dataclass
 class NativeMessage:
-    client: AsyncWebClient
-    channel: str
+    outlet: Outlet  # the reply's destination (`bot.poster`): channel, thread, the check
     ts: str
     sent: str = ""  # the markdown Slack has, exactly
     stopped: bool = False
@@ -100,22 +99,16 @@ class NativeMessage:
     tasks: dict[str, TaskUpdateChunk] = field(default_factory=dict)  # not yet sent
 
     @classmethod
-    async def start(
-        cls,
-        client: AsyncWebClient,
-        channel: str,
-        thread_ts: str,
-        recipient_user: str,
-        recipient_team: str,
-    ) -> NativeMessage:
-        response = await client.chat_startStream(
-            channel=channel,
-            thread_ts=thread_ts,
-            recipient_user_id=recipient_user,
-            recipient_team_id=recipient_team,
-            task_display_mode="timeline",
+    async def start(cls, outlet: Outlet, recipient_user: str, recipient_team: str) -> NativeMessage:
+        """A stream with no text yet (it carries nothing until its first append)."""
+        response = await outlet.start_stream(
+            recipient_user, recipient_team, carries=NOTHING_PRIVATE
         )
-        return cls(client, channel, str(response["ts"]))
+        return cls(outlet, str(response["ts"]))
+
+    @property
+    def channel(self) -> str:
+        return self.outlet.channel
 
     def task(self, task_id: str, title: str, status: str, details: str | None = None) -> None:
         """Queue a task update for the next append (a later state replaces an unsent one)."""
@@ -136,19 +129,16 @@ class NativeMessage:
     def has_news(self) -> bool:
         return bool(self.tasks)
 
-    async def append(self, target: str, final: bool) -> bool:
-        """Send the next piece of `target` and the queued task updates; False if there was
-        nothing to send."""
+    async def append(self, target: str, final: bool, carries: str) -> bool:
+        """Send the next piece of `target` (of audience `carries`) and the queued task
+        updates; False if there was nothing to send."""
         piece = self.next_piece(target, final)
         chunks: list[TaskUpdateChunk] = list(self.tasks.values())
         if not piece and not chunks:
             return False
         try:
-            await self.client.chat_appendStream(
-                channel=self.channel,
-                ts=self.ts,
-                markdown_text=piece or None,
-                chunks=list(chunks) or None,
+            await self.outlet.append_stream(
+                self.ts, piece or None, list(chunks) or None, carries=carries
             )
         except SlackApiError as exc:
             if _gone(exc):
@@ -161,18 +151,21 @@ class NativeMessage:
                 del self.tasks[task_id]
         return True
 
-    async def stop(self, blocks: list[dict[str, Any]] | None = None, target: str = "") -> None:
-        """Close the stream; with `target`, the same call carries whatever of it is not sent
-        yet (and the queued task updates), so a final never needs an append first."""
+    async def stop(
+        self, blocks: list[dict[str, Any]] | None = None, target: str = "", *, carries: str
+    ) -> None:
+        """Close the stream; with `target` (of audience `carries`), the same call carries
+        whatever of it is not sent yet (and the queued task updates), so a final never needs
+        an append first."""
         piece = self.next_piece(target, True) if target else ""
         chunks: list[TaskUpdateChunk] = list(self.tasks.values())
         try:
-            await self.client.chat_stopStream(
-                channel=self.channel,
-                ts=self.ts,
-                blocks=blocks,
+            await self.outlet.stop_stream(
+                self.ts,
+                carries=carries,
                 markdown_text=piece or None,
-                chunks=chunks or None,
+                chunks=list(chunks) or None,
+                blocks=blocks,
             )
         except SlackApiError as exc:
             if _gone(exc):

@@ -24,6 +24,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import retryable, slack_error
 from bot.metrics import LIVE_REPLIES
+from bot.poster import NOTHING_PRIVATE, PostRefused, poster_of
 from bot.slack.edit_budget import EditBudget
 from bot.slack.edit_reply import FIRST_WORDS_GRACE, PLACEHOLDER, EditPath
 from bot.slack.native_reply import NativeOptions, NativePath
@@ -50,8 +51,14 @@ class ReplyStream(NativePath, EditPath):
         clock: Callable[[], float] = time.monotonic,
         journal: Journal | None = None,
         native: NativeOptions | None = None,
+        reader: str | None = None,
     ) -> None:
         self.client = client
+        # Where every call of this reply goes (`reader`: the person of a DM), and the audience
+        # of what it shows (`carry`): the poster checks one against the other.
+        self.outlet = poster_of(client).reply(channel, thread_ts, reader)
+        self.carries = NOTHING_PRIVATE
+        self.withheld = False  # the poster refused what it carries: it shows WITHHELD
         self.budget = budget
         self.channel = channel
         self.thread_ts = thread_ts
@@ -101,13 +108,7 @@ class ReplyStream(NativePath, EditPath):
             self._pump.add_done_callback(lambda _: grace.cancel())
             return ""
         if not self.message_ts:
-            response = await self.client.chat_postMessage(
-                channel=self.channel,
-                thread_ts=self.thread_ts,
-                text=PLACEHOLDER,
-                unfurl_links=False,  # Slack would fetch a model-written URL: a leak, no click
-                unfurl_media=False,
-            )
+            response = await self.outlet.post(PLACEHOLDER, carries=NOTHING_PRIVATE)
             self.message_ts.append(str(response["ts"]))
             self.shown.append(PLACEHOLDER)
             self.budget.open(self)
@@ -217,6 +218,10 @@ class ReplyStream(NativePath, EditPath):
                 except StreamGone as gone:
                     self._to_edits(str(gone))
                     continue
+                except PostRefused:
+                    await self._withhold()  # what it shows from now on carries nothing private
+                    self._changed.set()
+                    continue
                 except Exception as exc:
                     if not retryable(exc):
                         raise
@@ -274,25 +279,3 @@ class ReplyStream(NativePath, EditPath):
             return False
         append.result()  # a closed budget raises here
         return True
-
-    async def _settle_journal(self) -> None:
-        """Landed: the reply's journal rows go. Not landed: the journal keeps the final text,
-        and whichever process sweeps next puts it in place once this one stops renewing."""
-        if self.journal is None or not self.message_ts:
-            return
-        with contextlib.suppress(Exception):
-            if self.native is not None:
-                text = self.native_text()
-                # Detached (the closer stops it later): its text is complete already.
-                stopping = self.native.stopped or self._closer is not None
-                if stopping and self.native.sent == text:
-                    await self.journal.closed(self.native.ts)
-                else:
-                    await self.journal.abandoned(self.native.ts, text)
-            desired = self.desired()
-            for index, ts in enumerate(self.message_ts[self._edit_base :]):
-                text = desired[index] if index < len(desired) else "…"
-                if self.shown[self._edit_base + index] == text:
-                    await self.journal.closed(ts)
-                else:
-                    await self.journal.abandoned(ts, text)

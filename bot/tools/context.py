@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from bot.caches import BoundedCache
+from bot.poster import ApprovedWrite, Poster, poster_of
 
 if TYPE_CHECKING:
     from slack_sdk.web.async_client import AsyncWebClient
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from bot.links import LinkSigner
 
 R = TypeVar("R")
+UNKNOWN_AUDIENCE = "X:unknown"  # a clause of no kind `bot.audience` knows: nobody reads it
 
 
 @dataclass
@@ -33,6 +35,8 @@ class ToolContext:
     # When a write of this proposal could first have happened (its approval): a look-up for
     # an earlier attempt's write reads the destination from here on, however busy it became.
     since: datetime | None = None
+    # Who may read the approved proposal's data (`bot.audience`); None: not known here.
+    audience: str | None = None
     _names: dict[str, str] = field(default_factory=lambda: BoundedCache[str, str](1_000))
     # What the approved revision's preview resolved (see `resolve`); None while previewing.
     pinned: dict[str, Any] | None = None
@@ -66,6 +70,24 @@ class ToolContext:
                 value = cast(R, pinned[key])
         self._resolved[key] = value
         return value
+
+    @property
+    def poster(self) -> Poster:
+        """The one way to post to Slack (`bot.poster`)."""
+        return poster_of(self.slack)
+
+    @property
+    def carries(self) -> str:
+        """What a write of this proposal carries: its audience, or, unknown, a clause
+        nobody satisfies (only an approval can then send it anywhere)."""
+        return self.audience if self.audience is not None else UNKNOWN_AUDIENCE
+
+    def approved_write(self) -> ApprovedWrite:
+        """The approval a write tool shows the poster: the card of this proposal showed its
+        destination and every character it sends. None without a proposal being run."""
+        if not self.idempotency_key:
+            raise ToolError("only an approved action may post; nothing was sent")
+        return ApprovedWrite(self.idempotency_key)
 
     @property
     def resolutions(self) -> dict[str, Any]:

@@ -32,12 +32,12 @@ async def post_message(args: PostMessage, ctx: ToolContext) -> Outcome:
     ts = await _posted_earlier(ctx, args.channel, key) if key else None
     if ts is None:
         metadata = keyed(IDEMPOTENCY_EVENT, key) if key else None
-        posted = await ctx.slack.chat_postMessage(
-            channel=args.channel,
-            text=escape(args.text),
+        posted = await ctx.poster.post(
+            args.channel,
+            escape(args.text),
+            carries=ctx.carries,  # may be wider there: a person approved this text for it
             metadata=metadata,
-            unfurl_links=False,  # the card showed the text, not what Slack would fetch
-            unfurl_media=False,
+            approved=ctx.approved_write(),
         )
         ts = str(posted["ts"])
     link = await _permalink(ctx, args.channel, ts)
@@ -108,13 +108,13 @@ async def schedule_message(args: ScheduleMessage, ctx: ToolContext) -> Outcome:
             )
     if post_at <= int(datetime.now(UTC).timestamp()):
         raise ValueError("post_at is in the past")
-    done = await ctx.slack.chat_scheduleMessage(
-        channel=args.channel,
-        text=text,
-        post_at=post_at,
+    done = await ctx.poster.schedule(
+        args.channel,
+        text,
+        post_at,
+        carries=ctx.carries,
         metadata=keyed(IDEMPOTENCY_EVENT, key) if key else None,
-        unfurl_links=False,
-        unfurl_media=False,
+        approved=ctx.approved_write(),
     )
     return _scheduled(done.get("scheduled_message_id"))
 
