@@ -75,10 +75,14 @@ def open_link(slack: FakeSlack, link: str, user: str) -> str | None:
 
 
 async def read_exec_and_track(
-    bot: RunningBot, slack: FakeSlack, model: FakeOpenAI, **kw: str
+    bot: RunningBot,
+    slack: FakeSlack,
+    model: FakeOpenAI,
+    members: tuple[str, ...] = ("UALICE", "UCAROL", "UBOT"),
+    **kw: str,
 ) -> None:
     private_exec(slack)
-    slack.members["GEXEC"] = ["UALICE", "UCAROL", "UBOT"]
+    slack.members["GEXEC"] = list(members)
     model.script(
         Script(tool_calls=[read_exec()]),
         Script(tool_calls=[call("create_task", PREPARE, "w1")]),
@@ -137,7 +141,9 @@ async def test_a_granted_action_on_private_data_is_noted_without_it(
 ) -> None:
     bot = grant_bot
     thread = await granted(bot, fake_slack, fake_model, THREAD)  # Bob: "for this thread"
-    await read_exec_and_track(bot, fake_slack, fake_model, thread_ts=thread)
+    # Bob is in #exec: a grant covers only what its granter may read (tests/test_one_door.py).
+    in_exec = ("UALICE", "UBOB", "UCAROL", "UBOT")
+    await read_exec_and_track(bot, fake_slack, fake_model, in_exec, thread_ts=thread)
     last = (await proposals(bot))[-1]
     assert last.state == ProposalState.SUCCEEDED
     assert str(last.decided_by).startswith("grant:")

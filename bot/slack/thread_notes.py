@@ -65,8 +65,9 @@ class ThreadNotes:
             log.warning("no note in the thread for proposal %s: %s", proposal.id, exc)
 
     async def note_in_thread(self, proposal: Proposal, text: str) -> None:
-        """A note in the proposal's thread (text that carries nothing of the action's data)."""
-        await self._note(proposal, text)
+        """A note in the proposal's thread (text that carries nothing of the action's data:
+        who decides it now)."""
+        await self._note(proposal, text, carries=NOTHING_PRIVATE)
 
     async def note_allowed(self, proposal: Proposal) -> None:
         """A policy rule allowed the action."""
