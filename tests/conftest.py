@@ -6,7 +6,9 @@ import asyncio
 import os
 import shutil
 import socket
+import uuid
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -14,12 +16,13 @@ from alembic import command
 from sqlalchemy import create_engine
 
 from bot.app import Countersign
-from bot.db.migrate import alembic_config
+from bot.db.migrate import alembic_config, upgrade_to_head
+from bot.db.session import Database
 from bot.server import run_socket_mode
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import APP_TOKEN, FakeSlack, wait_until
 from tests.harness import RunningBot, make_settings, start_bot, stop_bot
-from tests.pg import temporary_database
+from tests.pg import create_database, drop_database, temporary_database
 
 POSTGRES_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -88,6 +91,44 @@ def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def sqlite_url(tmp_path: Path, migrated_sqlite: Path) -> str:
     shutil.copyfile(migrated_sqlite, tmp_path / "countersign.db")
     return f"sqlite:///{tmp_path / 'countersign.db'}"
+
+
+@pytest.fixture(scope="session")
+def migrated_postgres() -> Iterator[str]:
+    """A PostgreSQL database the migrations brought to head once per test process, copied
+    (CREATE DATABASE … TEMPLATE) by `migrated_database_url`; dropped at the end."""
+
+    name = f"cs_template_{uuid.uuid4().hex[:12]}"
+
+    async def make() -> None:
+        db = Database.from_url(await create_database(name))
+        try:
+            await upgrade_to_head(db)
+        finally:
+            await db.dispose()  # a template takes no connections
+
+    # Its own loop in a thread of its own: asked for from inside a test's running loop.
+    with ThreadPoolExecutor(1) as thread:
+        try:
+            thread.submit(asyncio.run, make()).result()
+        except RuntimeError as exc:
+            pytest.fail(str(exc))
+        yield name
+        thread.submit(asyncio.run, drop_database(name)).result()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def migrated_database_url(
+    request: pytest.FixtureRequest, sqlite_url: str
+) -> AsyncIterator[str]:
+    """SQLite and PostgreSQL already at head: for tests of what runs on the schema, not of
+    the migrations (those use `database_url`, which starts empty)."""
+    if request.param == "sqlite":
+        yield sqlite_url
+        return
+    template = request.getfixturevalue("migrated_postgres")
+    async with temporary_database(template=template) as url:
+        yield url
 
 
 @pytest.fixture

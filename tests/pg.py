@@ -26,13 +26,36 @@ async def _admin() -> asyncpg.Connection:
         ) from exc
 
 
+async def create_database(name: str, template: str | None = None) -> str:
+    """Create database `name` (empty, or a copy of `template`); its URL."""
+    admin = await _admin()
+    try:
+        copied = f' TEMPLATE "{template}"' if template else ""
+        await admin.execute(f'CREATE DATABASE "{name}"{copied}')
+    finally:
+        await admin.close()
+    return make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+
+
+async def drop_database(name: str) -> None:
+    admin = await _admin()
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
 @asynccontextmanager
-async def temporary_database(prefix: str = "cs_test") -> AsyncIterator[str]:
-    """The URL of a new, empty database, dropped afterwards (with any open connections)."""
+async def temporary_database(
+    prefix: str = "cs_test", template: str | None = None
+) -> AsyncIterator[str]:
+    """The URL of a new database, dropped afterwards (with any open connections): empty, or
+    a copy of the database named `template` (which nobody may be connected to)."""
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     admin = await _admin()
     try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
+        copied = f' TEMPLATE "{template}"' if template else ""
+        await admin.execute(f'CREATE DATABASE "{name}"{copied}')
     finally:
         await admin.close()
     try:

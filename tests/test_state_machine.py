@@ -23,8 +23,8 @@ PAIRS = list(itertools.product(State, Event))
 
 
 @pytest.fixture
-async def service(database_url: str) -> AsyncIterator[ApprovalsService]:
-    db = Database.from_url(database_url)
+async def service(migrated_database_url: str) -> AsyncIterator[ApprovalsService]:
+    db = Database.from_url(migrated_database_url)
     await upgrade_to_head(db)
     yield ApprovalsService(db)
     await db.dispose()
