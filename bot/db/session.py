@@ -164,11 +164,17 @@ class Database:
 
     @asynccontextmanager
     async def reading(self) -> AsyncIterator[AsyncSession]:
-        """A transaction that only reads: on SQLite, a snapshot that takes no write lock and
-        does not queue behind the process's writers. Closed, not committed, at the end: what
-        was read stays readable (closing, unlike a rollback, expires nothing)."""
+        """A transaction that only reads, from one snapshot: everything read in it is the
+        database at one moment, however long it takes and whatever is written meanwhile (so
+        `audit verify` reads chain heads and rows that agree). On SQLite a deferred read
+        transaction (WAL: takes no write lock, does not queue behind the process's writers);
+        on PostgreSQL REPEATABLE READ, READ ONLY. Closed, not committed, at the end: what was
+        read stays readable (closing, unlike a rollback, expires nothing)."""
         async with self.engine.connect() as connection:
-            await connection.execution_options(**{READ_ONLY: True})
+            options: dict[str, Any] = {READ_ONLY: True}
+            if not self._sqlite:
+                options |= {"isolation_level": "REPEATABLE READ", "postgresql_readonly": True}
+            await connection.execution_options(**options)
             async with AsyncSession(bind=connection, expire_on_commit=False) as session:
                 yield session
 
