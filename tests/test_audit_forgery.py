@@ -23,6 +23,8 @@ from bot.db.models import (
     AuditChainHead,
     AuditCheckpoint,
     AuditEntry,
+    ProposalApproval,
+    ProposalState,
     utcnow,
 )
 from bot.db.session import Database
@@ -297,6 +299,33 @@ async def test_the_checkpoint_job_refuses_a_chain_rewritten_since_its_last_check
         assert REGISTRY.get_sample_value(REFUSED) == refused + 2
     finally:
         await db.dispose()
+
+
+async def test_the_export_reads_decisions_from_the_chain_not_the_proposals_table(
+    chain_bot: RunningBot,
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    database_url: str,
+    tmp_path: Path,
+) -> None:
+    await build_chain(chain_bot, fake_slack, fake_model)
+    first, second = await proposals(chain_bot)
+    async with chain_bot.countersign.db.transaction() as session:
+        await session.execute(
+            update(type(first))
+            .where(type(first).id.in_([first.id, second.id]))
+            .values(decided_by="UMALLORY", state=ProposalState.SUCCEEDED)
+        )
+        await session.execute(delete(ProposalApproval))
+        session.add(ProposalApproval(proposal_id=second.id, approver="UMALLORY"))
+    out_file = tmp_path / "audit.csv"
+    values = clean_env(DATABASE_URL=database_url)  # no Slack or model settings needed
+    exported = run_cli(["audit", "export", "-o", str(out_file)], values, tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    got = [
+        (r["decision"], r["decided_by"], r["approvers"]) for r in csv.DictReader(out_file.open())
+    ]
+    assert got == [("succeeded", "UALICE", "UALICE"), ("declined", "UALICE", "")]
 
 
 async def test_verify_and_checkpoints_while_the_bot_writes_raise_no_false_alarm(
