@@ -60,6 +60,11 @@ def _seconds(start: datetime | None, end: datetime | None) -> float | None:
     return round((end - start).total_seconds(), 3) if start and end else None
 
 
+# Rows after which every earlier vote is void: an edit (other arguments), a reroute (other
+# deciders).
+VOIDING = frozenset({"edit", "reroute"})
+
+
 def _decision(proposal: Proposal, events: list[AuditEntry]) -> dict[str, Any]:
     """The state, decider, approvers and decision time the chained rows record: the rows of
     the proposal's own workspace chain, in chain order."""
@@ -71,8 +76,8 @@ def _decision(proposal: Proposal, events: list[AuditEntry]) -> dict[str, Any]:
     decided_at: datetime | None = None
     approvers: list[str] = []
     for event in chained:
-        if event.event == "edit":
-            approvers = []  # an edit voids every earlier vote
+        if event.event in VOIDING:
+            approvers = []
         elif event.event == "vote":
             approvers.append(event.actor)
         elif event.from_state == "proposed" and event.to_state != "proposed":
