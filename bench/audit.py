@@ -39,10 +39,10 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def _proposal(db: Database) -> int:
+async def _proposal(db: Database, team: str = TEAM) -> int:
     async with db.transaction() as session:
         proposal = Proposal(
-            team_id=TEAM,
+            team_id=team,
             tool_call_id="c",
             tool_name="create_task",
             arguments={},
@@ -98,7 +98,7 @@ async def transitions(db: Database, count: int) -> tuple[list[float], list[float
 
 
 async def load_chain(db: Database, rows: int) -> None:
-    proposal_id = await _proposal(db)
+    proposal_id = await _proposal(db, "TVERIFY")  # a row's proposal is of its workspace
     prev, batch = GENESIS, []
     async with db.transaction() as session:
         for seq in range(1, rows + 1):

@@ -6,9 +6,12 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from bot.config import Settings, SettingsError, load_settings
+
+if TYPE_CHECKING:
+    from bot.audit_settings import AuditCommandSettings
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -77,7 +80,7 @@ async def _migrate(settings: Settings) -> int:
     return 0
 
 
-async def _audit_export(settings: Settings, fmt: str, records: str, out: TextIO) -> int:
+async def _audit_export(settings: AuditCommandSettings, fmt: str, records: str, out: TextIO) -> int:
     from bot.db.migrate import upgrade_to_head
     from bot.db.session import Database
     from bot.records.audit_export import export
@@ -93,39 +96,43 @@ async def _audit_export(settings: Settings, fmt: str, records: str, out: TextIO)
     return 0
 
 
-async def _audit_chain(settings: Settings, command: str) -> int:
+async def _audit_chain(settings: AuditCommandSettings, command: str) -> int:
     from bot.db.migrate import upgrade_to_head
     from bot.db.session import Database
     from bot.records.audit_checkpoints import write_checkpoints
     from bot.records.audit_verify import render, verify
     from bot.slack.audit_checkpoints import posted_checkpoints, poster
 
-    key = settings.audit_signing_key.get_secret_value() if settings.audit_signing_key else None
-    channel = settings.audit_checkpoint_channel
-    db = Database.from_url(settings.database_url)
+    key, channel = settings.audit_key, settings.audit_checkpoint_channel
+    db = Database.from_url(settings.database_url, audit_key=key)
     slack = None
-    if channel:
+    if channel and settings.slack_bot_token is not None:
         from slack_sdk.web.async_client import AsyncWebClient
 
         slack = AsyncWebClient(
             token=settings.slack_bot_token.get_secret_value(), base_url=str(settings.slack_api_url)
         )
+    unread = f"AUDIT_CHECKPOINT_CHANNEL is set, but SLACK_BOT_TOKEN is not: {channel} is not"
     try:
         await upgrade_to_head(db)
         if command == "checkpoint":
-            written = await write_checkpoints(db, key)
-            for checkpoint in written:
+            done = await write_checkpoints(db, key)
+            for checkpoint in done.written:
                 if slack is not None and channel:
                     await poster(slack, channel)(checkpoint)
                 print(
                     f"checkpoint of workspace {checkpoint.team_id}: {checkpoint.rows} rows, "
                     f"head {checkpoint.head_hash}, "
                     + ("signed" if checkpoint.signature else "unsigned (no AUDIT_SIGNING_KEY)")
-                    + (f", posted to {channel}" if channel else "")
+                    + (f", posted to {channel}" if slack is not None else "")
                 )
-            if not written:
+            for problem in done.refused:
+                print(f"REFUSED: the chain does not verify, nothing signed: {problem.line()}")
+            if not done.written and not done.refused:
                 print("no audit rows yet: nothing to checkpoint")
-            return 0
+            if done.written and channel and slack is None:
+                print(f"warning: {unread} posted to")
+            return 1 if done.refused else 0
         posted = []
         if slack is not None and channel:
             try:
@@ -134,11 +141,33 @@ async def _audit_chain(settings: Settings, command: str) -> int:
                 print(f"FAILED: could not read the checkpoints posted to {channel}: {exc}")
                 return 1
         report = await verify(db, key, posted)
+        if channel and slack is None:
+            report.warnings.insert(0, f"{unread} read: only the stored checkpoints are checked")
         for line in render(report):
             print(line)
         return 0 if report.ok else 1
     finally:
         await db.dispose()
+
+
+def _audit(args: argparse.Namespace) -> int:
+    """`countersign audit …`: the database and the audit settings only (no Slack or model
+    settings needed)."""
+    from bot.audit_settings import load_audit_settings
+    from bot.logs import configure
+
+    try:
+        settings = load_audit_settings()
+    except SettingsError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 2
+    configure(settings.log_level, settings.secret_values(), settings.log_format == "json")
+    if args.audit_command in ("verify", "checkpoint"):
+        return asyncio.run(_audit_chain(settings, args.audit_command))
+    if args.output == "-":
+        return asyncio.run(_audit_export(settings, args.format, args.records, sys.stdout))
+    with open(args.output, "w", encoding="utf-8", newline="") as out:
+        return asyncio.run(_audit_export(settings, args.format, args.records, out))
 
 
 async def _purge(settings: Settings, days: int | None) -> int:
@@ -152,7 +181,7 @@ async def _purge(settings: Settings, days: int | None) -> int:
     if keep <= 0:
         print("retention is off (RETENTION_DAYS=0): nothing to purge")
         return 0
-    db = Database.from_url(settings.database_url)
+    db = Database.from_url(settings.database_url, audit_key=settings.audit_key)
     try:
         await upgrade_to_head(db)
         removed = await purge(db, timedelta(days=keep))
@@ -197,6 +226,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bot.policy.cli import run as run_policy
 
         return run_policy(args)
+    if args.command == "audit":
+        return _audit(args)
     try:
         settings = load_settings()
         if args.command == "serve":
@@ -219,13 +250,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(_doctor(settings))
     if args.command == "purge":
         return asyncio.run(_purge(settings, args.older_than_days))
-    if args.command == "audit" and args.audit_command in ("verify", "checkpoint"):
-        return asyncio.run(_audit_chain(settings, args.audit_command))
-    if args.command == "audit":
-        if args.output == "-":
-            return asyncio.run(_audit_export(settings, args.format, args.records, sys.stdout))
-        with open(args.output, "w", encoding="utf-8", newline="") as out:
-            return asyncio.run(_audit_export(settings, args.format, args.records, out))
     host = getattr(args, "host", "0.0.0.0")  # noqa: S104
     port = getattr(args, "port", 3000)
     return asyncio.run(_run(settings, args.command, host, port))

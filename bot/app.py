@@ -105,7 +105,9 @@ class Countersign:
         slack = web_client(
             settings.slack_bot_token.get_secret_value(), str(settings.slack_api_url), budgets
         )
-        db = Database.from_url(settings.database_url, settings.database_pool_size)
+        db = Database.from_url(
+            settings.database_url, settings.database_pool_size, settings.audit_key
+        )
         llm = LLM(make_client(settings), settings.llm_model)
         links = link_signer(settings)
         registry = ToolRegistry.from_packs(settings.tool_packs)
@@ -228,7 +230,7 @@ class Countersign:
         reconsider_now = reconsidering(door, approvals, cards, resumer.kick)
         policy.on_change = lambda: tasks.spawn(reconsider_now(), name="policy-reconsider")
         sweeper.jobs.append(stopper.recover)  # completes Stops a crash cut off
-        sweeper.jobs.append(checkpoint_job(settings, db, slack))
+        sweeper.first.append(checkpoint_job(settings, db, slack))
         listeners.register(bolt, conversations, tasks, stopper)
         records.register(bolt)
         interactions.register(bolt)

@@ -23,7 +23,12 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings import SettingsError as PydanticSettingsError
 from sqlalchemy.engine import make_url
 
-from bot.durations import parse_duration
+from bot.audit_settings import (
+    DEFAULT_DATABASE_URL,
+    AuditSettings,
+    database_url_valid,
+    log_level_valid,
+)
 from bot.settings_help import HINTS, SettingsError, describe
 from bot.suggested_prompts import DEFAULT_PROMPTS, SuggestedPrompt
 from bot.tools.integration_settings import IntegrationSettings
@@ -45,10 +50,10 @@ DEFAULT_SYSTEM_PROMPT = (
 
 
 def _default_database_url() -> str:
-    return "sqlite:///countersign.db"
+    return DEFAULT_DATABASE_URL
 
 
-class Settings(IntegrationSettings, BaseSettings):
+class Settings(IntegrationSettings, AuditSettings, BaseSettings):
     """All configuration of one Countersign process."""
 
     model_config = SettingsConfigDict(
@@ -111,11 +116,7 @@ class Settings(IntegrationSettings, BaseSettings):
     sweep_interval_seconds: Annotated[float, Field(ge=0.05, le=300)] = 15.0
     lease_seconds: Annotated[float, Field(ge=0.5, le=3600)] = 30.0
     retention_days: Annotated[int, Field(ge=0, le=36_500)] = 90
-    # The audit chain's checkpoints: how often (a duration: 30s, 15m, 1h, 1d), signed with
-    # this key (HMAC-SHA256; unset: unsigned) and posted to this channel (unset: not posted).
-    audit_checkpoint_every: Annotated[float, Field(ge=1, le=90 * 86400), NoDecode] = 3600.0
-    audit_signing_key: SecretStr | None = None
-    audit_checkpoint_channel: str | None = None
+    # The audit chain's settings (AUDIT_SIGNING_KEY and the checkpoints') are AuditSettings'.
 
     shutdown_grace_seconds: Annotated[float, Field(ge=0, le=600)] = 20.0
     metrics_port: Annotated[int, Field(ge=0, le=65535)] | None = None
@@ -143,10 +144,7 @@ class Settings(IntegrationSettings, BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _database_scheme(cls, v: str) -> str:
-        scheme = v.split("://", 1)[0].split("+", 1)[0].lower() if "://" in v else ""
-        if scheme not in {"sqlite", "postgres", "postgresql"}:
-            raise ValueError("must be a sqlite:/// or postgresql:// URL")
-        return v
+        return database_url_valid(v)
 
     @field_validator("redis_url")
     @classmethod
@@ -206,17 +204,10 @@ class Settings(IntegrationSettings, BaseSettings):
                 raise ValueError(f"not valid JSON ({exc.msg} at character {exc.pos})") from None
         return v
 
-    @field_validator("audit_checkpoint_every", mode="before")
-    @classmethod
-    def _duration(cls, v: Any) -> Any:
-        return parse_duration(v).total_seconds() if isinstance(v, str) else v
-
     @field_validator("log_level")
     @classmethod
     def _log_level(cls, v: str) -> str:
-        if v.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
-            raise ValueError("must be one of DEBUG, INFO, WARNING, ERROR")
-        return v.upper()
+        return log_level_valid(v)
 
     @model_validator(mode="after")
     def _prompt_file(self) -> Settings:

@@ -86,6 +86,11 @@ RESUMES = Counter(
     "Paused turns resumed",
     ["outcome"],  # done | failed
 )
+AUDIT_CHECKPOINT_REFUSED = Counter(
+    "countersign_audit_checkpoint_refused_total",
+    "Audit checkpoints not signed, one per workspace and attempt, because the chain's rows "
+    "since the previous checkpoint did not verify (tampering, or a writer without the key)",
+)
 SLACK_ACK = Histogram(
     "countersign_slack_ack_seconds",
     "From a signed Slack request arriving to its answer being ready (HTTP mode); Slack gives 3 s",

@@ -47,7 +47,8 @@ HINTS: dict[str, str] = {
     "RETENTION_DAYS": "days a conversation is kept after its last activity; 0 keeps it forever",
     "AUDIT_CHECKPOINT_EVERY": "how often the audit chain is checkpointed: a duration such as "
     "30s, 15m, 1h or 1d",
-    "AUDIT_SIGNING_KEY": "a secret key (any text) that signs the audit checkpoints",
+    "AUDIT_SIGNING_KEY": "a secret key (any text) that keys the audit rows and signs the "
+    "checkpoints",
     "AUDIT_CHECKPOINT_CHANNEL": "the id of the channel the audit checkpoints are posted to",
     "GITHUB_API_URL": "https://api.github.com, or https://HOST/api/v3 for GitHub Enterprise",
     "GITHUB_REPOS": "comma-separated owner/repo or owner/* the assistant may touch, e.g. "

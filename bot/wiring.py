@@ -50,10 +50,10 @@ def policy_source(settings: Settings, registry: ToolRegistry) -> PolicySource:
 def checkpoint_job(settings: Settings, db: Database, slack: AsyncWebClient) -> CheckpointJob:
     """The sweeper's audit checkpoint job: signed with `AUDIT_SIGNING_KEY` if set, posted to
     `AUDIT_CHECKPOINT_CHANNEL` if set."""
-    key, channel = settings.audit_signing_key, settings.audit_checkpoint_channel
+    channel = settings.audit_checkpoint_channel
     return CheckpointJob(
         db,
-        key.get_secret_value() if key else None,
+        settings.audit_key,
         settings.audit_checkpoint_every,
         checkpoint_poster(slack, channel) if channel else None,
     )

@@ -57,6 +57,9 @@ class Sweeper:
         self.interval = interval
         self.reminder_before = reminder_before
         self.jobs = jobs or []
+        # Jobs that run before the sweep moves anything: at start-up, before this process
+        # writes its first audit row (the audit checkpoint job, see `CheckpointJob`).
+        self.first: list[Job] = []
         self._loop: asyncio.Task[None] | None = None
 
     async def recover(self) -> None:
@@ -65,6 +68,7 @@ class Sweeper:
         await self.sweep()
 
     async def sweep(self) -> None:
+        await self._jobs(self.first)
         for proposal in await self.approvals.expire_due():
             self.cards.refresh(proposal.id)
         for step in await self.approvals.escalate_due():
@@ -87,7 +91,11 @@ class Sweeper:
         for proposal in await self.approvals.cards_missing():
             await self.cards.post(proposal)
         await self._count()
-        for job in self.jobs:
+        await self._jobs(self.jobs)
+
+    @staticmethod
+    async def _jobs(jobs: list[Job]) -> None:
+        for job in jobs:
             try:
                 await job()
             except Exception:  # one job's failure must not stop the others

@@ -6,6 +6,12 @@ the row's hash is that content hash chained to the previous row's hash. The deta
 through its own hash, kept beside it, so retention can replace a detail with the redaction
 marker and the row still verifies.
 
+With `AUDIT_SIGNING_KEY` (carried by the session, see `Database`) the chaining is an HMAC with
+the key, and the row says so (`keyed`): anyone may recompute plain hashes, nobody without the
+key can write a row whose keyed hash verifies. Rows written before the key was set stay plain
+and verifiable; `bot.records.audit_walk` holds the rules that keep a plain row from passing
+once keyed rows began.
+
 `append` reads the workspace's head and writes the new row in the caller's transaction, under
 the head row's lock (`SELECT … FOR UPDATE` on PostgreSQL; SQLite's transactions here begin
 IMMEDIATE, one writer at a time): concurrent transitions on several replicas make one linear
@@ -15,6 +21,7 @@ chain. Lock order: the head before any proposal row (`lock_head`), everywhere th
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -24,6 +31,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.db.models import AuditChainHead, AuditEntry, utcnow
+from bot.db.session import AUDIT_KEY
 
 GENESIS = "0" * 64
 # What retention leaves of a detail (its hash stays in `detail_hash`).
@@ -75,8 +83,14 @@ def content_hash(entry: AuditEntry | Any) -> str:
     )
 
 
-def link(prev_hash: str, content: str) -> str:
-    return sha256(f"{prev_hash}:{content}".encode())
+def link(prev_hash: str, content: str, key: str | None = None) -> str:
+    """The row's hash: its content chained to the row before; keyed, an HMAC-SHA256 with a
+    key derived from `key` for audit rows only (checkpoints are signed with another)."""
+    message = f"{prev_hash}:{content}".encode()
+    if key is None:
+        return sha256(message)
+    row_key = hmac.new(key.encode(), b"countersign audit row", hashlib.sha256).digest()
+    return hmac.new(row_key, message, hashlib.sha256).hexdigest()
 
 
 async def lock_head(session: AsyncSession, team_id: str) -> AuditChainHead:
@@ -100,12 +114,13 @@ async def lock_head(session: AsyncSession, team_id: str) -> AuditChainHead:
     return head
 
 
-def seal(entry: AuditEntry, prev_hash: str) -> None:
-    """Fill in the hashes of a row whose content is complete."""
+def seal(entry: AuditEntry, prev_hash: str, key: str | None = None) -> None:
+    """Fill in the hashes of a row whose content is complete (keyed with `key`, if given)."""
     entry.detail_hash = detail_hash(entry.detail)
     entry.content_hash = content_hash(entry)
     entry.prev_hash = prev_hash
-    entry.row_hash = link(prev_hash, entry.content_hash)
+    entry.keyed = key is not None
+    entry.row_hash = link(prev_hash, entry.content_hash, key)
 
 
 async def append(
@@ -119,7 +134,8 @@ async def append(
     actor: str,
     detail: dict[str, Any] | None,
 ) -> AuditEntry:
-    """Add the next row of `team_id`'s chain in the caller's transaction."""
+    """Add the next row of `team_id`'s chain in the caller's transaction, keyed with the
+    session's audit key if it has one."""
     head = await lock_head(session, team_id)
     entry = AuditEntry(
         team_id=team_id,
@@ -132,7 +148,7 @@ async def append(
         detail=detail,
         created_at=utcnow(),
     )
-    seal(entry, head.head_hash)
+    seal(entry, head.head_hash, session.info.get(AUDIT_KEY))
     session.add(entry)
     head.seq, head.head_hash = head.seq + 1, entry.row_hash or ""
     await session.flush()

@@ -70,6 +70,8 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 
 READ_ONLY = "countersign_read_only"  # an execution option: a reader's transaction
+# The session `info` key of the secret audit rows are keyed with (`bot.db.audit_chain`).
+AUDIT_KEY = "countersign_audit_key"
 
 
 def _sqlite_begin_immediate(connection: Any) -> None:
@@ -125,17 +127,26 @@ class Database:
     timeout.
     """
 
-    def __init__(self, engine: AsyncEngine, wait_seconds: float = CONNECTION_WAIT_SECONDS) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        wait_seconds: float = CONNECTION_WAIT_SECONDS,
+        audit_key: str | None = None,
+    ) -> None:
         self.engine = engine
-        self.sessions = async_sessionmaker(engine, expire_on_commit=False)
+        # `audit_key` (AUDIT_SIGNING_KEY): the audit rows written through this database are
+        # keyed with it; every session carries it to `audit_chain.append`.
+        self.sessions = async_sessionmaker(
+            engine, expire_on_commit=False, info={AUDIT_KEY: audit_key}
+        )
         self._sqlite = engine.url.get_backend_name() == "sqlite"
         size = 1 if self._sqlite else engine.pool.size()  # type: ignore[attr-defined]
         self._turns = asyncio.Semaphore(size)
         self.wait_seconds = wait_seconds
 
     @classmethod
-    def from_url(cls, raw_url: str, pool_size: int = 10) -> Database:
-        return cls(create_engine(raw_url, pool_size))
+    def from_url(cls, raw_url: str, pool_size: int = 10, audit_key: str | None = None) -> Database:
+        return cls(create_engine(raw_url, pool_size), audit_key=audit_key)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
@@ -164,11 +175,17 @@ class Database:
 
     @asynccontextmanager
     async def reading(self) -> AsyncIterator[AsyncSession]:
-        """A transaction that only reads: on SQLite, a snapshot that takes no write lock and
-        does not queue behind the process's writers. Closed, not committed, at the end: what
-        was read stays readable (closing, unlike a rollback, expires nothing)."""
+        """A transaction that only reads, from one snapshot: everything read in it is the
+        database at one moment, however long it takes and whatever is written meanwhile (so
+        `audit verify` reads chain heads and rows that agree). On SQLite a deferred read
+        transaction (WAL: takes no write lock, does not queue behind the process's writers);
+        on PostgreSQL REPEATABLE READ, READ ONLY. Closed, not committed, at the end: what was
+        read stays readable (closing, unlike a rollback, expires nothing)."""
         async with self.engine.connect() as connection:
-            await connection.execution_options(**{READ_ONLY: True})
+            options: dict[str, Any] = {READ_ONLY: True}
+            if not self._sqlite:
+                options |= {"isolation_level": "REPEATABLE READ", "postgresql_readonly": True}
+            await connection.execution_options(**options)
             async with AsyncSession(bind=connection, expire_on_commit=False) as session:
                 yield session
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    Boolean,
     Enum,
     ForeignKey,
     Index,
@@ -14,6 +15,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -133,7 +135,8 @@ class AuditEntry(Base):
     Rows form one hash chain per workspace (`bot.db.audit_chain`): `seq` counts from 1,
     `content_hash` covers every column but the detail, which it covers through `detail_hash`
     (so redacting the detail keeps the row verifiable), and `row_hash` links it to the row
-    before (`prev_hash`)."""
+    before (`prev_hash`): an HMAC with `AUDIT_SIGNING_KEY` where `keyed`, a plain hash in rows
+    written without the key."""
 
     __tablename__ = "audit_log"
     __table_args__ = (UniqueConstraint("team_id", "seq"),)
@@ -154,6 +157,7 @@ class AuditEntry(Base):
     content_hash: Mapped[str | None] = mapped_column(String(64))
     prev_hash: Mapped[str | None] = mapped_column(String(64))
     row_hash: Mapped[str | None] = mapped_column(String(64))
+    keyed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class AuditChainHead(Base):
