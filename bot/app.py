@@ -38,9 +38,7 @@ from bot.db.session import Database
 from bot.heartbeat import Heartbeat, freeze_start_up_objects
 from bot.links import LinkSigner
 from bot.llm import LLM, make_client
-from bot.membership import reach_of
 from bot.policy.gate import PolicyGate
-from bot.policy.one_door import OneDoor
 from bot.policy.source import PolicySource
 from bot.records.retention import Retention
 from bot.slack import feedback
@@ -57,7 +55,7 @@ from bot.thread_locks import ThreadLocks
 from bot.tools.catalog import ToolRegistry
 from bot.tools.integrations import Integrations
 from bot.tools.registry import ToolContext
-from bot.wiring import checkpoint_job, link_signer, policy_source, reconsidering
+from bot.wiring import checkpoint_job, link_signer, one_door, policy_source, reconsidering
 
 log = logging.getLogger(__name__)
 
@@ -125,9 +123,7 @@ class Countersign:
         worker = new_worker_id()
         live_replies = LiveReplies(db, worker, settings.lease_seconds)
         cards = CardPublisher(slack, budget, approvals, registry, policies, tasks, groups)
-        door = OneDoor(policy, groups, reach_of(slack), db, registry.with_defaults)
-        approvals.pack_of = lambda name: tool.pack if (tool := registry.get(name)) else ""
-        approvals.door = door
+        door = one_door(policy, groups, slack, db, registry, approvals)
         desk = ActionDesk(
             registry, policies, approvals, cards, PolicyGate(policy, groups, db), door
         )

@@ -8,11 +8,13 @@ from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.approvals.policy import GroupMembers
 from bot.approvals.service import ApprovalsService
 from bot.config import Settings
 from bot.db.models import Proposal
 from bot.db.session import Database
 from bot.links import LinkSigner
+from bot.membership import reach_of
 from bot.policy.one_door import OneDoor
 from bot.policy.reconsider import reconsider
 from bot.policy.source import PolicySource
@@ -57,6 +59,22 @@ def checkpoint_job(settings: Settings, db: Database, slack: AsyncWebClient) -> C
         settings.audit_checkpoint_every,
         checkpoint_poster(slack, channel) if channel else None,
     )
+
+
+def one_door(
+    policy: PolicySource,
+    groups: GroupMembers,
+    slack: AsyncWebClient,
+    db: Database,
+    registry: ToolRegistry,
+    approvals: ApprovalsService,
+) -> OneDoor:
+    """The one door (`bot.policy.one_door`), given to the approvals service too (escalation
+    steps and the start of execution ask it)."""
+    door = OneDoor(policy, groups, reach_of(slack), db, registry.with_defaults)
+    approvals.pack_of = lambda name: tool.pack if (tool := registry.get(name)) else ""
+    approvals.door = door
+    return door
 
 
 def reconsidering(
