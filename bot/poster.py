@@ -22,6 +22,7 @@ and nothing the bot sends has a reason to ping a channel.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import weakref
 from dataclasses import dataclass
@@ -205,14 +206,19 @@ class Outlet:
         self.thread_ts = thread_ts
         self.reader = reader
         self._decided: dict[str, bool] = {}
+        self._deciding = asyncio.Lock()  # the reply's pump and its owner may ask at once
 
     async def cleared(self, carries: str) -> bool:
         found = self._decided.get(carries)
-        if found is None:
-            found = await self.poster.cleared(self.channel, carries, self.reader)
-            self._decided[carries] = found
-            if not found:
-                self.poster.refuse(self.channel, carries)  # logged once per reply
+        if found is not None:
+            return found
+        async with self._deciding:  # one look-up per audience, however many ask at once
+            found = self._decided.get(carries)
+            if found is None:
+                found = await self.poster.cleared(self.channel, carries, self.reader)
+                self._decided[carries] = found
+                if not found:
+                    self.poster.refuse(self.channel, carries)  # logged once per reply
         return found
 
     async def _allow(self, carries: str) -> None:

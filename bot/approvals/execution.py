@@ -93,7 +93,7 @@ class Executions(Ledger):
         when its clicker `confirmed` that it may write twice (else `NeedsConfirmation`); the
         audit row records who confirmed."""
         for _ in range(5):
-            asked = None if door is None else await self._ask_door(proposal_id, door)
+            asked = None if door is None else await self._ask_door(proposal_id, door, retry_by)
             claim = await self._claim(
                 proposal_id, worker, retry_by, confirmed, finds_earlier_write, door, asked
             )
@@ -102,10 +102,12 @@ class Executions(Ledger):
         raise AlreadyHandled("This action keeps changing; try again in a moment.")
 
     async def _ask_door(
-        self, proposal_id: int, door: Authorise
+        self, proposal_id: int, door: Authorise, retry_by: str | None = None
     ) -> tuple[int, Question, Ruling] | None:
         """The door's answer on the approved revision with its votes, and the row's version
-        it was asked on; None when there is no such proposal or approved revision."""
+        it was asked on; None when there is no such proposal or approved revision. A Retry's
+        clicker chose to run exactly this revision again: their click counts as their vote
+        (if they may decide it now)."""
         async with self.db.reading() as session:
             proposal = await session.get(Proposal, proposal_id)
             if proposal is None or proposal.approved_arguments is None:
@@ -130,7 +132,8 @@ class Executions(Ledger):
             arguments=dict(proposal.approved_arguments),
             revision=proposal.approved_revision or proposal.revision,
         )
-        ruling = await door(question, Step.EXECUTE, votes=list(votes))
+        cast = list(dict.fromkeys([*votes, *([retry_by] if retry_by else [])]))
+        ruling = await door(question, Step.EXECUTE, votes=cast)
         return proposal.version, question, ruling
 
     async def _claim(
