@@ -45,11 +45,15 @@ async def assert_once(bot: RunningBot, slack: FakeSlack, model: FakeOpenAI) -> N
 
 
 async def proposal_then_stop(
-    slack: FakeSlack, model: FakeOpenAI, database_url: str, state: ProposalState, **values: object
+    slack: FakeSlack,
+    model: FakeOpenAI,
+    migrated_database_url: str,
+    state: ProposalState,
+    **values: object,
 ) -> None:
     """A bot proposes create_task; the proposal is then approved (and maybe further along,
     per `state` and `values`) when the process stops, as if it died there."""
-    bot = await start_bot(make_settings(slack, model, database_url))
+    bot = await start_bot(make_settings(slack, model, migrated_database_url))
     await bot.mention("C1", "track it", slack)
     await bot.idle()
     (proposal,) = await proposals(bot)

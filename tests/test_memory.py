@@ -51,9 +51,9 @@ def test_token_window_fits_and_never_starts_with_tool_results(
 
 @pytest.fixture
 async def memory_parts(
-    database_url: str, fake_model: FakeOpenAI
+    migrated_database_url: str, fake_model: FakeOpenAI
 ) -> AsyncIterator[tuple[Database, LLM, Memory]]:
-    db = Database.from_url(database_url)
+    db = Database.from_url(migrated_database_url)
     await upgrade_to_head(db)
     llm = llm_for(fake_model)
     yield db, llm, Memory(db, llm, TokenCounter("gpt-4o-mini"), BUDGET)

@@ -101,11 +101,11 @@ async def both_bot(
     request: pytest.FixtureRequest,
     fake_slack: FakeSlack,
     fake_model: FakeOpenAI,
-    database_url: str,
+    migrated_database_url: str,
     tmp_path: Path,
 ) -> AsyncIterator[RunningBot]:
     """On SQLite and PostgreSQL: the claim's transaction and the reroutes' compare-and-set."""
-    bot = await running(request, fake_slack, fake_model, database_url, tmp_path)
+    bot = await running(request, fake_slack, fake_model, migrated_database_url, tmp_path)
     yield bot
     await stop_bot(bot)
 

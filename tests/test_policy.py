@@ -52,12 +52,13 @@ async def policy_bot(
     request: pytest.FixtureRequest,
     fake_slack: FakeSlack,
     fake_model: FakeOpenAI,
-    database_url: str,
+    migrated_database_url: str,
     tmp_path: Path,
 ) -> AsyncIterator[RunningBot]:
     path = tmp_path / "policy.yaml"
     path.write_text(getattr(request, "param", POLICY))
-    running = await start_bot(make_settings(fake_slack, fake_model, database_url, policy_file=path))
+    url = migrated_database_url
+    running = await start_bot(make_settings(fake_slack, fake_model, url, policy_file=path))
     yield running
     await stop_bot(running)
 

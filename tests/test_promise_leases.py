@@ -52,8 +52,8 @@ class NoCards:
 
 
 @pytest.fixture
-async def db(database_url: str) -> AsyncIterator[Database]:
-    database = Database.from_url(database_url)
+async def db(migrated_database_url: str) -> AsyncIterator[Database]:
+    database = Database.from_url(migrated_database_url)
     await upgrade_to_head(database)
     yield database
     await database.dispose()

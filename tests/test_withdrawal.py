@@ -19,8 +19,8 @@ from tests.test_state_machine import make_proposal
 
 
 @pytest.fixture
-async def service(database_url: str) -> AsyncIterator[ApprovalsService]:
-    db = Database.from_url(database_url)
+async def service(migrated_database_url: str) -> AsyncIterator[ApprovalsService]:
+    db = Database.from_url(migrated_database_url)
     await upgrade_to_head(db)
     yield ApprovalsService(db)
     await db.dispose()
