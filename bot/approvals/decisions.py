@@ -255,9 +255,12 @@ class Decisions(Granting):
         (an edit never runs on its own)."""
         async with self._deciding(proposal_id, revision) as (session, proposal):
             before, before_hash = proposal.arguments, proposal.arguments_hash
-            policy, ladder_step = proposal.policy, proposal.escalation_step
+            # A new revision starts the ladder again: nobody has looked at it yet.
+            policy = dict(proposal.policy or {})
             if decided is not None and decided[1].outcome == "ask":
-                policy, ladder_step = decided[1].record, 0
+                policy = dict(decided[1].record)
+            policy["ladder_from"] = utcnow().isoformat()
+            ladder_step = 0
             new_hash = arguments_hash(arguments)
             fresh = await session.scalar(
                 update(Proposal)

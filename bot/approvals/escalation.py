@@ -76,6 +76,18 @@ def ladder(recorded: dict[str, Any] | None) -> list[Step]:
     return steps if end is None else steps[: end + 1]  # nothing follows a terminal step
 
 
+def ladder_start(recorded: dict[str, Any] | None, created_at: datetime) -> datetime:
+    """When the ladder's clock started: at the proposal, or at the last Edit or reroute (a
+    new revision, or new deciders, start it again: nobody has had time to look at them)."""
+    started = (recorded or {}).get("ladder_from")
+    if isinstance(started, str):
+        try:
+            return max(created_at, datetime.fromisoformat(started))
+        except ValueError:
+            return created_at
+    return created_at
+
+
 def expiry_with(steps: list[Step], default: timedelta) -> timedelta:
     """How long a proposal with this ladder waits: until its terminal step (plus a backstop),
     else at least the default after its last step."""
@@ -101,36 +113,44 @@ class Escalations(Rerouting):
         taken = []
         for proposal_id, recorded, created_at, done in waiting:
             steps = ladder(recorded)
-            if done >= len(steps) or created_at + steps[done].after > now:
+            if done >= len(steps) or ladder_start(recorded, created_at) + steps[done].after > now:
                 continue
             try:
-                if steps[done].kind == "allow" and not await self._door_allows(proposal_id):
-                    continue  # the door closed or rerouted it instead
-                taken.append(await self._take(proposal_id, steps[done], done, now))
+                seen = None
+                if steps[done].kind == "allow":
+                    seen = await self._door_allows(proposal_id)
+                    if seen is None:
+                        continue  # the door closed or rerouted it, or Slack could not answer
+                taken.append(await self._take(proposal_id, steps[done], done, now, seen))
             except AlreadyHandled:
                 continue  # decided, or another replica took the step a moment ago
         return taken
 
-    async def _door_allows(self, proposal_id: int) -> bool:
+    async def _door_allows(self, proposal_id: int) -> int | None:
         """An allow step would run the current revision: the one door decides it first. A
         deny closes the proposal, other deciders reroute it (its ladder starts again); only
-        the same rule, unchanged, or an allow lets the step approve it."""
+        the same rule, unchanged, or an allow lets the step approve it: then the version of
+        the row the door decided (the step approves that row only)."""
         if self.door is None:
-            return True
+            return (await self.get(proposal_id)).version
         proposal = await self.get(proposal_id)
         question = question_of(proposal, self.pack_of(proposal.tool_name))
         ruling = await self.door(question, DoorStep.ESCALATE)
         async with self.db.transaction() as session:
             record_ruling(session, question, ruling, DoorStep.ESCALATE, ESCALATION)
-        if ruling.outcome == "deny":
+        if ruling.closes():
             await self.close_by_policy(proposal.id, proposal.version, ruling)
-            return False
-        if ruling.outcome == "ask" and not ruling.same_deciders(proposal.policy):
+            return None
+        if ruling.reroutes(proposal.policy):
             await self.reroute(proposal.id, proposal.version, ruling)
-            return False
-        return True
+            return None
+        if ruling.outcome == "deny":  # Slack could not answer: the next sweep asks again
+            return None
+        return proposal.version
 
-    async def _take(self, proposal_id: int, step: Step, index: int, now: datetime) -> Escalated:
+    async def _take(
+        self, proposal_id: int, step: Step, index: int, now: datetime, seen: int | None = None
+    ) -> Escalated:
         async with self.db.transaction() as session:
             team = await session.scalar(select(Proposal.team_id).where(Proposal.id == proposal_id))
             if team is not None:
@@ -138,6 +158,8 @@ class Escalations(Rerouting):
             proposal = await session.get(Proposal, proposal_id, with_for_update=True)
             if proposal is None or proposal.escalation_step != index:
                 raise AlreadyHandled("taken already")
+            if seen is not None and proposal.version != seen:  # moved since the door decided
+                raise AlreadyHandled("changed since the door decided it")
             guard = (Proposal.escalation_step == index,)
             detail: dict[str, Any] = {"step": index + 1, "after": str(step.after)}
             if step.kind == "deny":

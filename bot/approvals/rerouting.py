@@ -52,7 +52,7 @@ class Rerouting(Ledger):
                     Proposal.version == seen_version,
                 )
                 .values(
-                    policy=ruling.record,
+                    policy={**ruling.record, "ladder_from": utcnow().isoformat()},
                     escalation_step=0,
                     version=Proposal.version + 1,
                     updated_at=utcnow(),

@@ -64,6 +64,18 @@ class Ruling:
     failed_closed: bool = False
     refusal: str | None = None  # the actor's step: why they may not decide (None: they may)
     valid_votes: tuple[str, ...] = ()  # votes on the revision that count under this ruling
+    # A refusal because Slack could not answer (user groups unreadable): nothing may run or
+    # be approved now, but nothing waiting is closed or rerouted for it either.
+    transient: bool = False
+
+    def reroutes(self, recorded: dict[str, Any] | None) -> bool:
+        """Whether a waiting proposal recorded under `recorded` must follow this ruling to
+        other deciders."""
+        return self.outcome == "ask" and not self.transient and not self.same_deciders(recorded)
+
+    def closes(self) -> bool:
+        """Whether a waiting proposal must be closed for it (a deny Slack did not cause)."""
+        return self.outcome == "deny" and not self.transient
 
     @property
     def approvers(self) -> tuple[str, ...]:

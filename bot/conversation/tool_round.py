@@ -214,8 +214,10 @@ def screen_reads(desk: ActionDesk, conversation: Conversation, requester: str) -
 
 
 def denied(ruling: Ruling) -> dict[str, Any]:
-    """What the model is told of a denied call."""
+    """What the model is told of a denied call (a refusal Slack caused is not final)."""
     reason = ruling.reason or ruling.rule or "no rule allows it"
+    if ruling.transient:
+        return {"status": "error", "error": f"{reason}. Nothing was done."}
     return {"status": "denied", "reason": f"forbidden by policy: {reason}, do not retry"}
 
 

@@ -28,7 +28,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 
 from bot.approvals import grants
-from bot.approvals.escalation import ladder
+from bot.approvals.escalation import ladder, ladder_start
 from bot.approvals.policy import GroupMembers
 from bot.approvals.ruling import Question, Ruling, Step
 from bot.db.models import Grant, utcnow
@@ -47,7 +47,10 @@ UNCHECKED = "Slack could not tell whether you are one of the approvers right now
 UNREADABLE = (
     "this action carries what you may not read in Slack, so only people who can may decide on it"
 )
-GROUPS_UNREAD = "the requester's user groups could not be read"
+GROUPS_UNREAD = (
+    "Slack could not tell which user groups the requester is in, so the policy cannot tell "
+    "which rule applies; try again in a moment"
+)
 
 
 def rule_hash(rule: Rule | None) -> str | None:
@@ -92,7 +95,7 @@ class OneDoor:
         self.reach = reach
         self.db = db
         self.defaults = defaults
-        self._referenced: tuple[PolicyFile, list[str]] | None = None
+        self._referenced: tuple[PolicyFile, dict[tuple[str, str], list[str]]] | None = None
 
     def version_in_force(self) -> str:
         return self.source.current.version
@@ -110,12 +113,15 @@ class OneDoor:
         # may read Slack's answers from the caches. Every other step reads them now.
         fresh = step not in (Step.PROPOSE, Step.LIST)
         groups = self.groups.fresh() if fresh else self.groups
-        decision, member_of = await self._decide(
+        decision, member_of, transient = await self._decide(
             in_force.policy, in_force.version, question, None if not fresh else 30.0
         )
         record = {**_record(decision, question), "groups": list(member_of)}
         if decision.outcome == "deny":
-            ruling = Ruling("deny", decision.version, decision.rule, decision.reason, record)
+            ruling = Ruling(
+                "deny", decision.version, decision.rule, decision.reason, record,
+                transient=transient,
+            )  # fmt: skip
         elif decision.outcome == "allow":
             ruling = Ruling("allow", decision.version, decision.rule, None, record)
         else:
@@ -140,45 +146,38 @@ class OneDoor:
         return _with(ruling, refusal=refusal, valid_votes=valid)
 
     # -- the policy's decision -------------------------------------------------------------
-    def _referenced_groups(self, policy: PolicyFile) -> list[str]:
+    def _groups_for(self, policy: PolicyFile, tool: str, pack: str) -> list[str]:
+        """The user groups the rules naming this tool ask about (found once per policy)."""
         if self._referenced is None or self._referenced[0] is not policy:
-            self._referenced = (policy, sorted(referenced_groups(policy)))
-        return self._referenced[1]
+            self._referenced = (policy, {})
+        found = self._referenced[1].get((tool, pack))
+        if found is None:
+            naming = [r for r in policy.rules if names_tool(r, tool, pack)]
+            found = sorted(referenced_groups(policy.model_copy(update={"rules": naming})))
+            self._referenced[1][(tool, pack)] = found
+        return found
 
     async def _decide(
         self, policy: PolicyFile, version: str, q: Question, max_age: float | None
-    ) -> tuple[Decision, tuple[str, ...]]:
-        """The policy's decision, with the requester's user groups read at most `max_age`
-        seconds ago (None: the cache's own age; every referenced group is a Tier 2 call,
-        so a click does not read them all from Slack again, only the deciders' groups)."""
-        member_of: list[str] | None = []
-        for group in self._referenced_groups(policy):
+    ) -> tuple[Decision, tuple[str, ...], bool]:
+        """The policy's decision, the requester's groups it was made on, and whether it is a
+        transient refusal: a group a rule naming the tool asks about could not be read, so
+        nobody can tell which rule applies (a more lenient one must not be guessed); it is
+        asked again at the next step. Groups are read at most `max_age` seconds ago (None:
+        the cache's own age; each group is a Tier 2 call)."""
+        member_of: list[str] = []
+        for group in self._groups_for(policy, q.tool, q.pack):
             try:
                 if q.requester in await self.groups.members(group, max_age=max_age):
-                    member_of.append(group)  # type: ignore[union-attr]
+                    member_of.append(group)
             except SLACK_FAILURES as exc:
                 log.warning("user group %s unreadable for the policy: %s", group, exc)
-                member_of = None
-                break
+                return Decision("deny", None, version, GROUPS_UNREAD), (), True
         arguments = self.defaults(q.tool, q.arguments)
         facts = Facts(
-            q.tool, q.pack, arguments, q.channel, q.requester, tuple(member_of or ()), *q.counts
+            q.tool, q.pack, arguments, q.channel, q.requester, tuple(member_of), *q.counts
         )
-        made = await decide_off_loop(policy, version, facts)
-        if member_of is not None:
-            return made, facts.groups
-        # The groups are unknown: a deny naming the tool denies, anything else asks, closed.
-        if made.outcome == "deny" or any(
-            r.outcome == "deny" and not r.shadow and names_tool(r, q.tool, q.pack)
-            for r in policy.rules
-        ):
-            return Decision("deny", made.rule, version, GROUPS_UNREAD), ()
-        ask = made.ask or next(
-            (r for r in policy.rules if r.outcome == "ask" and names_tool(r, q.tool, q.pack)),
-            None,
-        )
-        failed = Decision("ask", made.rule, version, GROUPS_UNREAD, ask, failed_closed=True)
-        return failed, ()
+        return await decide_off_loop(policy, version, facts), facts.groups, False
 
     # -- who may decide --------------------------------------------------------------------
     async def refusal(
@@ -307,7 +306,8 @@ def _ladder_allows(ruling: Ruling, q: Question) -> bool:
     steps = ladder(ruling.record)
     if not steps or steps[-1].kind != "allow" or q.created_at is None:
         return False
-    return q.created_at + steps[-1].after <= utcnow() + timedelta(seconds=1)
+    started = ladder_start(kept, q.created_at)
+    return started + steps[-1].after <= utcnow() + timedelta(seconds=1)
 
 
 async def _is_approver(approvers: list[str], user: str, groups: GroupMembers) -> bool:

@@ -50,7 +50,7 @@ async def reconsider(
     for proposal in waiting:
         question = question_of(proposal, approvals.pack_of(proposal.tool_name))
         ruling = await door(question, Step.RELOAD)
-        if ruling.outcome == "deny":
+        if ruling.closes():
             try:
                 done = await approvals.close_by_policy(proposal.id, proposal.version, ruling)
             except AlreadyHandled:
@@ -58,7 +58,7 @@ async def reconsider(
             await approvals.record(question, ruling, Step.RELOAD, None)
             shut += 1
             await closed(done)
-        elif ruling.outcome == "ask" and not ruling.same_deciders(proposal.policy):
+        elif ruling.reroutes(proposal.policy):
             fresh = await approvals.reroute(proposal.id, proposal.version, ruling)
             if fresh is not None:
                 await approvals.record(question, ruling, Step.RELOAD, None)

@@ -44,11 +44,7 @@ class DoorAtClicks:
         step = STEPS.get(action, Step.DECIDE)
         question = question_of(proposal, self.pack_of(proposal))
         ruling = await self.door(question, step, actor=user)
-        if (
-            State(proposal.state) is State.PROPOSED
-            and ruling.outcome == "ask"
-            and not ruling.same_deciders(proposal.policy)
-        ):
+        if State(proposal.state) is State.PROPOSED and ruling.reroutes(proposal.policy):
             moved = await self.approvals.reroute(proposal.id, proposal.version, ruling)
             if moved is not None:
                 proposal = moved

@@ -153,7 +153,7 @@ class ModalSubmissions:
             DECISIONS.labels(action="edit", result="refused").inc()
             await ack(response_action="errors", errors={fields[0]: forbidden(ruling)[:150]})
             return
-        rerouted = ruling.outcome == "ask" and not ruling.same_deciders(proposal.policy)
+        rerouted = ruling.reroutes(proposal.policy)
         try:
             edited = await self.approvals.edit(
                 proposal.id,
