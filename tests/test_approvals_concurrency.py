@@ -11,7 +11,7 @@ from sqlalchemy import ColumnElement, func, select, update
 from bot.db.models import AuditEntry, Base, Proposal, ProposalState, ResumeRequest, utcnow
 from bot.slack import cards
 from tests.fakes.openai import FakeOpenAI, Script
-from tests.fakes.slack import FakeSlack
+from tests.fakes.slack import FakeSlack, wait_until
 from tests.harness import RunningBot, make_settings, start_bot, stop_bot
 from tests.test_approvals_flow import CREATE, call, card_text, proposals, tasks_in_db
 
@@ -23,6 +23,9 @@ async def count(bot: RunningBot, model: type[Base], *where: ColumnElement[bool])
 
 
 async def click_storm(bots: list[RunningBot], slack: FakeSlack, clicks: int) -> None:
+    # The turn that posts the card may not have begun when `idle` first looks (a loaded
+    # machine): the storm is about the clicks, so it waits for the card.
+    await wait_until(lambda: bool(slack.cards("C1")), timeout=10)
     card = slack.cards("C1")[0]
     attempts = [
         bots[i % len(bots)].click(card, cards.APPROVE, "UALICE", "C1") for i in range(clicks)
