@@ -1,0 +1,213 @@
+"""The subset of the policy file the one-door test generates, and how the reference model
+decides a call under it, written from issue 25's specification apart from the bot's code:
+
+Rules in file order; the first matching non-shadow rule decides, but any matching deny rule
+wins. A condition that cannot be evaluated: a deny rule denies; otherwise the decision is a
+fail-closed ask (the approvers of the first matching ask rule, four-eyes forced, never covered
+by a grant or an allow). No match: `default`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import yaml
+
+from tests.one_door_world import World
+
+Outcome = Literal["allow", "deny", "ask"]
+PACK = "tasks"
+
+
+@dataclass(frozen=True)
+class Cond:
+    """One condition of the few the generator writes.
+
+    `priority`: args.priority == value; `assignee`: args.assignee == value (false when null);
+    `assignee_prefix`: args.assignee.startsWith(value) (cannot be evaluated when the optional
+    assignee was left out: CEL calls a method on null); `in_group`: value in groups."""
+
+    kind: Literal["priority", "assignee", "assignee_prefix", "in_group"]
+    value: str
+
+    def cel(self) -> str:
+        if self.kind == "priority":
+            return f'args.priority == "{self.value}"'
+        if self.kind == "assignee":
+            return f'args.assignee == "{self.value}"'
+        if self.kind == "assignee_prefix":
+            return f'args.assignee.startsWith("{self.value}")'
+        return f'"{self.value}" in groups'
+
+    def holds(self, args: dict[str, Any], groups: frozenset[str]) -> bool | None:
+        """True / False, or None when it cannot be evaluated."""
+        if self.kind == "priority":
+            return args.get("priority") == self.value
+        if self.kind == "assignee":
+            return args.get("assignee") == self.value
+        if self.kind == "assignee_prefix":
+            assignee = args.get("assignee")
+            return None if assignee is None else str(assignee).startswith(self.value)
+        return self.value in groups
+
+
+@dataclass(frozen=True)
+class Step:
+    after_hours: int
+    to: tuple[str, ...] = ()
+    outcome: Outcome | None = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    outcome: Outcome
+    tools: tuple[str, ...] = ("create_task", "update_task")
+    channels: tuple[str, ...] = ()
+    requesters: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+    when: Cond | None = None
+    approvers: tuple[str, ...] = ()
+    approvals_required: int = 1
+    four_eyes: bool = False
+    route: str = "thread"
+    grants: tuple[str, ...] = ()
+    escalate: tuple[Step, ...] = ()
+    shadow: bool = False
+
+    def names(self, tool: str) -> bool:
+        return tool in self.tools or PACK in self.tools or "*" in self.tools
+
+    def as_yaml(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "tools": list(self.tools)}
+        if self.channels:
+            out["channels"] = list(self.channels)
+        if self.requesters:
+            out["requesters"] = list(self.requesters)
+        if self.groups:
+            out["groups"] = list(self.groups)
+        if self.when is not None:
+            out["when"] = self.when.cel()
+        out["outcome"] = self.outcome
+        if self.outcome == "deny":
+            out["reason"] = f"{self.name} says no"
+        if self.shadow:
+            out["shadow"] = True
+        if self.outcome == "ask":
+            if self.approvers:
+                out["approvers"] = list(self.approvers)
+            if self.approvals_required != 1:
+                out["approvals_required"] = self.approvals_required
+            if self.four_eyes:
+                out["four_eyes"] = True
+            if self.route != "thread":
+                out["route"] = self.route
+            if self.grants:
+                out["grants"] = list(self.grants)
+            if self.escalate:
+                out["escalate"] = [
+                    {"after": f"{s.after_hours}h"}
+                    | ({"to": list(s.to)} if s.to else {})
+                    | ({"outcome": s.outcome} if s.outcome else {})
+                    for s in self.escalate
+                ]
+        return out
+
+    def describe(self) -> str:
+        """One line for a counterexample."""
+        bits = [f"{self.name}: {self.outcome}"]
+        if self.tools != ("create_task", "update_task"):
+            bits.append(f"tools={list(self.tools)}")
+        for name in ("channels", "requesters", "groups", "approvers", "grants"):
+            value = getattr(self, name)
+            if value:
+                bits.append(f"{name}={list(value)}")
+        if self.when is not None:
+            bits.append(f"when={self.when.cel()!r}")
+        if self.approvals_required != 1:
+            bits.append(f"approvals_required={self.approvals_required}")
+        if self.four_eyes:
+            bits.append("four_eyes")
+        if self.route != "thread":
+            bits.append(f"route={self.route}")
+        if self.escalate:
+            bits.append(f"escalate={self.as_yaml()['escalate']}")
+        if self.shadow:
+            bits.append("shadow")
+        return " ".join(bits)
+
+
+DEFAULT_ASK = Rule(name="(default)", outcome="ask")
+
+
+@dataclass(frozen=True)
+class Policy:
+    default: Outcome
+    rules: tuple[Rule, ...]
+
+    def text(self, version: int) -> str:
+        return yaml.safe_dump(
+            {
+                "version": version,
+                "default": self.default,
+                "rules": [r.as_yaml() for r in self.rules],
+            },
+            sort_keys=False,
+        )
+
+    def rule(self, name: str) -> Rule | None:
+        return next((r for r in self.rules if r.name == name), None)
+
+    def describe(self) -> str:
+        rules = "; ".join(r.describe() for r in self.rules) or "no rules"
+        return f"default {self.default}; {rules}"
+
+
+@dataclass(frozen=True)
+class Decision:
+    outcome: Outcome
+    rule: Rule | None  # the deciding rule; for an ask, the ask rule (None: the default)
+    fail_closed: bool = False
+    unevaluable: bool = False  # a deny: its rule's condition could not be evaluated
+
+    def describe(self) -> str:
+        name = self.rule.name if self.rule else "default"
+        return f"{self.outcome} ({'fail-closed, ' if self.fail_closed else ''}{name})"
+
+
+def decide(
+    policy: Policy, tool: str, args: dict[str, Any], channel: str, requester: str, world: World
+) -> Decision:
+    groups = world.groups_of(requester)
+    first: Rule | None = None
+    first_ask: Rule | None = None
+    broken = False
+    for rule in policy.rules:
+        if rule.shadow or not rule.names(tool):
+            continue
+        if rule.channels and channel not in rule.channels:
+            continue
+        if rule.requesters and requester not in rule.requesters:
+            continue
+        if rule.groups and not set(rule.groups) & groups:
+            continue
+        holds = True if rule.when is None else rule.when.holds(args, groups)
+        if holds is None:
+            if rule.outcome == "deny":
+                return Decision("deny", rule, unevaluable=True)
+            broken = True
+            continue
+        if not holds:
+            continue
+        if rule.outcome == "deny":
+            return Decision("deny", rule)
+        if rule.outcome == "ask" and first_ask is None:
+            first_ask = rule
+        if first is None:
+            first = rule
+    if broken:
+        return Decision("ask", first_ask, fail_closed=True)
+    if first is None:
+        return Decision(policy.default, DEFAULT_ASK if policy.default == "ask" else None)
+    return Decision(first.outcome, first)
