@@ -16,7 +16,7 @@ from sqlalchemy import select
 from bot.db.models import ProposalApproval, ProposalState
 from bot.slack import cards
 from tests.fakes.openai import FakeOpenAI
-from tests.fakes.slack import FakeSlack
+from tests.fakes.slack import FakeSlack, wait_until
 from tests.harness import RunningBot, make_settings, start_bot, stop_bot
 from tests.test_approvals_flow import proposals, tasks_in_db, tool_results
 from tests.test_one_door import LENIENT, NORMAL, edit
@@ -172,6 +172,7 @@ async def test_a_slack_hiccup_at_a_click_does_not_void_the_votes_cast(
     bot = door_bot
     fake_slack.user_groups["S0LEADS"] = ["UZED"]
     await ask_for(bot, fake_slack, fake_model, NORMAL)
+    await wait_until(lambda: bool(fake_slack.cards("C1")), timeout=10)  # a loaded machine
     (card,) = fake_slack.cards("C1")
     assert await bot.click(card, cards.APPROVE, "UBOB", "C1") == 200
     await bot.idle()
