@@ -7,8 +7,6 @@ Slack failure at a click neither reroutes the card nor voids its votes."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -17,31 +15,12 @@ from bot.db.models import ProposalApproval, ProposalState
 from bot.slack import cards
 from tests.fakes.openai import FakeOpenAI
 from tests.fakes.slack import FakeSlack, wait_until
-from tests.harness import RunningBot, make_settings, start_bot, stop_bot
+from tests.harness import RunningBot
 from tests.test_approvals_flow import proposals, tasks_in_db, tool_results
-from tests.test_one_door import LENIENT, NORMAL, edit
+from tests.test_one_door import LENIENT, NORMAL, door_bot, edit
 from tests.test_policy import ask_for
 
-
-async def running(
-    request: pytest.FixtureRequest, slack: FakeSlack, model: FakeOpenAI, url: str, folder: Path
-) -> RunningBot:
-    path = folder / "policy.yaml"
-    path.write_text(getattr(request, "param", LENIENT))
-    return await start_bot(make_settings(slack, model, url, policy_file=path))
-
-
-@pytest.fixture
-async def door_bot(
-    request: pytest.FixtureRequest,
-    fake_slack: FakeSlack,
-    fake_model: FakeOpenAI,
-    sqlite_url: str,
-    tmp_path: Path,
-) -> AsyncIterator[RunningBot]:
-    bot = await running(request, fake_slack, fake_model, sqlite_url, tmp_path)
-    yield bot
-    await stop_bot(bot)
+__all__ = ["door_bot"]  # the fixture, used below by name
 
 
 # Carol alone approves; nobody answering for 3 s lets it run (the ladder's allow step).
