@@ -62,8 +62,9 @@ from bot.db.models import Grant, PolicyDecision, Proposal, ProposalState, utcnow
 from bot.db.session import Database
 from bot.llm import Finished, ToolCall
 from bot.membership import Reach
+from bot.policy.deciders import rule_hash
 from bot.policy.gate import PolicyGate, counts
-from bot.policy.one_door import OneDoor, rule_hash
+from bot.policy.one_door import OneDoor
 from bot.policy.replay import compare
 from bot.policy.source import PolicySource, read_file
 from bot.slack.card_publisher import CardPublisher

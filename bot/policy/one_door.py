@@ -18,26 +18,30 @@ execution), which of them still count. No other code decides either."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Callable, Sequence
-from datetime import timedelta
 from typing import Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
 
 from bot.approvals import grants
-from bot.approvals.escalation import ladder, ladder_start
 from bot.approvals.policy import GroupMembers
 from bot.approvals.ruling import Question, Ruling, Step
-from bot.db.models import Grant, utcnow
+from bot.db.models import Grant
 from bot.db.session import Database
-from bot.durations import parse_duration
 from bot.membership import Reach
+from bot.policy.deciders import (
+    escalated_to,
+    is_approver,
+    ladder_allows,
+    record_of,
+    recorded_deciders,
+    with_,
+)
 from bot.policy.engine import Decision, Facts, names_tool
 from bot.policy.gate import decide_off_loop, referenced_groups
-from bot.policy.model import PolicyFile, Rule
+from bot.policy.model import PolicyFile
 from bot.policy.source import PolicySource
 
 log = logging.getLogger(__name__)
@@ -51,32 +55,6 @@ GROUPS_UNREAD = (
     "Slack could not tell which user groups the requester is in, so the policy cannot tell "
     "which rule applies; try again in a moment"
 )
-
-
-def rule_hash(rule: Rule | None) -> str | None:
-    """A rule's content: a grant is bound to it, and any change to the rule voids the grant."""
-    if rule is None:
-        return None
-    return hashlib.sha256(rule.model_dump_json().encode()).hexdigest()[:24]
-
-
-def _record(decision: Decision, question: Question) -> dict[str, Any]:
-    """What a proposal keeps of a ruling: the decision, the rule's content hash, the counts it
-    was made on and, where the rule offers grants, the tool's definition they are bound to."""
-    kept = decision.record()
-    ask = decision.ask
-    kept["rule_hash"] = rule_hash(ask) if decision.outcome == "ask" else None
-    kept["counts"] = list(question.counts)
-    if decision.failed_closed:
-        kept["four_eyes"] = True  # never decided by the requester alone
-        kept.pop("grants", None)
-        kept.pop("grant_expiry", None)
-    if decision.outcome == "ask" and ask is not None and kept.get("grants"):
-        if question.definition:
-            kept["definition"] = question.definition
-        if ask.grant_expiry:
-            kept["grant_expiry_seconds"] = parse_duration(ask.grant_expiry).total_seconds()
-    return kept
 
 
 class OneDoor:
@@ -116,7 +94,7 @@ class OneDoor:
         decision, member_of, transient = await self._decide(
             in_force.policy, in_force.version, question, None if not fresh else 30.0
         )
-        record = {**_record(decision, question), "groups": list(member_of)}
+        record = {**record_of(decision, question), "groups": list(member_of)}
         if decision.outcome == "deny":
             ruling = Ruling(
                 "deny", decision.version, decision.rule, decision.reason, record,
@@ -132,18 +110,18 @@ class OneDoor:
             if step is Step.PROPOSE:
                 found = await self._covering_grant(question, ruling, groups)
                 if found is not None:
-                    ruling = _with(ruling, outcome="grant", grant_id=found)
+                    ruling = with_(ruling, outcome="grant", grant_id=found)
         # Who may click the waiting card: under an ask, the deciders the policy in force
         # names; under an allow, the people the card was made for; under a deny, nobody may
         # approve, but they may still decline or ask for changes.
         deciders = ruling
         if ruling.outcome == "allow" or (ruling.outcome == "deny" and step is Step.DECIDE):
-            deciders = _recorded(ruling, question)
+            deciders = recorded_deciders(ruling, question)
         refusal = None
         if actor is not None:
             refusal = await self.refusal(actor, question, deciders, groups, fresh)
         valid = tuple([v for v in votes if await self._counts(v, question, ruling, groups)])
-        return _with(ruling, refusal=refusal, valid_votes=valid)
+        return with_(ruling, refusal=refusal, valid_votes=valid)
 
     # -- the policy's decision -------------------------------------------------------------
     def _groups_for(self, policy: PolicyFile, tool: str, pack: str) -> list[str]:
@@ -193,7 +171,7 @@ class OneDoor:
             return "this action needs someone other than the requester to approve it"
         if four_eyes and user == q.revised_by:
             return "you edited this action, so someone else must approve it"
-        approvers = [*ruling.approvers, *_escalated_to(ruling, q)]
+        approvers = [*ruling.approvers, *escalated_to(ruling, q)]
         if not approvers:
             if four_eyes:
                 return "no approvers are configured for this action"
@@ -201,7 +179,7 @@ class OneDoor:
                 return f"only <@{q.requester}>, who asked for it, may decide"
         else:
             try:
-                if not await _is_approver(approvers, user, groups):
+                if not await is_approver(approvers, user, groups):
                     return "you are not one of the approvers of this action"
             except SLACK_FAILURES as exc:
                 log.warning("approvers' groups unreadable: %s", type(exc).__name__)
@@ -222,7 +200,7 @@ class OneDoor:
             grant_id = vote.partition(":")[2]
             return grant_id.isdigit() and await self._grant_covers(int(grant_id), q, ruling, groups)
         if vote == "escalation":
-            return _ladder_allows(ruling, q)
+            return ladder_allows(ruling, q)
         return await self.refusal(vote, q, ruling, groups) is None
 
     # -- grants ----------------------------------------------------------------------------
@@ -272,48 +250,3 @@ class OneDoor:
         ):
             return False
         return await self.refusal(grant.granted_by, q, ruling, groups, fresh) is None
-
-
-def _with(ruling: Ruling, **changes: Any) -> Ruling:
-    from dataclasses import replace
-
-    return replace(ruling, **changes)
-
-
-def _recorded(ruling: Ruling, q: Question) -> Ruling:
-    """Under an allow, who may still click the waiting card: the people it was made for."""
-    kept = q.recorded or {}
-    if kept.get("outcome") != "ask":
-        plain = {**ruling.record, "approvers": [], "four_eyes": False}
-        return _with(ruling, outcome="ask", record=plain)
-    return _with(ruling, outcome="ask", record=kept, failed_closed=bool(kept.get("failed_closed")))
-
-
-def _escalated_to(ruling: Ruling, q: Question) -> list[str]:
-    """People the ladder added, while the rule that climbed it is still the one in force."""
-    kept = q.recorded or {}
-    if kept.get("rule") != ruling.rule or kept.get("rule_hash") != ruling.record.get("rule_hash"):
-        return []
-    return [str(a) for a in kept.get("escalated_to") or ()]
-
-
-def _ladder_allows(ruling: Ruling, q: Question) -> bool:
-    """An `escalation` vote counts while the rule in force (unchanged) ends its ladder with an
-    allow that is due."""
-    kept = q.recorded or {}
-    if ruling.failed_closed or kept.get("rule_hash") != ruling.record.get("rule_hash"):
-        return False
-    steps = ladder(ruling.record)
-    if not steps or steps[-1].kind != "allow" or q.created_at is None:
-        return False
-    started = ladder_start(kept, q.created_at)
-    return started + steps[-1].after <= utcnow() + timedelta(seconds=1)
-
-
-async def _is_approver(approvers: list[str], user: str, groups: GroupMembers) -> bool:
-    if user in approvers:
-        return True
-    for entry in approvers:
-        if entry.startswith("S") and user in await groups.members(entry):
-            return True
-    return False

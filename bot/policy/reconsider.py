@@ -17,7 +17,8 @@ from bot.approvals.questions import question_of
 from bot.approvals.ruling import Step
 from bot.approvals.service import ApprovalsService
 from bot.db.models import Proposal
-from bot.policy.one_door import OneDoor, rule_hash
+from bot.policy.deciders import rule_hash
+from bot.policy.one_door import OneDoor
 from bot.states import State
 
 log = logging.getLogger(__name__)
