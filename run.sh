@@ -3,7 +3,7 @@
 # Without Slack settings (no SLACK_BOT_TOKEN in the environment or .env) it starts the sandbox
 # instead: a local Slack-like page at http://127.0.0.1:${SANDBOX_PORT:-3000} with the bot
 # running against it (`./run.sh try` does that explicitly).
-# Settings come from the environment or .env (see README.md). Extra arguments go to
+# Settings come from the environment or .env (see docs/settings.md). Extra arguments go to
 # `countersign`, e.g. ./run.sh serve --port 8080
 set -euo pipefail
 cd "$(dirname "$0")"

@@ -35,7 +35,7 @@ HINTS: dict[str, str] = {
     "TOOL_PACKS": "comma-separated Python modules with a TOOLS list, e.g. "
     "bot.tools.packs.tasks,bot.tools.packs.slack,mycompany.countersign_tools",
     "APPROVAL_POLICIES": 'JSON such as {"create_task": {"approvers": ["U012AB"], '
-    '"approvals_required": 2, "four_eyes": true}} (see README)',
+    '"approvals_required": 2, "four_eyes": true}} (see docs/approvals.md)',
     "PROPOSAL_EXPIRY_MINUTES": "minutes an approval card waits before it expires, 1 to 10080",
     "PROPOSAL_REMINDER_MINUTES": "minutes before expiry to post a reminder, 0 to turn off",
     "MAX_TOOL_ROUNDS": "tool rounds the model may take in one turn, 1 to 50",
@@ -70,7 +70,7 @@ class SettingsError(Exception):
     def render(self) -> str:
         lines = ["Countersign cannot start: its configuration needs attention."]
         lines += [f"  - {p}" for p in self.problems]
-        lines.append("Set these as environment variables or in a .env file (see README.md).")
+        lines.append("Set these as environment variables or in a .env file (see docs/settings.md).")
         return "\n".join(lines)
 
 

@@ -1,1 +1,1 @@
-"""Example tool packs (see README.md: "Add your own tools")."""
+"""Example tool packs (see docs/tools.md: "Add your own tools")."""
