@@ -209,6 +209,11 @@ class Settings(IntegrationSettings, AuditSettings, BaseSettings):
                 raise ValueError(f"not valid JSON ({exc.msg} at character {exc.pos})") from None
         return v
 
+    @field_validator("thread_followups", "reply_in_threads", mode="before")
+    @classmethod
+    def _lower_word(cls, v: Any) -> Any:
+        return v.strip().lower() if isinstance(v, str) else v
+
     @field_validator("log_level")
     @classmethod
     def _log_level(cls, v: str) -> str:

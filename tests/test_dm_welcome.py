@@ -186,3 +186,14 @@ async def test_malformed_thread_starts_post_nothing(bot: RunningBot, fake_slack:
     assert fake_slack.bot_messages("C1") == []
     assert welcomes(fake_slack, "UALICE") == []
     assert fake_slack.suggested_prompts == []
+
+
+async def test_an_open_with_junk_for_the_person_or_a_channel_posts_nothing(
+    bot: RunningBot, fake_slack: FakeSlack
+) -> None:
+    for user, channel in (("U1><!channel", "DU1"), ("x" * 40, "DLONG"), ("UALICE", "C1")):
+        event = {"type": "app_home_opened", "user": user, "channel": channel, "tab": "messages"}
+        assert await bot.send_event(event) == 200
+    await bot.idle()
+    await asyncio.sleep(0.2)
+    assert all(fake_slack.bot_messages(c) == [] for c in ("DU1", "DLONG", "C1"))

@@ -260,6 +260,8 @@ async def test_reply_in_threads_still_works_as_an_alias(
     assert old.thread_followups == "mention"
     always = make_settings(fake_slack, fake_model, sqlite_url, reply_in_threads="always")
     assert always.thread_followups == "on"
+    typed = make_settings(fake_slack, fake_model, sqlite_url, thread_followups=" Mention ")
+    assert typed.thread_followups == "mention"
 
 
 def test_bad_or_conflicting_thread_settings_are_refused_in_words(tmp_path: Path) -> None:

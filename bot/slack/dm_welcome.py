@@ -10,6 +10,7 @@ the next open. Nothing here ever fails the event."""
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 
 from slack_sdk.web.async_client import AsyncWebClient
@@ -23,6 +24,8 @@ from bot.tasks import TaskGroup
 
 log = logging.getLogger(__name__)
 
+DM_ID = re.compile(r"D[A-Z0-9]{1,31}")
+USER_ID = re.compile(r"[UW][A-Z0-9]{1,31}")
 KNOWN_MAX = 50_000  # people remembered as welcomed in this process (beyond: the database)
 
 
@@ -62,8 +65,8 @@ class DmWelcome:
         await self.threads.started(channel, thread_ts)
 
     async def welcome(self, channel: str, thread_ts: str | None, user: str) -> None:
-        if not channel.startswith("D") or not user or user in self._known:
-            return  # only a DM with the bot is the person's own
+        if not (DM_ID.fullmatch(channel) and USER_ID.fullmatch(user)) or user in self._known:
+            return  # only a DM with the bot is the person's own; junk is not a person
         try:
             team = await reach_of(self.slack).workspace() or ""
             claimed = await claim_welcome(self.db, team, user)
