@@ -7,6 +7,7 @@ messages, edits and deletions, threads the bot is not in, retries, and mentions 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,18 @@ from bot.db.models import Message
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import BOT_USER_ID, FakeSlack
 from tests.harness import RunningBot, clean_env, make_settings, run_cli, start_bot, stop_bot
+
+
+@pytest.fixture
+async def mention_bot(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
+) -> AsyncIterator[RunningBot]:
+    """A bot with THREAD_FOLLOWUPS=mention."""
+    running = await start_bot(
+        make_settings(fake_slack, fake_model, sqlite_url, thread_followups="mention")
+    )
+    yield running
+    await stop_bot(running)
 
 
 async def stored_texts(bot: RunningBot) -> list[str | None]:
@@ -105,24 +118,19 @@ async def test_mentioning_the_bot_beside_someone_else_is_answered(
 
 
 async def test_mention_mode_answers_only_mentions_as_before(
-    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
+    mention_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
-    bot = await start_bot(
-        make_settings(fake_slack, fake_model, sqlite_url, thread_followups="mention")
-    )
-    try:
-        fake_model.script(Script(text="First answer."), Script(text="Second answer."))
-        root = await answered_thread(bot, fake_slack)
-        await bot.say(fake_slack, "C1", "and who fixed it?", user="UBOB", thread_ts=root)
-        await bot.idle()
-        assert bot_texts(fake_slack) == ["First answer."]
-        await bot.mention("C1", "so, who?", fake_slack, user="UBOB", thread_ts=root)
-        await bot.idle()
-        assert bot_texts(fake_slack) == ["First answer.", "Second answer."]
-        sent = fake_model.requests[-1].body["messages"]
-        assert sent[-2] == {"role": "user", "content": "and who fixed it?", "name": "UBOB"}
-    finally:
-        await stop_bot(bot)
+    bot = mention_bot
+    fake_model.script(Script(text="First answer."), Script(text="Second answer."))
+    root = await answered_thread(bot, fake_slack)
+    await bot.say(fake_slack, "C1", "and who fixed it?", user="UBOB", thread_ts=root)
+    await bot.idle()
+    assert bot_texts(fake_slack) == ["First answer."]
+    await bot.mention("C1", "so, who?", fake_slack, user="UBOB", thread_ts=root)
+    await bot.idle()
+    assert bot_texts(fake_slack) == ["First answer.", "Second answer."]
+    sent = fake_model.requests[-1].body["messages"]
+    assert sent[-2] == {"role": "user", "content": "and who fixed it?", "name": "UBOB"}
 
 
 async def test_a_thread_the_bot_never_answered_in_stays_unanswered_and_unrecorded(
@@ -236,20 +244,14 @@ async def test_a_follow_up_during_a_running_turn_waits_for_it_and_sees_its_answe
 
 
 async def test_a_dm_is_answered_in_either_mode(
-    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
+    mention_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
-    bot = await start_bot(
-        make_settings(fake_slack, fake_model, sqlite_url, thread_followups="mention")
-    )
-    try:
-        fake_model.script(Script(text="Hi."), Script(text="Sure."))
-        await bot.say(fake_slack, "D1", "hello")
-        await bot.idle()
-        await bot.say(fake_slack, "D1", "<@UBOB> said you could help")
-        await bot.idle()
-        assert [m.text for m in fake_slack.bot_messages("D1")] == ["Hi.", "Sure."]
-    finally:
-        await stop_bot(bot)
+    fake_model.script(Script(text="Hi."), Script(text="Sure."))
+    await mention_bot.say(fake_slack, "D1", "hello")
+    await mention_bot.idle()
+    await mention_bot.say(fake_slack, "D1", "<@UBOB> said you could help")
+    await mention_bot.idle()
+    assert [m.text for m in fake_slack.bot_messages("D1")] == ["Hi.", "Sure."]
 
 
 async def test_reply_in_threads_still_works_as_an_alias(
