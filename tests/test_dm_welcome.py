@@ -197,3 +197,24 @@ async def test_an_open_with_junk_for_the_person_or_a_channel_posts_nothing(
     await bot.idle()
     await asyncio.sleep(0.2)
     assert all(fake_slack.bot_messages(c) == [] for c in ("DU1", "DLONG", "C1"))
+
+
+async def test_two_replicas_opened_at_once_welcome_once(
+    postgres_url: str, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    settings = make_settings(fake_slack, fake_model, postgres_url)
+    first = await start_bot(settings)
+    second = await start_bot(settings)
+    try:
+        await asyncio.gather(
+            open_dm(first, "UDANA"),
+            open_dm(second, "UDANA"),
+            start_thread(second, "UDANA", "1700000000.000500"),
+        )
+        await wait_until(lambda: len(fake_slack.suggested_prompts) == 3)
+        await first.idle()
+        await second.idle()
+    finally:
+        await stop_bot(first)
+        await stop_bot(second)
+    assert len(welcomes(fake_slack, "UDANA")) == 1
