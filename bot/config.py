@@ -7,7 +7,6 @@ Every problem is reported at once, naming the variable and what it should hold; 
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -32,6 +31,7 @@ from bot.audit_settings import (
 )
 from bot.settings_help import HINTS, SettingsError, describe
 from bot.suggested_prompts import DEFAULT_PROMPTS, SuggestedPrompt
+from bot.thread_settings import ThreadSettings
 from bot.tools.integration_settings import IntegrationSettings
 
 __all__ = [
@@ -54,7 +54,7 @@ def _default_database_url() -> str:
     return DEFAULT_DATABASE_URL
 
 
-class Settings(IntegrationSettings, AuditSettings, BaseSettings):
+class Settings(IntegrationSettings, AuditSettings, ThreadSettings, BaseSettings):
     """All configuration of one Countersign process."""
 
     model_config = SettingsConfigDict(
@@ -110,11 +110,6 @@ class Settings(IntegrationSettings, AuditSettings, BaseSettings):
     max_tool_rounds: Annotated[int, Field(ge=1, le=50)] = 8
     max_tool_calls_per_round: Annotated[int, Field(ge=1, le=128)] = 8
     thread_import_messages: Annotated[int, Field(ge=0, le=1000)] = 50
-    # In a channel thread the bot answered in: `on`, later messages continue the conversation
-    # without a mention (not those addressed to someone else); `mention`, only mentions.
-    thread_followups: Literal["on", "mention"] = "on"
-    # Deprecated, read as THREAD_FOLLOWUPS: `mention` -> mention, `always` -> on.
-    reply_in_threads: Literal["mention", "always"] | None = None
     tool_timeout_seconds: Annotated[float, Field(ge=1, le=600)] = 60.0
     public_base_url: HttpUrl | None = None
     link_ttl_hours: Annotated[float, Field(gt=0, le=24 * 90)] = 168.0
@@ -209,11 +204,6 @@ class Settings(IntegrationSettings, AuditSettings, BaseSettings):
                 raise ValueError(f"not valid JSON ({exc.msg} at character {exc.pos})") from None
         return v
 
-    @field_validator("thread_followups", "reply_in_threads", mode="before")
-    @classmethod
-    def _lower_word(cls, v: Any) -> Any:
-        return v.strip().lower() if isinstance(v, str) else v
-
     @field_validator("log_level")
     @classmethod
     def _log_level(cls, v: str) -> str:
@@ -242,25 +232,6 @@ class Settings(IntegrationSettings, AuditSettings, BaseSettings):
                 read_file(path)
             except PolicyError as exc:
                 raise ValueError(f"POLICY_FILE: {path}: {exc}") from None
-        return self
-
-    @model_validator(mode="after")
-    def _followups_alias(self) -> Settings:
-        """REPLY_IN_THREADS (before THREAD_FOLLOWUPS) still works, with a warning; set beside
-        a THREAD_FOLLOWUPS that says otherwise, it is an error rather than a silent pick."""
-        if self.reply_in_threads is None:
-            return self
-        meant: Literal["on", "mention"] = "on" if self.reply_in_threads == "always" else "mention"
-        if "thread_followups" in self.model_fields_set and self.thread_followups != meant:
-            raise ValueError(
-                f"REPLY_IN_THREADS={self.reply_in_threads} disagrees with THREAD_FOLLOWUPS="
-                f"{self.thread_followups}: REPLY_IN_THREADS is replaced by THREAD_FOLLOWUPS, "
-                "remove it"
-            )
-        logging.getLogger(__name__).warning(
-            "REPLY_IN_THREADS is deprecated: set THREAD_FOLLOWUPS=%s instead", meant
-        )
-        self.thread_followups = meant
         return self
 
     @property
