@@ -96,13 +96,15 @@ async def test_text_that_only_looks_like_a_mention_or_names_a_channel_is_answere
     bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
     """Typed `<@U1>` arrives escaped, and a channel link addresses nobody: both continue."""
-    fake_model.script(*(Script(text=t) for t in ("First answer.", "Two.", "Three.")))
+    fake_model.script(*(Script(text=t) for t in ("First answer.", "Two.", "Three.", "Four.")))
     root = await answered_thread(bot, fake_slack)
     await bot.say(fake_slack, "C1", "what does &lt;@UCAROL&gt; mean?", thread_ts=root)
     await bot.idle()
     await bot.say(fake_slack, "C1", "post it in <#C2|random>", thread_ts=root)
     await bot.idle()
-    assert bot_texts(fake_slack) == ["First answer.", "Two.", "Three."]
+    await bot.say(fake_slack, "C1", "due <!date^1700000000^{date}|Nov 14>?", thread_ts=root)
+    await bot.idle()
+    assert bot_texts(fake_slack) == ["First answer.", "Two.", "Three.", "Four."]
     assert fake_model.requests[1].body["messages"][-1]["content"] == "what does <@UCAROL> mean?"
 
 
