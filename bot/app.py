@@ -46,6 +46,7 @@ from bot.slack.agent_threads import AgentThreads
 from bot.slack.budgets import Limits, WorkspaceBudgets
 from bot.slack.card_publisher import CardPublisher
 from bot.slack.commands import Records
+from bot.slack.dm_welcome import DmWelcome
 from bot.slack.edit_budget import EditBudget
 from bot.slack.interactions import Interactions
 from bot.slack.show_all import ShowAll
@@ -55,6 +56,7 @@ from bot.thread_locks import ThreadLocks
 from bot.tools.catalog import ToolRegistry
 from bot.tools.integrations import Integrations
 from bot.tools.registry import ToolContext
+from bot.welcome_text import welcome_text
 from bot.wiring import checkpoint_job, link_signer, one_door, policy_source, reconsidering
 
 log = logging.getLogger(__name__)
@@ -191,7 +193,15 @@ class Countersign:
         records.door = door
         cards.on_change = records.proposal_changed
         threads = AgentThreads(slack, settings.suggested_prompts)
-        records.on_messages_tab = threads.opened
+        followups = settings.thread_followups
+        welcome = DmWelcome(
+            db,
+            slack,
+            threads,
+            lambda user: welcome_text(user, registry.offered(), policy.current.policy, followups),
+            tasks,
+        )
+        records.on_messages_tab = welcome.messages_tab
         conversations.replies.threads = threads
         interactions = Interactions(
             approvals,
@@ -227,7 +237,7 @@ class Countersign:
         policy.on_change = lambda: tasks.spawn(reconsider_now(), name="policy-reconsider")
         sweeper.jobs.append(stopper.recover)  # completes Stops a crash cut off
         sweeper.first.append(checkpoint_job(settings, db, slack))
-        listeners.register(bolt, conversations, tasks, stopper)
+        listeners.register(bolt, conversations, tasks, stopper, welcome)
         records.register(bolt)
         interactions.register(bolt)
         ShowAll(approvals, registry, records.access, cards, tasks).register(bolt)

@@ -31,6 +31,7 @@ from bot.audit_settings import (
 )
 from bot.settings_help import HINTS, SettingsError, describe
 from bot.suggested_prompts import DEFAULT_PROMPTS, SuggestedPrompt
+from bot.thread_settings import ThreadSettings
 from bot.tools.integration_settings import IntegrationSettings
 
 __all__ = [
@@ -53,7 +54,7 @@ def _default_database_url() -> str:
     return DEFAULT_DATABASE_URL
 
 
-class Settings(IntegrationSettings, AuditSettings, BaseSettings):
+class Settings(IntegrationSettings, AuditSettings, ThreadSettings, BaseSettings):
     """All configuration of one Countersign process."""
 
     model_config = SettingsConfigDict(
@@ -109,7 +110,6 @@ class Settings(IntegrationSettings, AuditSettings, BaseSettings):
     max_tool_rounds: Annotated[int, Field(ge=1, le=50)] = 8
     max_tool_calls_per_round: Annotated[int, Field(ge=1, le=128)] = 8
     thread_import_messages: Annotated[int, Field(ge=0, le=1000)] = 50
-    reply_in_threads: Literal["mention", "always"] = "mention"
     tool_timeout_seconds: Annotated[float, Field(ge=1, le=600)] = 60.0
     public_base_url: HttpUrl | None = None
     link_ttl_hours: Annotated[float, Field(gt=0, le=24 * 90)] = 168.0

@@ -14,9 +14,10 @@ from typing import Any
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
 
-from bot.conversation.incoming import parse_event
+from bot.conversation.incoming import SLACK_ID, SLACK_TS, parse_event
 from bot.conversation.stopping import Stopper, StopRequest
 from bot.conversation.turn import Conversations
+from bot.slack.dm_welcome import DmWelcome
 from bot.tasks import TaskGroup
 
 log = logging.getLogger(__name__)
@@ -33,8 +34,28 @@ def parse_stop(body: dict[str, Any]) -> StopRequest | None:
     return StopRequest(team, channel, thread_ts, user, tuple(str(ts) for ts in streams))
 
 
+def parse_thread_started(body: dict[str, Any]) -> tuple[str, str, str] | None:
+    """The DM channel, thread and person of an `assistant_thread_started` event; None if it
+    is not in the shape Slack sends (a DM's id, a ts, a user id)."""
+    thread = (body.get("event") or {}).get("assistant_thread")
+    if not isinstance(thread, dict):
+        return None
+    channel, ts, user = (thread.get(k) for k in ("channel_id", "thread_ts", "user_id"))
+    if not (isinstance(channel, str) and SLACK_ID.fullmatch(channel) and channel[0] == "D"):
+        return None
+    if not (isinstance(ts, str) and SLACK_TS.fullmatch(ts)):
+        return None
+    if not (isinstance(user, str) and SLACK_ID.fullmatch(user)):
+        return None
+    return channel, ts, user
+
+
 def register(
-    app: AsyncApp, conversations: Conversations, tasks: TaskGroup, stopper: Stopper
+    app: AsyncApp,
+    conversations: Conversations,
+    tasks: TaskGroup,
+    stopper: Stopper,
+    welcome: DmWelcome | None = None,
 ) -> None:
     async def on_message_event(body: dict[str, Any], context: AsyncBoltContext) -> None:
         bot_user_id = context.bot_user_id
@@ -55,7 +76,15 @@ def register(
             return
         tasks.spawn(stopper.stop(request), name=f"stop-{request.channel}-{request.thread_ts}")
 
+    async def on_thread_started(body: dict[str, Any]) -> None:
+        started = parse_thread_started(body)
+        if started is None:
+            log.info("ignored a malformed assistant_thread_started event")
+        elif welcome is not None:
+            welcome.thread_started(*started)
+
     app.event("app_mention")(on_message_event)
+    app.event("assistant_thread_started")(on_thread_started)
     app.event("message")(on_message_event)
     app.event("agent_session_stopped")(on_stop)
 

@@ -44,6 +44,9 @@ HINTS: dict[str, str] = {
     "SWEEP_INTERVAL_SECONDS": "seconds between expiry/recovery sweeps, 1 to 300",
     "SUGGESTED_PROMPTS": 'JSON such as [{"title": "Plan my day", "message": "What is due '
     'today?"}] (at most 4; [] for none)',
+    "THREAD_FOLLOWUPS": "on (a thread the bot answered in goes on without a mention) or "
+    "mention (it answers there only when mentioned)",
+    "REPLY_IN_THREADS": "nothing: it is replaced by THREAD_FOLLOWUPS (on or mention)",
     "RETENTION_DAYS": "days a conversation is kept after its last activity; 0 keeps it forever",
     "AUDIT_CHECKPOINT_EVERY": "how often the audit chain is checkpointed: a duration such as "
     "30s, 15m, 1h or 1d",

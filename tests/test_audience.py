@@ -114,7 +114,7 @@ async def test_history_hides_private_tool_work_even_when_interleaved(
     )
     root = await bot.mention("C1", "track the login bug, then read GEXEC", fake_slack)
     await bot.idle()
-    await bot.say(fake_slack, "C1", "ok, looks fine to me", user="UBOB", thread_ts=root)
+    await bot.say(fake_slack, "C1", "<@UALICE> looks fine to me", user="UBOB", thread_ts=root)
     await bot.idle()
     (card,) = fake_slack.cards("C1")
     assert await bot.click(card, cards.APPROVE, "UALICE", "C1") == 200
@@ -123,7 +123,7 @@ async def test_history_hides_private_tool_work_even_when_interleaved(
 
     alice = await history_of(bot, fake_slack, "UALICE", root)
     bob = await history_of(bot, fake_slack, "UBOB", root)
-    assert "ok, looks fine to me" in bob
+    assert "looks fine to me" in bob
     assert SECRET not in bob
     assert "get_recent_messages" not in bob
     assert SECRET in alice

@@ -33,15 +33,15 @@ async def test_dm_is_a_conversation_answered_in_the_dm(
         assert await session.scalar(select(func.count()).select_from(Conversation)) == 1
 
 
-async def test_thread_replies_are_context_until_the_bot_is_mentioned_again(
+async def test_thread_replies_addressed_to_others_are_context_for_the_next_answer(
     bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
-    """By default the bot answers in a channel thread only when mentioned; what people say in
-    between is kept as context for its next answer."""
+    """In a channel thread the bot answered in, what people say to each other is kept as
+    context for its next answer (follow-ups without a mention: tests/test_thread_followups.py)."""
     fake_model.script(Script(text="First answer."), Script(text="Second answer."))
     root = await bot.mention("C1", "question one", fake_slack)
     await bot.idle()
-    await bot.say(fake_slack, "C1", "just chatting", user="UBOB", thread_ts=root)
+    await bot.say(fake_slack, "C1", "<@UALICE> just chatting", user="UBOB", thread_ts=root)
     await bot.idle()
     assert [m.text for m in fake_slack.bot_messages("C1")] == ["First answer."]
     assert len(fake_model.requests) == 1
@@ -49,13 +49,14 @@ async def test_thread_replies_are_context_until_the_bot_is_mentioned_again(
     await bot.idle()
     assert [m.text for m in fake_slack.bot_messages("C1")] == ["First answer.", "Second answer."]
     last = fake_model.requests[-1].body["messages"]
-    assert last[-2] == {"role": "user", "content": "just chatting", "name": "UBOB"}
+    assert last[-2] == {"role": "user", "content": "<@UALICE> just chatting", "name": "UBOB"}
     assert last[-1] == {"role": "user", "content": "and a follow-up", "name": "UBOB"}
 
 
-async def test_thread_reply_continues_without_a_mention_when_configured(
+async def test_the_deprecated_reply_in_threads_always_still_continues_threads(
     fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
 ) -> None:
+    """REPLY_IN_THREADS=always (before THREAD_FOLLOWUPS) reads as THREAD_FOLLOWUPS=on."""
     bot = await start_bot(
         make_settings(fake_slack, fake_model, sqlite_url, reply_in_threads="always")
     )

@@ -26,7 +26,8 @@ async def test_a_resumed_turn_acts_for_the_person_who_asked(
     )
     root = await bot.mention("C1", "track it", fake_slack, user="UALICE")
     await bot.idle()
-    await bot.say(fake_slack, "C1", "nice", user="UBOB", thread_ts=root)  # Bob speaks last
+    # Bob speaks last (to Alice: context for the bot, not a question to it)
+    await bot.say(fake_slack, "C1", "<@UALICE> nice", user="UBOB", thread_ts=root)
     await bot.idle()
     await bot.click(fake_slack.cards("C1")[0], cards.APPROVE, "UALICE", "C1")
     await bot.idle()

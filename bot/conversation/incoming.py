@@ -22,6 +22,9 @@ class Incoming:
     event_id: str | None
     is_dm: bool
     mentions_bot: bool
+    # It mentions a person, a user group or the channel (`<!here>`…) and not the bot: it is
+    # addressed to them, so a thread the bot is in keeps it as context and does not answer.
+    addresses_others: bool = False
 
     @property
     def conversation_key(self) -> str:
@@ -53,6 +56,22 @@ def strip_mention(text: str, bot_user_id: str | None) -> str:
     if bot_user_id:
         text = re.sub(rf"<@{re.escape(bot_user_id)}(\|[^>]*)?>", "", text)
     return unescape(text).strip()
+
+
+# How Slack writes a mention of people in a message's text: a user (`<@U…>`, `<@W…>` on
+# Enterprise Grid, with an optional `|label`), a user group (`<!subteam^S…>`), or the channel
+# (`<!here>`, `<!channel>`, `<!everyone>`). Text the person typed as `<@U1>` arrives escaped
+# (`&lt;@U1&gt;`) and is not a mention.
+PEOPLE_MENTION = re.compile(
+    r"<(?:@([A-Z0-9]+)|!subteam\^[A-Z0-9]+|!here|!channel|!everyone)(?:\|[^>]*)?>"
+)
+
+
+def mentions_others(raw: str, bot_user_id: str | None) -> bool:
+    """Whether raw event text mentions anyone but the bot (a person, a group, the channel)."""
+    return any(
+        m.group(1) is None or m.group(1) != bot_user_id for m in PEOPLE_MENTION.finditer(raw)
+    )
 
 
 SLACK_ID = re.compile(r"[A-Z0-9][A-Z0-9_-]{0,31}")
@@ -103,4 +122,5 @@ def parse_event(body: dict[str, Any], bot_user_id: str | None) -> Incoming | Non
         event_id=event_id if isinstance(event_id, str) else None,
         is_dm=channel_type == "im" or (channel_type is None and channel.startswith("D")),
         mentions_bot=mentions,
+        addresses_others=not mentions and mentions_others(raw, bot_user_id),
     )

@@ -92,7 +92,7 @@ class Conversations(Resuming):
     async def handle(
         self, incoming: Incoming, bot_user_id: str | None = None, bot_id: str | None = None
     ) -> None:
-        claimed = await claim_turn(self.db, self.claims, incoming, self.settings.reply_in_threads)
+        claimed = await claim_turn(self.db, self.claims, incoming, self.settings.thread_followups)
         if claimed is False:
             return
         if isinstance(claimed, Conversation):  # context only: stored, not answered

@@ -21,7 +21,7 @@ class TurnSettings:
     max_tool_rounds: int = 8
     max_tool_calls_per_round: int = 8
     thread_import_messages: int = 50
-    reply_in_threads: str = "mention"  # or "always"
+    thread_followups: str = "on"  # or "mention" (`bot.conversation.addressing`)
     tool_timeout: float = 60.0
     proposal_expiry: timedelta = timedelta(minutes=15)
     links: LinkSigner | None = None
@@ -39,7 +39,7 @@ class TurnSettings:
             max_tool_rounds=settings.max_tool_rounds,
             max_tool_calls_per_round=settings.max_tool_calls_per_round,
             thread_import_messages=settings.thread_import_messages,
-            reply_in_threads=settings.reply_in_threads,
+            thread_followups=settings.thread_followups,
             tool_timeout=settings.tool_timeout_seconds,
             proposal_expiry=timedelta(minutes=settings.proposal_expiry_minutes),
             links=links,

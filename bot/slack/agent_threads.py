@@ -61,6 +61,18 @@ class AgentThreads:
         ):
             self._prompted.pop(user, None)
 
+    async def started(self, channel: str, thread_ts: str) -> None:
+        """A person started a new assistant thread (`assistant_thread_started`): offer the
+        prompts in it. Each thread is new, so no hourly limit."""
+        if not self.prompts or "prompts" in self._off:
+            return
+        await self._call(
+            "prompts",
+            self.client.assistant_threads_setSuggestedPrompts(
+                channel_id=channel, thread_ts=thread_ts, prompts=self.prompts, title="Try asking"
+            ),
+        )
+
     async def title(self, channel: str, thread_ts: str | None, question: str) -> None:
         """Name a new DM thread after its first question."""
         title = thread_title(question)

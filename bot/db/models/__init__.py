@@ -26,6 +26,7 @@ from bot.db.models.proposals import (
 from bot.db.models.routing import CardCopy
 from bot.db.models.stops import StopEntry
 from bot.db.models.tasks import Task, TaskComment
+from bot.db.models.welcomes import Welcome
 
 __all__ = [
     "AnswerFeedback",
@@ -51,5 +52,6 @@ __all__ = [
     "Task",
     "TaskComment",
     "UTCDateTime",
+    "Welcome",
     "utcnow",
 ]
