@@ -103,10 +103,32 @@ def test_the_manifest_grants_a_scope_for_every_call_the_bot_makes() -> None:
     assert missing == [], f"manifest.yml lacks: {missing}"
 
 
-def test_the_manifest_asks_for_no_scope_nothing_needs() -> None:
+def unneeded(scopes: frozenset[str]) -> set[str]:
+    """Scopes no call of the bot, no event it subscribes to and no command needs."""
     needed = {s for entry in METHODS.values() for _, any_of in entry.needs() for s in any_of}
     events = {s for s in EVENT_SCOPES.values() if s}
-    assert manifest_scopes() - needed - events - {"commands"} == set()
+    return set(scopes) - needed - events - {"commands"}
+
+
+def test_the_manifest_asks_for_no_scope_nothing_needs() -> None:
+    assert unneeded(manifest_scopes()) == set()
+    # A scope added "to be safe" is caught (least privilege: a token that leaks reads less).
+    assert unneeded(manifest_scopes() | {"files:read", "chat:write.public"}) == {
+        "files:read",
+        "chat:write.public",
+    }
+
+
+def test_each_kind_of_conversation_is_mapped_to_its_own_family_of_scopes() -> None:
+    """Slack names a conversation's scopes after its kind: a scope under the wrong kind in the
+    table (im:write for public channels, say) would make the tests and doctor wrong."""
+    family = {Kind.PUBLIC: "channels:", Kind.PRIVATE: "groups:", Kind.DM: "im:"}
+    family[Kind.GROUP_DM] = "mpim:"
+    for method, entry in METHODS.items():
+        for kind, scopes in entry.by_kind.items():
+            assert scopes, (method, kind)
+            assert all(s.startswith(family[kind]) for s in scopes), (method, kind, scopes)
+        assert entry.used_on <= set(entry.by_kind), method
 
 
 def test_a_manifest_without_im_write_is_caught_with_what_it_breaks() -> None:
