@@ -164,10 +164,10 @@ class Gap:
     breaks: tuple[str, ...]
 
     def sentence(self) -> str:
-        """`im:write (to open a DM with one person: …; conversations.open)`, in words."""
+        """`im:write (for DMs), without which the bot cannot open a DM with one person…`."""
         scopes = " or ".join(sorted(self.any_of))
-        where = f" in {self.where}" if self.where else ""
-        return f"{scopes}{where}: without it the bot cannot {'; '.join(self.breaks)}"
+        where = f" (for {self.where})" if self.where else ""
+        return f"{scopes}{where}, without which the bot cannot {' nor '.join(self.breaks)}"
 
 
 def gaps(granted: Iterable[str], methods: Iterable[str] | None = None) -> list[Gap]:
