@@ -17,6 +17,7 @@ from bot.db.session import Database
 from bot.doctor_checks import TIMEOUT_SECONDS, Check
 from bot.doctor_integrations import integration_checks
 from bot.llm import make_client
+from bot.slack.scopes import gaps
 
 
 async def check_database(settings: Settings) -> Check:
@@ -36,7 +37,7 @@ async def check_database(settings: Settings) -> Check:
     return Check("database", True, f"connected ({db.engine.url.get_backend_name()})")
 
 
-async def check_slack(settings: Settings) -> Check:
+async def check_slack(settings: Settings) -> list[Check]:
     client = AsyncWebClient(
         token=settings.slack_bot_token.get_secret_value(),
         base_url=str(settings.slack_api_url),
@@ -52,16 +53,40 @@ async def check_slack(settings: Settings) -> Check:
             "account_inactive": "the app was uninstalled: reinstall it to the workspace.",
             "token_revoked": "the token was revoked: reinstall the app and copy the new token.",
         }.get(str(error), "see https://api.slack.com/methods/auth.test for this error.")
-        return Check("slack", False, f"auth.test said {error}: {fix}")
+        return [Check("slack", False, f"auth.test said {error}: {fix}")]
     except Exception as exc:  # network errors come in many types
+        return [
+            Check(
+                "slack",
+                False,
+                f"cannot reach {settings.slack_api_url} ({type(exc).__name__}). "
+                "Check SLACK_API_URL and the network.",
+            )
+        ]
+    who = f"authenticated as {response.get('user')} in {response.get('team')}"
+    return [Check("slack", True, who), check_scopes(response.headers.get("x-oauth-scopes"))]
+
+
+def check_scopes(header: str | None) -> Check:
+    """The installed token's scopes (Slack names them in every answer's `x-oauth-scopes`
+    header) against what the bot's calls need (`bot.slack.scopes`): each missing one in words,
+    with what it breaks."""
+    if header is None:
         return Check(
-            "slack",
-            False,
-            f"cannot reach {settings.slack_api_url} ({type(exc).__name__}). "
-            "Check SLACK_API_URL and the network.",
+            "slack scopes", True, "not checked: Slack's answer did not say the token's scopes"
         )
+    granted = {s.strip() for s in header.split(",") if s.strip()}
+    missing = gaps(granted)
+    if not missing:
+        return Check(
+            "slack scopes", True, f"the token has every scope the bot needs ({len(granted)})"
+        )
+    lines = "; ".join(gap.sentence() for gap in missing)
     return Check(
-        "slack", True, f"authenticated as {response.get('user')} in {response.get('team')}"
+        "slack scopes",
+        False,
+        f"the token lacks {lines}. Add the missing scopes under OAuth & Permissions > Bot Token "
+        "Scopes (manifest.yml lists them all), then reinstall the app to the workspace.",
     )
 
 
@@ -116,7 +141,7 @@ async def run_checks(settings: Settings) -> list[Check]:
             False,
             "neither SLACK_APP_TOKEN (Socket Mode) nor SLACK_SIGNING_SECRET (HTTP mode) is set.",
         )
-    rest = await asyncio.gather(
+    database, slack, llm, redis = await asyncio.gather(
         check_database(settings), check_slack(settings), check_llm(settings), check_redis(settings)
     )
-    return [config, *rest, *await integration_checks(settings)]
+    return [config, database, *slack, llm, redis, *await integration_checks(settings)]

@@ -7,6 +7,8 @@ from typing import Any
 
 import yaml
 
+from bot.slack.scopes import METHODS, gaps
+
 MANIFEST = Path(__file__).parent.parent / "manifest.yml"
 
 # Which bot scope each subscribed event needs (Slack's Events API reference).
@@ -44,20 +46,15 @@ def test_manifest_declares_socket_mode_events_home_and_commands() -> None:
 
 
 def test_manifest_asks_only_for_the_scopes_it_needs() -> None:
+    """Events' scopes, `commands`, and one scope Slack accepts for each call the bot makes
+    (bot/slack/scopes.py, proven against the bot's calls in tests/test_scopes.py)."""
     manifest = load()
     scopes = set(manifest["oauth_config"]["scopes"]["bot"])
-    needed = {s for s in EVENT_SCOPES.values() if s} | {"chat:write", "commands"}
-    # What the built-in tool packs and approver user groups call:
-    # conversations.info, users.info / lookupByEmail, conversations.setTopic, usergroups.users.list
-    tools = {
-        "channels:read",
-        "groups:read",
-        "users:read",
-        "users:read.email",
-        "channels:write.topic",
-        "groups:write.topic",
-        "usergroups:read",
-    }
-    # conversations.open with one person (a DM: cards, copies and details sent privately)
-    dms = {"im:write"}
-    assert scopes == needed | tools | dms
+    events = {s for s in EVENT_SCOPES.values() if s}
+    assert events | {"commands"} <= scopes
+    assert gaps(scopes) == []
+    calls = {s for entry in METHODS.values() for _, any_of in entry.needs() for s in any_of}
+    assert scopes - events - {"commands"} <= calls
+    # conversations.open with one person (a DM: cards, copies and details sent privately);
+    # conversations.info of a DM (whose it is, before a card is posted there)
+    assert {"im:write", "im:read"} <= scopes

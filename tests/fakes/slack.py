@@ -4,6 +4,12 @@ It keeps channels and messages, records every call (method, arguments, time, HTT
 and enforces per-method rate limits the way Slack does: over the limit it answers 429 with
 `Retry-After` and `{"ok": false, "error": "ratelimited"}`. It also serves Socket Mode: the URL
 returned by `apps.connections.open` is a WebSocket on which tests push envelopes and read acks.
+
+Scopes: the bot token has `scopes` (by default what `manifest.yml` asks for). A method whose
+scope the token lacks, on the kind of conversation it is called on, is answered
+`missing_scope` with `needed` and `provided`, as Slack does; which scopes Slack takes for each
+method is Slack's documentation, transcribed once in `bot/slack/scopes.py` (its `accepts` and
+`by_kind`; the fake ignores what the bot says it uses).
 """
 
 from __future__ import annotations
@@ -17,10 +23,13 @@ import threading
 import time
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import yaml
 from aiohttp import WSMsgType, web
 
+from bot.slack.scopes import METHODS, Kind, needed
 from tests.fakes.server import ThreadedServer
 from tests.fakes.slack_streams import (
     SESSION_STATUSES,
@@ -37,6 +46,13 @@ BOT_USER_ID = "UBOT"
 BOT_ID = "BBOT"
 MAX_TEXT = 4000  # chat.update answers msg_too_long near here in practice
 DEFAULT_MEMBERS = ["UALICE", "UBOB", "UCAROL", "UDANA", BOT_USER_ID]
+MANIFEST = Path(__file__).parents[2] / "manifest.yml"
+
+
+def manifest_scopes() -> frozenset[str]:
+    """The bot scopes `manifest.yml` asks for: what an installed token has."""
+    manifest = yaml.safe_load(MANIFEST.read_text(encoding="utf-8"))
+    return frozenset(manifest["oauth_config"]["scopes"]["bot"])
 
 
 @dataclass(frozen=True)
@@ -46,6 +62,7 @@ class Call:
     at: float  # time.monotonic() when received
     status: int
     ok: bool
+    error: str | None = None  # Slack's `error` of an answer that was not ok
 
 
 @dataclass
@@ -219,6 +236,10 @@ class FakeSlack:
     # user id -> fields users.info answers instead of a full member's (e.g. a guest:
     # {"is_restricted": True}; a Slack Connect user: {"team_id": "T0OTHER"})
     users: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the bot token's scopes (Slack answers `missing_scope` to a method they do not cover,
+    # per kind of conversation, and names them in every answer's `x-oauth-scopes` header);
+    # by default what manifest.yml asks for, a test may give fewer
+    scopes: frozenset[str] = field(default_factory=manifest_scopes)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -344,19 +365,57 @@ class FakeSlack:
                     headers={"Retry-After": str(max(1, math.ceil(wait)))},
                 )
             expected = APP_TOKEN if method == "apps.connections.open" else BOT_TOKEN
+            lacking = needed(method, self._kind_of_call(method, args), self.scopes)
+            headers = self._scope_headers(method, args) if token == BOT_TOKEN else {}
             if token != expected:
                 body: dict[str, Any] = {"ok": False, "error": "invalid_auth"}
+            elif lacking is not None:
+                body = {
+                    "ok": False,
+                    "error": "missing_scope",
+                    "needed": lacking,
+                    "provided": ",".join(sorted(self.scopes)),
+                }
             elif method in self.fail_methods:
                 body = {"ok": False, "error": self.fail_methods[method]}
             else:
                 body = self._dispatch(method, args, request)
-            self.calls.append(Call(method, args, now, 200, bool(body.get("ok"))))
+            self.calls.append(Call(method, args, now, 200, bool(body.get("ok")), body.get("error")))
             if self.lose_answers.get(method, 0) > 0:
                 self.lose_answers[method] -= 1
                 assert request.transport is not None
                 request.transport.abort()  # done, but the answer never arrives
                 return web.Response(status=499)
-        return web.json_response(body)
+        return web.json_response(body, headers=headers)
+
+    # -- scopes ------------------------------------------------------------------------------
+    def kind_of(self, channel: str) -> Kind:
+        """The kind of conversation Slack would see: what `channel_info` says, else its id's
+        first letter (D: a DM, G: a private channel, C: a public one)."""
+        info = self.channel_info.get(channel) or {}
+        if info.get("is_mpim"):
+            return Kind.GROUP_DM
+        if info.get("is_im") or channel.startswith("D"):
+            return Kind.DM
+        if info.get("is_private") or (channel.startswith("G") and "is_private" not in info):
+            return Kind.PRIVATE
+        return Kind.PUBLIC
+
+    def _kind_of_call(self, method: str, args: dict[str, Any]) -> Kind | None:
+        channel = str(args.get("channel") or args.get("channel_id") or "")
+        if method == "conversations.open" and not channel:
+            users = [u for u in str(args.get("users") or "").split(",") if u]
+            return None if not users else Kind.DM if len(users) == 1 else Kind.GROUP_DM
+        return self.kind_of(channel) if channel else None
+
+    def _scope_headers(self, method: str, args: dict[str, Any]) -> dict[str, str]:
+        """Slack's: the token's scopes, and the scopes this call would take."""
+        entry = METHODS.get(method)
+        accepted = entry.accepted(self._kind_of_call(method, args)) if entry else frozenset()
+        return {
+            "X-OAuth-Scopes": ",".join(sorted(self.scopes)),
+            "X-Accepted-OAuth-Scopes": ",".join(sorted(accepted)),
+        }
 
     def _dispatch(self, method: str, args: dict[str, Any], request: web.Request) -> dict[str, Any]:
         handler = {
