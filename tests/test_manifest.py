@@ -19,6 +19,7 @@ EVENT_SCOPES = {
     "message.im": "im:history",
     "app_home_opened": None,
     "agent_session_stopped": "assistant:write",
+    "assistant_thread_started": "assistant:write",
 }
 
 
