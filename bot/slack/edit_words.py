@@ -55,13 +55,11 @@ def _text_problem(kind: FieldKind, problem: str) -> str:
         return f"{label} cannot be empty"
     if any(w in lowered for w in ("at least", "too short", "non-empty", "should be non")):
         return f"{label} is too short"
-    if kind.kind is Kind.LIST:
-        return f"{label} must be words separated by commas"
-    if kind.kind is Kind.OTHER:
-        return f"{label} is not in a form this tool accepts"
     if any(w in lowered for w in _SHAPELESS):
+        if kind.kind is Kind.LIST:
+            return f"{label} must be words separated by commas"
         return f"{label} is not in a form this tool accepts"
-    return f"{label}: {problem}"
+    return f"{label}: {problem}"  # the tool's own words ("wontfix not found in acme/api")
 
 
 def in_words(kind: FieldKind, problem: str) -> str:
