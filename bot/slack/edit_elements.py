@@ -22,8 +22,8 @@ ACTION = "value"  # every input's action id
 MENU_MAX = 100  # static_select: at most 100 options
 OPTION_TEXT_MAX = 75
 OPTION_VALUE_MAX = 150
-SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,}$")
-SLACK_CHANNEL = re.compile(r"^[CG][A-Z0-9]{2,}$")
+SLACK_USER = re.compile(r"^[UW][A-Z0-9]{1,40}$")
+SLACK_CHANNEL = re.compile(r"^[CG][A-Z0-9]{1,40}$")
 TYPED = {
     Kind.USER,
     Kind.USERS,
@@ -115,7 +115,7 @@ def none_value(kind: FieldKind) -> str:
     return value
 
 
-def choice_options(kind: FieldKind, optional: bool) -> list[dict[str, Any]]:
+def choice_options(kind: FieldKind, clearable: bool) -> list[dict[str, Any]]:
     """The choices in words ("In progress"); a choice whose words another choice shares shows
     as written, so no two options read the same."""
     worded = [label_of(c) for c in kind.choices]
@@ -126,7 +126,7 @@ def choice_options(kind: FieldKind, optional: bool) -> list[dict[str, Any]]:
         }
         for c, w in zip(kind.choices, worded, strict=True)
     ]
-    if optional:
+    if clearable:
         options.insert(0, {"text": _plain("None", OPTION_TEXT_MAX), "value": none_value(kind)})
     return options
 
@@ -152,21 +152,21 @@ def number_element(kind: FieldKind, value: Any) -> dict[str, Any]:
     return element
 
 
-def typed_element(kind: FieldKind, value: Any, optional: bool) -> dict[str, Any]:
+def typed_element(kind: FieldKind, value: Any, clearable: bool) -> dict[str, Any]:
     """The element for a typed field holding `value` (`shows(kind, value)` is true).
 
-    An optional person or channel uses the multi-select with one item at most: Slack's single
-    pickers cannot be emptied once a value is chosen."""
+    A person or channel that may be emptied uses the multi-select with one item at most:
+    Slack's single pickers cannot be emptied once a value is chosen; a menu gets "None"."""
     k = kind.kind
     element: dict[str, Any]
-    if k is Kind.USER and not optional:
+    if k is Kind.USER and not clearable:
         element = {"type": "users_select"} | ({"initial_user": value} if value else {})
     elif k in (Kind.USER, Kind.USERS):
         initial = [value] if isinstance(value, str) else list(value or [])
         element = {"type": "multi_users_select"} | ({"initial_users": initial} if initial else {})
         if k is Kind.USER:
             element["max_selected_items"] = 1
-    elif k is Kind.CHANNEL and not optional:
+    elif k is Kind.CHANNEL and not clearable:
         element = {"type": "conversations_select", "filter": CHANNELS_ONLY}
         if value:
             element["initial_conversation"] = value
@@ -185,9 +185,9 @@ def typed_element(kind: FieldKind, value: Any, optional: bool) -> dict[str, Any]
         if when is not None:
             element["initial_date_time"] = int(when.timestamp())
     elif k is Kind.CHOICE:
-        options = choice_options(kind, optional)
+        options = choice_options(kind, clearable)
         element = {"type": "static_select", "options": options}
-        chosen = value if value is not None else (none_value(kind) if optional else None)
+        chosen = value if value is not None else (none_value(kind) if clearable else None)
         picked = next((o for o in options if o["value"] == chosen), None)
         if picked is not None:
             element["initial_option"] = picked
@@ -204,6 +204,6 @@ def typed_element(kind: FieldKind, value: Any, optional: bool) -> dict[str, Any]
 
 
 def clear_element() -> dict[str, Any]:
-    """A date picker cannot be emptied in Slack: an optional date has a box to clear it."""
+    """A date picker cannot be emptied in Slack: a date that may be emptied has a box for that."""
     option = {"text": _plain("Leave it empty", OPTION_TEXT_MAX), "value": "clear"}
     return {"type": "checkboxes", "options": [option], "action_id": ACTION}

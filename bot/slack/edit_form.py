@@ -36,6 +36,7 @@ class EditField:
     kind: FieldKind
     value: Any  # the card's current value
     typed: bool  # shown with a typed control; False: as text
+    clearable: bool = False  # may be left empty (null, or absent with no default)
 
     @property
     def name(self) -> str:
@@ -64,7 +65,7 @@ class EditField:
 
     @property
     def clearable_date(self) -> bool:
-        return self.typed and self.optional and self.kind.kind in (Kind.DATE, Kind.DATETIME)
+        return self.typed and self.clearable and self.kind.kind in (Kind.DATE, Kind.DATETIME)
 
 
 def as_text(value: Any) -> str:
@@ -76,10 +77,30 @@ def schema_of(tool: Tool[Any]) -> dict[str, Any]:
     return tool.input_schema or tool.arguments.model_json_schema()
 
 
+def _clearable(kind: FieldKind, spec: Any) -> bool:
+    """Whether an argument may be left empty: optional, and null or no default when empty
+    (an optional choice with a default, like a priority, is not emptied but chosen)."""
+    if kind.required or not isinstance(spec, dict):
+        return False
+    options = spec.get("anyOf") or spec.get("oneOf") or []
+    declared = spec.get("type")
+    nullable = (isinstance(declared, list) and "null" in declared) or any(
+        isinstance(o, dict) and o.get("type") == "null" for o in options
+    )
+    return nullable or spec.get("default") is None
+
+
 def edit_fields(tool: Tool[Any], current: dict[str, Any]) -> list[EditField]:
+    schema = schema_of(tool)
+    properties = schema.get("properties") or {}
     return [
-        EditField(kind, current.get(kind.name), shows(kind, current.get(kind.name)))
-        for kind in field_kinds(schema_of(tool))
+        EditField(
+            kind,
+            current.get(kind.name),
+            shows(kind, current.get(kind.name)),
+            _clearable(kind, properties.get(kind.name)),
+        )
+        for kind in field_kinds(schema)
     ]
 
 
@@ -163,7 +184,7 @@ def _text_inputs(field: EditField) -> list[dict[str, Any]]:
 def inputs_of(field: EditField) -> list[dict[str, Any]]:
     if not field.typed:
         return _text_inputs(field)
-    element = typed_element(field.kind, field.value, field.optional)
+    element = typed_element(field.kind, field.value, field.clearable)
     blocks = [_block(field, element, field.name, field.label)]
     if field.kind.kind is Kind.BOOLEAN:
         blocks[0]["optional"] = True  # an empty checkbox is an answer: No

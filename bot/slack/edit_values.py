@@ -135,7 +135,7 @@ def _typed(f: EditField, entry: dict[str, Any]) -> Any:
         if option is None:
             return None
         value = option.get("value") if isinstance(option, dict) else None
-        if f.optional and value == none_value(f.kind):
+        if f.clearable and value == none_value(f.kind):
             return None
         if value not in f.kind.choices:
             raise Unreadable
