@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from bot.tools.field_kinds import FieldKind, Kind, label_of
+from bot.tools.invisible import hidden_count
 
 ACTION = "value"  # every input's action id
 MENU_MAX = 100  # static_select: at most 100 options
@@ -71,6 +72,14 @@ def as_datetime(value: Any) -> datetime | None:
     return found if found.tzinfo else found.replace(tzinfo=UTC)
 
 
+def _seconds(value: Any) -> int:
+    when = as_datetime(value)
+    try:
+        return int(when.timestamp()) if when is not None else -1
+    except (OverflowError, OSError, ValueError):
+        return -1
+
+
 def _ids(value: Any, pattern: re.Pattern[str]) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) and pattern.match(v) for v in value)
 
@@ -80,9 +89,14 @@ def _is_number(value: Any) -> bool:
 
 
 def menu_usable(kind: FieldKind) -> bool:
-    """Whether the choices fit a static menu (Slack: 100 options, values 1-150 characters)."""
-    return 0 < len(kind.choices) < MENU_MAX and all(
-        0 < len(c) <= OPTION_VALUE_MAX for c in kind.choices
+    """Whether the choices fit a static menu (Slack: 100 options, values 1-150 characters),
+    each distinct and with no character that hides itself (a menu could not show it; as text
+    the card's [U+…] codes are one click away)."""
+    choices = kind.choices
+    return (
+        0 < len(choices) < MENU_MAX
+        and len(set(choices)) == len(choices)
+        and all(0 < len(c) <= OPTION_VALUE_MAX and not hidden_count(c) for c in choices)
     )
 
 
@@ -98,7 +112,7 @@ def shows(kind: FieldKind, value: Any) -> bool:
         Kind.USERS: lambda v: _ids(v, SLACK_USER),
         Kind.CHANNELS: lambda v: _ids(v, SLACK_CHANNEL),
         Kind.DATE: lambda v: as_date(v) is not None,
-        Kind.DATETIME: lambda v: as_datetime(v) is not None,
+        Kind.DATETIME: lambda v: 0 <= _seconds(v) < 10**10,  # the picker's 10 digits
         Kind.CHOICE: lambda v: v in kind.choices,
         Kind.INTEGER: lambda v: isinstance(v, int) and not isinstance(v, bool),
         Kind.NUMBER: _is_number,
@@ -183,7 +197,7 @@ def typed_element(kind: FieldKind, value: Any, clearable: bool) -> dict[str, Any
         when = as_datetime(value)
         element = {"type": "datetimepicker"}
         if when is not None:
-            element["initial_date_time"] = int(when.timestamp())
+            element["initial_date_time"] = _seconds(value)
     elif k is Kind.CHOICE:
         options = choice_options(kind, clearable)
         element = {"type": "static_select", "options": options}

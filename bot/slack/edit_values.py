@@ -23,8 +23,9 @@ from bot.slack.edit_words import FOREIGN_BLOCK, MISSING, in_words
 from bot.tools.field_kinds import Kind
 from bot.tools.schema_arguments import from_strings
 
-INTEGER = re.compile(r"^-?\d{1,30}$")
-DECIMAL = re.compile(r"^-?\d{1,30}(\.\d{1,30})?([eE][-+]?\d{1,3})?$")
+# A number box's text: digits (a float written out in full may have hundreds of them).
+INTEGER = re.compile(r"^-?\d{1,400}$")
+DECIMAL = re.compile(r"^-?\d{1,400}(\.\d{1,400})?([eE][-+]?\d{1,3})?$")
 
 
 class Unreadable(ValueError):
