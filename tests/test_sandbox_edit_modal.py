@@ -3,7 +3,7 @@ date and a priority from real controls, saves, and the card shows the new values
 
 from __future__ import annotations
 
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 from tests.sandbox_browser import state
 from tests.test_sandbox_browser import (  # noqa: F401 (browser, page and sandbox: fixtures)
@@ -17,15 +17,20 @@ from tests.test_sandbox_browser import (  # noqa: F401 (browser, page and sandbo
 )
 
 
+def edit_a_new_task(tab: Page, task: str) -> tuple[Locator, Locator]:
+    """Alice asks for a task and clicks Edit on its card: the card and the open modal."""
+    send(tab, f"@Countersign create a task to {task}")
+    thread = open_thread_of(tab, task)
+    card = thread.get_by_role("article").filter(has_text="Approval needed")
+    card.get_by_role("button", name="Edit").click()
+    return card, tab.get_by_role("dialog", name="Edit action")
+
+
 def test_edit_picks_a_person_a_date_and_a_priority_and_the_card_shows_them(
     page: Page,  # noqa: F811 (the fixture)
     sandbox: str,  # noqa: F811 (the fixture)
 ) -> None:
-    send(page, "@Countersign create a task to renew the office lease")
-    thread = open_thread_of(page, "renew the office lease")
-    card = thread.get_by_role("article").filter(has_text="Approval needed")
-    card.get_by_role("button", name="Edit").click()
-    dialog = page.get_by_role("dialog", name="Edit action")
+    card, dialog = edit_a_new_task(page, "renew the office lease")
     assignee = dialog.get_by_label("Assignee", exact=True)
     expect(assignee).to_have_value("")  # nobody yet, and no id to type
     assignee.select_option(label="Bob")
@@ -56,11 +61,7 @@ def test_edit_picks_a_person_a_date_and_a_priority_and_the_card_shows_them(
 def test_an_emptied_title_and_a_crafted_priority_are_refused_in_words(
     page: Page,  # noqa: F811 (the fixture)
 ) -> None:
-    send(page, "@Countersign create a task to water the plants")
-    thread = open_thread_of(page, "water the plants")
-    card = thread.get_by_role("article").filter(has_text="Approval needed")
-    card.get_by_role("button", name="Edit").click()
-    dialog = page.get_by_role("dialog", name="Edit action")
+    card, dialog = edit_a_new_task(page, "water the plants")
     title = dialog.get_by_label("Title", exact=True)
     title.fill("")
     title.evaluate("(el) => { el.required = false; }")  # past the page's own check
