@@ -139,10 +139,8 @@ def _hint(field: EditField, text: str) -> str | None:
             f"Holds {hidden} invisible or formatting character(s); the card shows them as "
             "[U+…] codes."
         )
-    if not field.typed and field.kind.description and field.kind.kind is Kind.TEXT:
-        return field.kind.description
-    if field.kind.kind in (Kind.LIST, Kind.USERS, Kind.CHANNELS) and not field.typed:
-        return "Separate the items with commas."
+    if not field.typed and field.kind.kind in (Kind.TEXT, Kind.LIST):
+        return field.kind.description  # the tool's own words for it; typed kinds need none
     return None
 
 
