@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from bot.slack.edit_form import edit_fields, edit_modal
 from bot.slack.edit_values import read_submission
+from bot.slack.edit_words import schema_errors
 from bot.tools.registry import Outcome, Preview, Tool, ToolContext
-from bot.tools.schema_arguments import SchemaArguments
+from bot.tools.schema_arguments import SchemaArguments, problems
 from tests.fakes.block_elements import ElementError, check_input_element
 from tests.fakes.slack import check_view
 from tests.fakes.view_state import view_state
@@ -151,3 +152,29 @@ def test_any_modal_fits_slack_and_saving_it_untouched_keeps_every_value(
     kept = {name: current[name] for name in read.unchanged}
     after = {**read.values, **kept}  # what the edit would send (an absent field: None)
     assert {name: after.get(name) for name in current} == current
+
+
+def test_a_schemas_problems_read_as_sentences_on_their_fields() -> None:
+    tool = mcp_tool(
+        {
+            "code": {"type": "string", "pattern": "^[a-z]+$"},
+            "title": {"type": "string", "maxLength": 20},
+            "when": {"type": "string", "format": "date"},
+            "size": {"type": "integer", "minimum": 1},
+        },
+        required=["title"],
+    )
+    kinds = [f.kind for f in edit_fields(tool, {})]
+    from_server = {"code": "ABC", "size": 0, "when": "soon"}
+    found = "; ".join(problems(tool.input_schema or {}, from_server))
+    assert schema_errors(found, kinds, "code") == {
+        "code": "Code is not in a form this tool accepts",
+        "title": "Title is required",
+        "size": "Size must be a whole number of at least 1",
+    }
+    too_long = "; ".join(problems(tool.input_schema or {}, {"title": "x" * 21}))
+    assert schema_errors(too_long, kinds, "code") == {
+        "title": "Title must be at most 20 characters"
+    }
+    odd = schema_errors("arguments: Additional properties are not allowed", kinds, "code")
+    assert odd == {"code": "These values do not fit what the tool accepts, so nothing changed."}
