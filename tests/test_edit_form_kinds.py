@@ -133,6 +133,7 @@ def test_any_modal_fits_slack_and_saving_it_untouched_keeps_every_value(
             "when": {"type": ["string", "null"], "format": "date-time"},
             "person": {"type": ["string", "null"], "x-slack": "user"},
             "flag": {"type": "boolean"},
+            "maybe": {"type": ["boolean", "null"]},
         },
         required=["choice", "flag"],
     )
@@ -142,6 +143,7 @@ def test_any_modal_fits_slack_and_saving_it_untouched_keeps_every_value(
         "when": when.isoformat() if when is not None else None,
         "person": person,
         "flag": bool(pick % 2),
+        "maybe": [None, True, False][pick % 3],
     }
     fields = edit_fields(tool, current)
     view = edit_modal("1:1", fields)

@@ -205,6 +205,8 @@ def read_submission(
         except Unreadable:
             errors[f.name[:255]] = in_words(f.kind, "unreadable")
             continue
+        if f.kind.kind is Kind.BOOLEAN and f.value is None and value is False:
+            value = None  # an unset yes/no left unticked stays unset
         if value == f.value and type(value) is type(f.value):
             unchanged.add(f.name)
         elif value is None or value == []:
