@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from bot.server import EVENTS_PATH, serve_http
 from tests.cli_process import run_forked
 from tests.fakes import openai as fake_openai
 from tests.fakes import slack as fake_slack
+from tests.fakes.view_state import Chosen, view_state
 
 SIGNING_SECRET = "test-signing-secret"
 
@@ -296,13 +298,11 @@ class SlackFront:
         return key
 
     async def submit_view(
-        self, view: dict[str, Any], user: str, values: dict[str, str]
+        self, view: dict[str, Any], user: str, values: Mapping[str, Chosen]
     ) -> tuple[int, str]:
-        """A person submits a modal the bot opened, with text typed into its inputs."""
-        state = {
-            block: {"value": {"type": "plain_text_input", "value": text}}
-            for block, text in values.items()
-        }
+        """A person submits a modal the bot opened: `values` says what they typed or chose
+        (tests/fakes/view_state.py); the other inputs send what they showed, as in Slack."""
+        state = view_state(view, dict(values))
         return await self._interact(
             {
                 "type": "view_submission",

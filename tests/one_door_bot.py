@@ -363,12 +363,9 @@ class OneDoorBot:
         if not opened:
             return False
         view = opened[-1]["view"]
-        values = {
-            b["block_id"]: str(b["element"].get("initial_value", ""))
-            for b in view.get("blocks", [])
-            if b.get("type") == "input"
-        }
-        values.update({k: v for k, v in changes.items() if k in values})
+        inputs = {b["block_id"] for b in view.get("blocks", []) if b.get("type") == "input"}
+        # The other inputs send what they show, as in Slack (the harness fills them in).
+        values = {k: v for k, v in changes.items() if k in inputs}
         await self.bot.submit_view(view, user, values)
         await self.settle()
         return True

@@ -413,10 +413,12 @@ async def test_crafted_show_all_values_open_nothing(
 
 # -- the Edit modal -----------------------------------------------------------------------------
 def edit_inputs(view: dict[str, Any]) -> dict[str, str]:
+    """The text inputs of the Edit modal and what they show (people, dates and choices have
+    pickers and menus, which send back what they show unless a person changes them)."""
     return {
         b["block_id"]: b["element"].get("initial_value", "")
         for b in view["blocks"]
-        if b["type"] == "input"
+        if b["type"] == "input" and b["element"]["type"] == "plain_text_input"
     }
 
 

@@ -150,14 +150,10 @@ async def propose(
 
 
 async def edit(bot: RunningBot, slack: FakeSlack, user: str, **changes: str) -> tuple[int, str]:
-    """Submit the Edit modal last opened, its fields as shown but for `changes`."""
+    """Submit the Edit modal last opened, its fields as shown but for `changes` (pickers
+    and menus send what they show unless changed)."""
     modal = slack.views[-1]["view"]
-    shown = {
-        b["block_id"]: str(b["element"].get("initial_value") or "")
-        for b in modal["blocks"]
-        if b.get("type") == "input"
-    }
-    return await bot.submit_view(modal, user, {**shown, **changes})
+    return await bot.submit_view(modal, user, changes)
 
 
 async def decisions_at(bot: RunningBot, step: str) -> list[PolicyDecision]:

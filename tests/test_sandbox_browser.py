@@ -220,7 +220,7 @@ def test_edit_the_card_then_bob_sees_it_in_approvals_and_on_the_home_tab(page: P
     card = thread.get_by_role("article").filter(has_text="Approval needed")
     card.get_by_role("button", name="Edit").click()
     dialog = page.get_by_role("dialog", name="Edit action")
-    dialog.get_by_label("title", exact=True).fill("order new badges for the guests")
+    dialog.get_by_label("Title", exact=True).fill("order new badges for the guests")
     dialog.get_by_role("button", name="Save").click()
     expect(dialog).to_have_count(0)
     expect(card).to_contain_text("revision 2")

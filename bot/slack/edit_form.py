@@ -1,10 +1,11 @@
-"""The Edit modal: a tool's arguments as text inputs, and typed text read back into arguments
-(validated again by the tool before anything changes).
+"""The Edit modal: a tool's arguments as typed controls read from its JSON schema (a person
+picker for a person, a date picker for a date, a menu for a choice...; bot/slack/edit_elements),
+each labelled in words, each showing the card's current value.
 
-Nothing is cut silently. A value longer than one input holds (Slack: 3,000 characters) is
-edited in parts, several inputs joined back in order; a value the modal has no room for at all
-is shown with the reason and kept as it is. A field whose text comes back as the modal showed it
-keeps its approved value byte for byte (the text is not parsed again).
+Text is edited as before, and nothing is cut silently. A value longer than one input holds
+(Slack: 3,000 characters) is edited in parts, several inputs joined back in order; a value the
+modal has no room for at all is shown with the reason and kept as it is. What comes back is read
+in bot/slack/edit_values.py.
 """
 
 from __future__ import annotations
@@ -16,46 +17,91 @@ from typing import Any
 from slack_sdk.models.blocks import MarkdownTextObject, PlainTextObject, SectionBlock
 
 from bot.slack.cards import EDIT_MODAL
+from bot.slack.edit_elements import ACTION, clear_element, shows, typed_element
 from bot.text import escape
+from bot.tools.field_kinds import FieldKind, Kind, field_kinds
 from bot.tools.invisible import hidden_count
-from bot.tools.schema_arguments import FieldSpec
+from bot.tools.registry import Tool
 
 MULTILINE = {"description", "body", "text"}
+LONG_LINE = 150  # a value longer than this is edited in a multi-line box
 INPUT_MAX = 3000  # a plain_text_input holds at most this many characters
 MODAL_BLOCKS = 100
 MAX_FIELDS = MODAL_BLOCKS - 1  # one block left to say that the rest cannot be edited here
+CLEAR = "clear"  # the block id suffix of an optional date's "leave it empty" box
 
 
 @dataclass(frozen=True)
 class EditField:
-    name: str
-    label: str
-    text: str  # the current value as the modal shows it
-    optional: bool
-    multiline: bool
+    kind: FieldKind
+    value: Any  # the card's current value
+    typed: bool  # shown with a typed control; False: as text
+    clearable: bool = False  # may be left empty (null, or absent with no default)
+
+    @property
+    def name(self) -> str:
+        return self.kind.name
+
+    @property
+    def label(self) -> str:
+        return self.kind.label
+
+    @property
+    def optional(self) -> bool:
+        return not self.kind.required
+
+    @property
+    def text(self) -> str:
+        """The current value as a text input shows it."""
+        return as_text(self.value)
+
+    @property
+    def multiline(self) -> bool:
+        long_kind = self.kind.kind is Kind.TEXT and (
+            self.kind.max_length is None or self.kind.max_length > 1000
+        )
+        text = self.text
+        return self.name in MULTILINE or long_kind or len(text) > LONG_LINE or "\n" in text
+
+    @property
+    def clearable_date(self) -> bool:
+        return self.typed and self.clearable and self.kind.kind in (Kind.DATE, Kind.DATETIME)
 
 
 def as_text(value: Any) -> str:
     return "" if value is None else value if isinstance(value, str) else json.dumps(value)
 
 
-def edit_fields(specs: list[FieldSpec], current: dict[str, Any]) -> list[EditField]:
-    fields = []
-    for spec in specs:
-        label = spec.name.replace("_", " ")
-        if spec.description:
-            label = f"{label} ({spec.description})"
-        multiline = spec.name in MULTILINE or len(as_text(current.get(spec.name))) > 150
-        fields.append(
-            EditField(
-                spec.name,
-                label[:2000],
-                as_text(current.get(spec.name)),
-                not spec.required,
-                multiline,
-            )
+def schema_of(tool: Tool[Any]) -> dict[str, Any]:
+    """The tool's argument schema: an MCP tool's own, a built-in tool's from its model."""
+    return tool.input_schema or tool.arguments.model_json_schema()
+
+
+def _clearable(kind: FieldKind, spec: Any) -> bool:
+    """Whether an argument may be left empty: optional, and null or no default when empty
+    (an optional choice with a default, like a priority, is not emptied but chosen)."""
+    if kind.required or not isinstance(spec, dict):
+        return False
+    options = spec.get("anyOf") or spec.get("oneOf") or []
+    declared = spec.get("type")
+    nullable = (isinstance(declared, list) and "null" in declared) or any(
+        isinstance(o, dict) and o.get("type") == "null" for o in options
+    )
+    return nullable or spec.get("default") is None
+
+
+def edit_fields(tool: Tool[Any], current: dict[str, Any]) -> list[EditField]:
+    schema = schema_of(tool)
+    properties = schema.get("properties") or {}
+    return [
+        EditField(
+            kind,
+            current.get(kind.name),
+            shows(kind, current.get(kind.name)),
+            _clearable(kind, properties.get(kind.name)),
         )
-    return fields
+        for kind in field_kinds(schema)
+    ]
 
 
 def parts_of(text: str) -> list[str]:
@@ -80,31 +126,72 @@ def part_id(name: str, index: int) -> str:
     return name if index == 0 else f"{name}::{index + 1}"
 
 
-def _input(field: EditField, text: str, index: int, count: int) -> dict[str, Any]:
-    element: dict[str, Any] = {
-        "type": "plain_text_input",
-        "action_id": "value",
-        "multiline": field.multiline or count > 1,
-        "max_length": INPUT_MAX,
-    }
-    if text:
-        element["initial_value"] = text
-    label = field.label if count == 1 else f"{field.label} (part {index + 1} of {count})"
+def blocks_needed(field: EditField) -> int:
+    if field.typed:
+        return 2 if field.clearable_date else 1
+    return len(parts_of(field.text))
+
+
+def _hint(field: EditField, text: str) -> str | None:
+    hidden = hidden_count(text) if not field.typed else 0
+    if hidden:
+        return (
+            f"Holds {hidden} invisible or formatting character(s); the card shows them as "
+            "[U+…] codes."
+        )
+    if not field.typed and field.kind.kind in (Kind.TEXT, Kind.LIST):
+        return field.kind.description  # the tool's own words for it; typed kinds need none
+    return None
+
+
+def _block(field: EditField, element: dict[str, Any], block_id: str, label: str) -> dict[str, Any]:
     block: dict[str, Any] = {
         "type": "input",
-        "block_id": part_id(field.name, index)[:255],
-        "optional": field.optional or count > 1,
-        "label": {"type": "plain_text", "text": label[:2000]},
+        "block_id": block_id[:255],
+        "optional": field.optional,
+        "label": PlainTextObject(text=label[:2000]).to_dict(),
         "element": element,
     }
-    hidden = hidden_count(text)
-    if hidden:
-        block["hint"] = {
-            "type": "plain_text",
-            "text": f"Holds {hidden} invisible or formatting character(s); the card shows them "
-            "as [U+…] codes.",
-        }
     return block
+
+
+def _text_inputs(field: EditField) -> list[dict[str, Any]]:
+    parts = parts_of(field.text)
+    blocks = []
+    for index, text in enumerate(parts):
+        element: dict[str, Any] = {
+            "type": "plain_text_input",
+            "action_id": ACTION,
+            "multiline": field.multiline or len(parts) > 1,
+            "max_length": INPUT_MAX,
+        }
+        if text:
+            element["initial_value"] = text
+        label = field.label
+        if len(parts) > 1:
+            label = f"{field.label} (part {index + 1} of {len(parts)})"
+        block = _block(field, element, part_id(field.name, index), label)
+        block["optional"] = field.optional or len(parts) > 1
+        hint = _hint(field, text)
+        if hint:
+            block["hint"] = PlainTextObject(text=hint[:2000]).to_dict()
+        blocks.append(block)
+    return blocks
+
+
+def inputs_of(field: EditField) -> list[dict[str, Any]]:
+    if not field.typed:
+        return _text_inputs(field)
+    element = typed_element(field.kind, field.value, field.clearable)
+    blocks = [_block(field, element, field.name, field.label)]
+    if field.kind.kind is Kind.BOOLEAN:
+        blocks[0]["optional"] = True  # an empty checkbox is an answer: No
+    if field.clearable_date:
+        blocks.append(
+            _block(field, clear_element(), f"{field.name}::{CLEAR}", f"No {field.label.lower()}")
+        )
+        blocks[-1]["optional"] = True
+    return blocks
 
 
 def placed(fields: list[EditField]) -> set[str]:
@@ -114,7 +201,7 @@ def placed(fields: list[EditField]) -> set[str]:
     used = 0
     fields = fields[:MAX_FIELDS]
     for position, field in enumerate(fields):
-        needed = len(parts_of(field.text))
+        needed = blocks_needed(field)
         if needed <= MAX_FIELDS - used - (len(fields) - position - 1):
             names.add(field.name)
             used += needed
@@ -124,22 +211,21 @@ def placed(fields: list[EditField]) -> set[str]:
 
 
 def edit_modal(proposal_ref: str, fields: list[EditField]) -> dict[str, Any]:
-    """Every field as inputs; a long one in parts of `INPUT_MAX`, read back joined."""
+    """Every field as its control; a long text in parts of `INPUT_MAX`, read back joined."""
     blocks: list[dict[str, Any]] = []
     on_form = placed(fields)
     for field in fields[:MAX_FIELDS]:
-        parts = parts_of(field.text)
         if field.name not in on_form:
             why = (
-                f"*{escape(field.name)}* is {len(field.text):,} characters, more than this "
+                f"*{escape(field.label)}* is {len(field.text):,} characters, more than this "
                 "form can hold with the other fields, so it cannot be edited here and stays "
                 "exactly as it is. Ask the assistant to change it instead."
             )
             blocks.append(SectionBlock(text=MarkdownTextObject(text=why[:3000])).to_dict())
             continue
-        blocks += [_input(field, text, i, len(parts)) for i, text in enumerate(parts)]
+        blocks += inputs_of(field)
     if len(fields) > MAX_FIELDS:
-        rest = ", ".join(f.name for f in fields[MAX_FIELDS:])
+        rest = ", ".join(f.label for f in fields[MAX_FIELDS:])
         why = f"These fields cannot be edited here and stay exactly as they are: {rest}"
         blocks.append(SectionBlock(text=MarkdownTextObject(text=escape(why)[:3000])).to_dict())
     return {
@@ -151,51 +237,3 @@ def edit_modal(proposal_ref: str, fields: list[EditField]) -> dict[str, Any]:
         "close": PlainTextObject(text="Cancel").to_dict(),
         "blocks": blocks,
     }
-
-
-def _same(typed: str, shown: str) -> bool:
-    """Whether `typed` is `shown` come back unchanged (Slack may normalise line ends and
-    trailing blanks of what it sends back)."""
-    if typed == shown:
-        return True
-
-    def norm(text: str) -> str:
-        lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-        return "\n".join(line.rstrip() for line in lines).strip()
-
-    return norm(typed) == norm(shown)
-
-
-@dataclass(frozen=True)
-class Submitted:
-    texts: dict[str, str]  # the fields' typed text (empty optional fields left out)
-    unchanged: set[str]  # fields that came back as shown: keep their value as it is
-
-
-def submitted_arguments(values: dict[str, str], fields: list[EditField]) -> Submitted:
-    """The modal's inputs joined back per field, and which fields came back unchanged (a field
-    the modal could not hold has no input and is unchanged)."""
-    texts: dict[str, str] = {}
-    unchanged: set[str] = set()
-    on_form = placed(fields)
-    for field in fields:
-        if field.name not in on_form:
-            unchanged.add(field.name)  # no input for it: kept as it is
-            continue
-        count = len(parts_of(field.text))
-        typed = "".join(values.get(part_id(field.name, i), "") for i in range(count))
-        if _same(typed, field.text):
-            unchanged.add(field.name)
-        if typed:
-            texts[field.name] = typed
-    return Submitted(texts, unchanged)
-
-
-def field_errors(message: str, fields: list[str]) -> dict[str, str]:
-    """Slack wants errors keyed by block id: attach each problem to its field's input."""
-    errors: dict[str, str] = {}
-    for part in message.split("; "):
-        name, _, text = part.partition(": ")
-        key = name.split(".")[0] if name.split(".")[0] in fields else fields[0]
-        errors[key] = (errors.get(key, "") + " " + (text or part)).strip()[:150]
-    return errors

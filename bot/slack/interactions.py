@@ -219,7 +219,7 @@ class Interactions(ModalSubmissions):
             trigger_id=click.trigger_id,
             view=edit_modal(
                 cards.card_ref(proposal.id, proposal.revision),
-                edit_fields(tool.fields(), proposal.arguments),
+                edit_fields(tool, proposal.arguments),
             ),
         )
 

@@ -20,7 +20,9 @@ from bot.metrics import DECISIONS
 from bot.slack.card_publisher import CardPublisher
 from bot.slack.card_rerouting import announce_reroute
 from bot.slack.door_at_clicks import forbidden
-from bot.slack.edit_form import edit_fields, field_errors, submitted_arguments
+from bot.slack.edit_form import edit_fields, placed, schema_of
+from bot.slack.edit_values import read_submission
+from bot.slack.edit_words import schema_errors
 from bot.slack.note_forms import NOTE_MAX
 from bot.slack.payloads import BadPayload, Submission, parse_submission
 from bot.tasks import TaskGroup
@@ -128,20 +130,29 @@ class ModalSubmissions:
         if tool is None or tool.preview is None:
             await ack()  # nothing to edit any more; the card says what happened
             return
-        specs = tool.fields()
-        fields = [spec.name for spec in specs] or ["arguments"]
         # The modal showed this revision's arguments (the revision was checked above).
-        typed = submitted_arguments(form.values, edit_fields(specs, proposal.arguments))
+        fields = edit_fields(tool, proposal.arguments)
+        on_form = placed(fields)
+        first = next((f.name[:255] for f in fields if f.name in on_form), first_field)
+        read = read_submission(form.state, fields, schema_of(tool))
+        kept = {f: proposal.arguments[f] for f in read.unchanged if f in proposal.arguments}
+        kinds = [f.kind for f in fields]
+        try:  # every field's problem at once: the schema's, and the form's over them
+            arguments = tool.parse({**read.values, **kept})
+            errors = dict(read.errors)
+        except ToolArgumentsError as exc:
+            errors = {**schema_errors(str(exc), kinds, first), **read.errors}
+        if errors:
+            DECISIONS.labels(action="edit", result="bad_input").inc()
+            await ack(response_action="errors", errors=errors)
+            return
         try:
-            parsed = tool.parse_strings(typed.texts).model_dump(mode="json")
-            kept = {f: proposal.arguments[f] for f in typed.unchanged if f in proposal.arguments}
-            arguments = tool.parse({**parsed, **kept})
             preview = await tool.prepare(arguments, self.context(proposal))
         except ToolArgumentsError as exc:
-            await ack(response_action="errors", errors=field_errors(str(exc), fields))
+            await ack(response_action="errors", errors=schema_errors(str(exc), kinds, first))
             return
         except Exception as exc:  # the target vanished, Slack said no, …: say so on the form
-            await ack(response_action="errors", errors={fields[0]: plain_error(exc)[:150]})
+            await ack(response_action="errors", errors={first: plain_error(exc)[:150]})
             return
         revised = arguments.model_dump(mode="json")
         # The new revision is decided again by the one door: a deny refuses the edit (the card
@@ -151,7 +162,7 @@ class ModalSubmissions:
         if ruling.outcome == "deny":
             await self.approvals.refuse(proposal.id, form.user, "edit", forbidden(ruling))
             DECISIONS.labels(action="edit", result="refused").inc()
-            await ack(response_action="errors", errors={fields[0]: forbidden(ruling)[:150]})
+            await ack(response_action="errors", errors={first: forbidden(ruling)[:150]})
             return
         rerouted = ruling.reroutes(proposal.policy)
         try:
@@ -164,7 +175,7 @@ class ModalSubmissions:
                 (question, ruling),
             )
         except ApprovalError as exc:
-            await ack(response_action="errors", errors={fields[0]: exc.user_message[:150]})
+            await ack(response_action="errors", errors={first: exc.user_message[:150]})
             return
         DECISIONS.labels(action="edit", result="accepted").inc()
         await ack()

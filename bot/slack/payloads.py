@@ -8,7 +8,7 @@ did not make is a `BadPayload`: it changes nothing.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bot.slack.cards import BadValue, parse_card_ref, parse_ref
@@ -37,6 +37,8 @@ class Submission:
     proposal_id: int
     revision: int | None
     values: dict[str, str]  # block id -> the text typed into its input
+    # block id -> its element's state as Slack sent it (`selected_user`, `selected_date`...)
+    state: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _str(value: Any, limit: int = 255) -> str | None:
@@ -85,11 +87,16 @@ def parse_submission(body: dict[str, Any]) -> Submission:
     except BadValue as exc:
         raise BadPayload(str(exc)) from None
     values: dict[str, str] = {}
-    for block_id, inputs in _dict(_dict(view.get("state")).get("values")).items():
-        typed = _dict(_dict(inputs).get("value")).get("value")
-        if isinstance(block_id, str) and isinstance(typed, str):
+    state: dict[str, dict[str, Any]] = {}
+    for block_id, inputs in list(_dict(_dict(view.get("state")).get("values")).items())[:200]:
+        element = _dict(_dict(inputs).get("value"))
+        if not isinstance(block_id, str):
+            continue
+        state[block_id[:255]] = element
+        typed = element.get("value")
+        if isinstance(typed, str):
             values[block_id] = typed[:10_000]
-    return Submission(_user(body), proposal_id, revision, values)
+    return Submission(_user(body), proposal_id, revision, values, state)
 
 
 # -- the /history buttons: values this app made are small JSON objects or numbers ----------

@@ -218,6 +218,7 @@ function setup() {
   const names = Object.fromEntries(state.people.map((p) => [p.id, p.name]));
   names[state.bot.id] = state.bot.name;
   Render.setNames(names, Object.fromEntries(state.channels.map((c) => [c.id, c.name])));
+  Render.setPickable(state.people.map((p) => p.id), state.channels.filter((c) => !c.is_im).map((c) => c.id));
   if (ready) return;
   ready = true;
   const select = $("people");

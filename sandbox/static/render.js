@@ -244,7 +244,7 @@ const Render = (() => {
       } else if (b.type === "image") {
         div.append(element(b, bctx));
       } else if (b.type === "input") {
-        div.append(input(b));
+        div.append(Inputs.input(b));
       } else if (b.type === "markdown") {
         div.innerHTML = mrkdwn(b.text || "");
       } else {
@@ -255,67 +255,12 @@ const Render = (() => {
     return box;
   }
 
-  let inputs = 0;
-  function input(b) {
-    const wrap = document.createElement("div");
-    wrap.className = "input-block";
-    wrap.dataset.blockId = b.block_id || "";
-    const id = `input-${++inputs}`;
-    const label = document.createElement("label");
-    label.htmlFor = id;
-    label.textContent = textOf(b.label);
-    wrap.append(label);
-    const el = b.element || {};
-    let field;
-    if (el.type === "static_select") {
-      field = document.createElement("select");
-      for (const o of el.options || []) {
-        const opt = document.createElement("option");
-        opt.value = o.value; opt.textContent = textOf(o.text);
-        if (el.initial_option && el.initial_option.value === o.value) opt.selected = true;
-        field.append(opt);
-      }
-    } else {
-      field = document.createElement(el.multiline ? "textarea" : "input");
-      if (el.multiline) field.rows = 5;
-      field.value = el.initial_value || "";
-      if (el.max_length) field.maxLength = el.max_length;
-      if (el.placeholder) field.placeholder = textOf(el.placeholder);
-    }
-    field.id = id;
-    field.dataset.actionId = el.action_id || "value";
-    field.dataset.type = el.type || "plain_text_input";
-    if (!b.optional) field.required = true;
-    wrap.append(field);
-    if (b.hint) {
-      const hint = document.createElement("div");
-      hint.className = "hint-text";
-      hint.textContent = textOf(b.hint);
-      wrap.append(hint);
-    }
-    const err = document.createElement("div");
-    err.className = "input-error";
-    err.setAttribute("role", "alert");
-    wrap.append(err);
-    return wrap;
-  }
-
-  // The state Slack sends with a submission: {block_id: {action_id: {type, value}}}.
-  function values(root) {
-    const out = {};
-    for (const wrap of root.querySelectorAll(".input-block")) {
-      const field = wrap.querySelector("input, textarea, select");
-      const item = { type: field.dataset.type };
-      if (field.tagName === "SELECT") item.selected_option = { value: field.value, text: { type: "plain_text", text: field.selectedOptions[0]?.textContent || "" } };
-      else item.value = field.value;
-      out[wrap.dataset.blockId] = { [field.dataset.actionId]: item };
-    }
-    return out;
-  }
-
   return {
-    mrkdwn, blocks, values, textOf,
+    mrkdwn, blocks, textOf, values: (root) => Inputs.values(root),
+    nameOf: (id) => names[id] || id,
+    channelOf: (id) => `#${channelNames[id] || id}`,
     setNames(people, channels) { names = people; channelNames = channels; },
+    setPickable: (peopleIds, channelIds) => Inputs.setPickable(peopleIds, channelIds),
     setOnAction(fn) { onAction = fn; },
   };
 })();

@@ -30,6 +30,7 @@ import yaml
 from aiohttp import WSMsgType, web
 
 from bot.slack.scopes import METHODS, Kind, needed
+from tests.fakes.block_elements import ElementError, check_input_element
 from tests.fakes.server import ThreadedServer
 from tests.fakes.slack_streams import (
     SESSION_STATUSES,
@@ -117,6 +118,10 @@ def check_blocks(blocks: Any, most: int = 50) -> None:
             element = block.get("element") or {}
             if len((block.get("label") or {}).get("text", "")) > 2000:
                 raise BlockKitError("input label over 2000")
+            try:
+                check_input_element(element)
+            except ElementError as exc:
+                raise BlockKitError(str(exc)) from None
             if int(element.get("max_length") or 3000) > 3000:
                 raise BlockKitError("plain_text_input max_length over 3000")
             if _js_len(str(element.get("initial_value") or "")) > 3000:
