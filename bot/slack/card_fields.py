@@ -145,13 +145,14 @@ def _starts(raw: str, new: str) -> bool:
     return raw == new or (len(head) >= PREFIX_MIN and raw.startswith(head))
 
 
-def _means(kind: Kind, new: str | None, raw: str, words: str | None) -> str | None:
-    """The preview's words for a value, when they say more than the value itself."""
+def _means(kind: Kind, new: str | None, value: ShownValue, words: str | None) -> str | None:
+    """The preview's words for a value, when they say more than the value itself (`@lee` for
+    the login `lee` says nothing more)."""
     if not new or kind not in (Kind.TEXT, Kind.LIST, Kind.CHOICE, Kind.OTHER):
         return None
-    if _starts(raw, new) or new in raw or (words and escape(new) in words):
+    if _starts(value.raw, new) or new in value.raw or (words and escape(new) in words):
         return None
-    return new
+    return None if new.replace("@", "") == value.text.replace("@", "") else new
 
 
 def field_rows(
@@ -176,7 +177,8 @@ def field_rows(
                 (i for i, v in enumerate(values) if i not in used and _starts(v.raw, new)), None
             )
         if index is None or index in used:
-            previewed_only.append(Row(label_of(field), old=_str(old), new=new))
+            if old is not None or new is not None:  # neither: nothing sent, nothing to say
+                previewed_only.append(Row(label_of(field), old=_str(old), new=new))
             continue
         used.add(index)
         rows.append(_argument_row(values[index], index, arguments, kinds, people, field, old, new))
@@ -217,6 +219,6 @@ def _argument_row(
         value=value,
         index=index,
         old=_str(old),
-        means=_means(kind, new, value.raw, words),
+        means=_means(kind, new, value, words),
         words=words,
     )
