@@ -6,6 +6,7 @@ until when, the revision and the digest the buttons carry."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -226,3 +227,14 @@ def test_good_values_read_in_words_and_tokens_are_built_from_the_parsed_value() 
     assert slack_date(datetime(2026, 5, 1, 7, 0, 5, tzinfo=UTC), seconds=True).endswith(
         "{time_secs}|2026-05-01 07:00:05 UTC>"
     )
+
+
+def test_a_schema_s_own_field_names_are_shown_inert_with_hidden_characters_as_codes() -> None:
+    hostile = {"<!here> urgent\u202e": "x"}  # an MCP server names its fields
+    card_view = view(hostile)
+    schema = {"type": "object", "properties": {name: {"type": "string"} for name in hostile}}
+    kinds = {k.name: k for k in field_kinds(schema)}
+    _, blocks = cards.approval_card(replace(card_view, kinds=kinds))
+    card = StoredMessage("1", "", None, "B1", None, blocks=blocks)
+    assert "<!here>" not in card_mrkdwn(card)
+    assert "&lt;!here&gt; urgent[U+202E]" in card_text(card)

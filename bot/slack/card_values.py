@@ -60,7 +60,7 @@ def _clip(text: str, limit: int) -> str:
 def _label(value: ShownValue, shown_on_card: int | None, row: Row | None = None) -> str:
     """The field's label, its old value, its length, what it means and its notes (mrkdwn,
     escaped)."""
-    head = f"*{escape(_clip(row.label if row else label_of(value.name), 200))}*"
+    head = f"*{safe(row.label if row else label_of(value.name), 200)}*"
     if value.length == 0:
         head += " _(empty)_"
     elif shown_on_card is not None:
@@ -119,7 +119,7 @@ def _short(row: Row) -> bool:
 def _pair(row: Row) -> list[TextObject]:
     """A short row as two fields: its label (with the old value and what it means) and its
     value: in words (mrkdwn, built from the parsed value) or as sent (plain text)."""
-    label = f"*{escape(_clip(row.label, 200))}*"
+    label = f"*{safe(row.label, 200)}*"
     old = None if row.old is None else f"~{old_text(row.kind, row.old)}~ → "
     value = row.value
     if value is None:  # a preview field: the tool's own words for the target
@@ -195,7 +195,7 @@ def value_modal(value: ShownValue, ref: CardRef, part: str, description: str) ->
     (a value needing more than a modal holds was refused before any card was made)."""
     label = label_of(value.name)
     head = (
-        f"{escape(_clip(description, 1500))}\n*{escape(_clip(label, 200))}*: "
+        f"{escape(_clip(description, 1500))}\n*{safe(label, 200)}*: "
         f"{value.length:,} characters, all of them below · revision {ref.revision} · "
         f"digest `{ref.digest}`"
     )
