@@ -2,7 +2,8 @@
 the sandbox without any model settings. It is not a language model: it recognises a few
 requests, enough to show the flows, and says what it is in the footer of every reply.
 
-* "create a task …" proposes `create_task` with the rest as the title;
+* "create a task …" proposes `create_task` with the rest as the title ("… for @bob" assigns
+  it to that sandbox person, "… by 2026-12-04" sets its due date);
 * "summarise #general" (or any "#channel") reads the channel's recent messages, then answers;
 * "read #exec" tries the private channel (refused for someone who is not a member);
 * anything else gets a plain answer of a few sentences, streamed over a few seconds.
@@ -59,11 +60,22 @@ def decide(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
     return PLAIN, []
 
 
+ASSIGNEE = re.compile(r"\s+for @(?P<name>[a-z]+)\b", re.I)
+DUE = re.compile(r"\s+by (?P<day>\d{4}-\d{2}-\d{2})\b")
+
+
 def _task_args(rest: str) -> dict[str, Any]:
     rest = " ".join(rest.split()).rstrip(".")
+    extra: dict[str, Any] = {}
+    if found := ASSIGNEE.search(rest):  # the sandbox's people are U + their name (UBOB)
+        extra["assignee"] = f"U{found.group('name').upper()}"
+        rest = rest[: found.start()] + rest[found.end() :]
+    if found := DUE.search(rest):
+        extra["due_date"] = found.group("day")
+        rest = rest[: found.start()] + rest[found.end() :]
     if len(rest) <= 120:
-        return {"title": rest}
-    return {"title": rest[:100].rsplit(" ", 1)[0] + " …", "description": rest}
+        return {"title": rest, **extra}
+    return {"title": rest[:100].rsplit(" ", 1)[0] + " …", "description": rest, **extra}
 
 
 def _call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:

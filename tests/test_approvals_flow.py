@@ -12,6 +12,7 @@ from sqlalchemy import select
 
 from bot.db.models import AuditEntry, Proposal, Task
 from bot.slack import cards
+from tests.card_reading import card_fields
 from tests.fakes.openai import FakeOpenAI, Script, ScriptedToolCall
 from tests.fakes.slack import FakeSlack, StoredMessage
 from tests.harness import RunningBot, make_settings, start_bot, stop_bot
@@ -103,8 +104,8 @@ async def test_create_task_approved_runs_once_and_the_model_resumes(
     assert card.thread_ts == root
     shown = card_text(card)
     assert "Create task 'Fix login bug' assigned to @udana, due Friday 2026-11-27" in shown
-    assert "*title*\\nFix login bug" in shown
-    assert "*priority*\\nhigh" in shown
+    assert card_fields(card)["Title"] == "Fix login bug"
+    assert card_fields(card)["Priority"] == "high"
     assert await tasks_in_db(bot) == []  # nothing written before the click
     assert len(fake_model.requests) == 1
 

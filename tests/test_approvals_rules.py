@@ -14,6 +14,7 @@ from sqlalchemy import select, update
 
 from bot.db.models import AuditEntry, Proposal, ProposalState, Task, utcnow
 from bot.slack import cards
+from tests.card_reading import card_fields
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import DEFAULT_MEMBERS, FakeSlack
 from tests.harness import RunningBot, clean_env, make_settings, run_cli, start_bot, stop_bot
@@ -242,7 +243,7 @@ async def test_a_target_changed_after_the_card_fails_as_stale(
     await bot.mention("C1", "rename task 1", fake_slack)
     await bot.idle()
     (card,) = fake_slack.cards("C1")
-    assert "~Old title~ → Model's title" in card_text(card)
+    assert card_fields(card)["Title"] == "~Old title~ → Model's title"
     async with bot.countersign.db.transaction() as session:  # a teammate edits meanwhile
         await session.execute(update(Task).values(title="Teammate's title"))
     await bot.click(card, cards.APPROVE, "UALICE", "C1")

@@ -163,10 +163,12 @@ async def test_every_argument_sent_is_on_the_card_not_only_the_summary(
     card = await propose_task(bot, fake_slack, fake_model)
     (proposal,) = await proposals(bot)
     values = plain_texts(card)
-    for name, value in proposal.arguments.items():
-        if value is not None:
-            assert str(value) in values, name  # each argument as a value of its own
-    assert f"digest `{proposal.arguments_hash[:10]}`" in card_text(card)
+    for name in ("title", "description", "priority"):
+        assert proposal.arguments[name] in values, name  # each argument as a value of its own
+    shown = card_text(card)
+    assert "@udana" in shown  # the assignee by name, the due date in words
+    assert "Fri 27 Nov 2026" in shown
+    assert f"digest `{proposal.arguments_hash[:10]}`" in shown
 
 
 # -- a 60,000-character GitHub comment --------------------------------------------------------
@@ -213,7 +215,8 @@ async def test_a_60000_character_github_comment_is_approvable_and_fully_readable
     (card,) = fake_slack.cards("C1")  # the fake refuses cards over Block Kit's limits
     assert "hunter2" not in card_text(card)
     assert "60,000 characters" in card_text(card)
-    assert "the start of body: all 60,000 characters" in card_text(card)  # not repeated
+    # Its start once (under "Comment", the preview's word), not repeated as a summary.
+    assert sum(FRIENDLY[:60] in json.dumps(b) for b in card.blocks or []) == 1
     await press_show_all(gh_bot, show_all_button(card.blocks or [])["value"], "UALICE", "C1")
     (opened,) = fake_slack.views
     assert len(opened["view"]["blocks"]) <= 100  # the fake also checks every block's limits
@@ -385,16 +388,18 @@ async def test_more_fields_open_the_rest_the_same_way(
     await wide_bot.idle()
     (card,) = fake_slack.cards("C1")
     shown = card_text(card)
-    assert "f13" not in shown
+    assert all(values[name] in shown for name in wide_pack.FIELDS[:15])  # what is sent first
+    assert "Setting 01" not in shown  # what the preview only says, after it
     assert "hunter2" not in shown
     more = show_all_button(card.blocks or [], "…and")
-    assert more["text"]["text"] == "…and 9 more fields"  # 4 arguments, 5 preview fields
+    assert more["text"]["text"] == "…and 25 more fields"  # the 25 preview fields
     await press_show_all(wide_bot, more["value"], "UBOB", "C1")
     (opened,) = fake_slack.views
     modal = json.dumps(opened["view"], ensure_ascii=False)
-    for name in ("f13", "f14", "f15", "f16", "setting 21", "setting 25"):
+    for name in ("Setting 01", "Setting 21", "Setting 25", "value 25"):
         assert name in modal
-    assert modal_value(opened["view"]).endswith(values["f16"])  # all of it, in the modal
+    await press_show_all(wide_bot, show_all_button(card.blocks or [])["value"], "UBOB", "C1")
+    assert modal_value(fake_slack.views[-1]["view"]) == values["f16"]  # all of it, one click
     await wide_bot.click(card, cards.APPROVE, "UALICE", "C1")
     await wide_bot.idle()
     assert wide_pack.SENT[-1] == values

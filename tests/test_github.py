@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from bot.slack import cards
+from tests.card_reading import card_fields
 from tests.fakes.github import TOKEN, FakeGitHub
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import DEFAULT_MEMBERS, FakeSlack
@@ -76,8 +77,9 @@ async def test_an_update_card_shows_old_and_new_values_and_runs_exactly_once(
     (card,) = fake_slack.cards("C1")
     shown = card_text(card)
     assert "Update issue acme/api#7 'Login loops': state, labels" in shown
-    assert "*state*\\n~open~ → closed" in shown
-    assert "*labels*\\n~bug, ui~ → bug, p1 (adds p1; removes ui)" in shown
+    fields = card_fields(card)
+    assert fields["State"] == "~open~ → closed"
+    assert fields["Labels"] == "~bug, ui~ → Bug, P1 (means bug, p1 (adds p1; removes ui))"
     assert patches(fake_github) == []
     await gh_bot.click(card, cards.APPROVE, "UMALLORY", "C1")  # not an approver
     await gh_bot.idle()
@@ -132,8 +134,8 @@ async def test_a_retry_after_the_create_answer_was_lost_finds_the_issue_instead_
     await gh_bot.idle()
     (card,) = fake_slack.cards("C1")
     shown = card_text(card)
-    assert "*assignees*\\n@lee" in shown
-    assert "*repository*\\nacme/api" in shown
+    assert card_fields(card)["Assignees"] == "lee"
+    assert card_fields(card)["Repository"] == "acme/api"  # the preview's word for `repo`
     fake_github.lose_answer_to = "/repos/acme/api/issues"
     await gh_bot.click(card, cards.APPROVE, "UALICE", "C1")
     await gh_bot.idle()
@@ -202,8 +204,8 @@ async def test_merge_shows_the_head_and_method_asks_to_confirm_and_refuses_a_mov
     await gh_bot.idle()
     (card,) = fake_slack.cards("C1")
     shown = card_text(card)
-    assert "*merge method*\\nsquash" in shown
-    assert "*head commit*\\na1b2c3d4e5f6" in shown
+    assert card_fields(card)["Merge method"] == "squash"
+    assert card_fields(card)["Head commit"] == "a1b2c3d4e5f6"
     assert "confirm" in shown  # destructive: Approve asks again
     fake_github.repo("acme/api").pulls[9]["head"]["sha"] = "ffff0000ffff0000"  # a new push
     await gh_bot.click(card, cards.APPROVE, "UALICE", "C1")
@@ -438,7 +440,9 @@ async def test_editing_a_github_card_reads_lists_as_typed_and_checks_them_again(
     assert status == 200
     await gh_bot.idle()
     card = fake_slack.cards("C1")[0]
-    assert "*labels*\\n~bug, ui~ → bug, docs (adds docs; removes ui)" in card_text(card)
+    assert card_fields(card)["Labels"] == (
+        "~bug, ui~ → bug, docs (means bug, docs (adds docs; removes ui))"
+    )
     await gh_bot.click(card, cards.APPROVE, "UALICE", "C1")
     await gh_bot.idle()
     assert patches(fake_github) == [{"labels": ["bug", "docs"]}]

@@ -17,6 +17,7 @@ from sqlalchemy import select
 
 from bot.db.models import Message
 from bot.slack import cards
+from tests.card_reading import card_fields
 from tests.fakes.github import FakeGitHub
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack
@@ -78,7 +79,7 @@ async def test_a_pull_request_retargeted_between_card_and_click_is_stale_and_nev
     assert "as shown on the card" in error
     assert [w for w in github.writes() if w.method == "PUT"] == []
     assert pull["merged"] is False
-    assert "*base branch*\\nstaging (at 5a9e5a9e5a9e)" in card_text(card)  # what was seen
+    assert card_fields(card)["Base branch"] == "staging (at 5a9e5a9e5a9e)"  # what was seen
 
 
 async def test_a_label_renamed_since_the_card_is_sent_by_its_id_not_made_anew(

@@ -13,6 +13,7 @@ import pytest
 
 from bot.slack import cards
 from bot.tools.packs.linear.resolve import client_id
+from tests.card_reading import card_fields
 from tests.fakes.linear import API_KEY, FakeLinear
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack
@@ -69,9 +70,10 @@ async def test_a_create_card_shows_names_and_runs_once_with_ids_and_a_client_cho
     (card,) = fake_slack.cards("C1")
     shown = card_text(card)
     assert "Create a Linear issue in Engineering (ENG): Refund flow times out" in shown
-    assert "*assignee*\\nDana Smith" in shown
-    assert "*labels*\\nBug, Customer" in shown
-    assert "*state*\\nIn Progress" in shown
+    fields = card_fields(card)  # as sent, and the names the tool resolved them to
+    assert fields["Assignee"] == "dana (means Dana Smith)"
+    assert fields["Labels"] == "bug, customer (means Bug, Customer)"
+    assert fields["State"] == "in progress (means In Progress)"
     assert mutations(fake_linear) == []
     fake_linear.lose_answer_of = "CreateIssue"  # made, but the answer is lost
     await lin_bot.click(card, cards.APPROVE, "UALICE", "C1")
@@ -116,8 +118,8 @@ async def test_update_compares_ids_so_a_renamed_state_is_fine_and_a_moved_one_is
     (card,) = fake_slack.cards("C1")
     shown = card_text(card)
     assert "Update ENG-1 'Checkout button frozen': priority, state" in shown
-    assert "*state*\\n~Todo~ → Done" in shown
-    assert "*priority*\\n~none~ → urgent" in shown
+    assert card_fields(card)["State"] == "~Todo~ → Done"
+    assert card_fields(card)["Priority"] == "~none~ → urgent"
     fake_linear.state("ENG", "Todo")["name"] = "Backlog"  # renamed: the same state
     await lin_bot.click(card, cards.APPROVE, "UALICE", "C1")
     await lin_bot.idle()
@@ -127,7 +129,7 @@ async def test_update_compares_ids_so_a_renamed_state_is_fine_and_a_moved_one_is
     assert update["input"] == {"priority": 1, "stateId": fake_linear.state("ENG", "Done")["id"]}
 
     move_card = fake_slack.cards("C1")[-1]
-    assert "*state*\\n~Done~ → In Progress" in card_text(move_card)
+    assert card_fields(move_card)["State"] == "~Done~ → In Progress"
     issue = fake_linear.find("ENG-1")
     assert issue is not None
     issue["state"] = fake_linear.state("ENG", "Backlog")  # someone moved it meanwhile

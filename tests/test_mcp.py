@@ -16,6 +16,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from bot.slack import cards
+from tests.card_reading import card_fields
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import DEFAULT_MEMBERS, FakeSlack
 from tests.harness import RunningBot, make_settings, start_bot, stop_bot
@@ -366,7 +367,7 @@ async def test_an_mcp_card_can_be_edited_field_by_field_from_the_tools_schema(
     assert status == 200
     await stdio_bot.idle()
     card = fake_slack.cards("C1")[0]
-    assert "*body*\\nat 9:30" in card_text(card)
+    assert card_fields(card)["Body"] == "at 9:30"
     await stdio_bot.click(card, cards.APPROVE, "UALICE", "C1")
     await stdio_bot.idle()
     (made,) = calls(tmp_path / "notes.jsonl", "add_note")

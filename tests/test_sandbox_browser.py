@@ -4,9 +4,12 @@ OpenAI-compatible server, so the real model path is driven too)."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
@@ -16,6 +19,7 @@ from tests.sandbox_browser import TIMEOUT_MS, chromium_path, running_sandbox, st
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 SHOTS = bool(__import__("os").environ.get("SANDBOX_SCREENSHOTS"))
+VIEWER_ZONE = "Pacific/Auckland"
 
 pytestmark = pytest.mark.timeout(240)
 expect.set_options(timeout=TIMEOUT_MS)  # generous but bounded: the machine is shared
@@ -38,7 +42,9 @@ def sandbox() -> Iterator[str]:
 
 @pytest.fixture
 def page(browser: Browser, sandbox: str) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 860})
+    # A viewer far from UTC: Slack's date tokens must read in their time zone, and a date (no
+    # time zone) must read as the same day for them as for everyone.
+    context = browser.new_context(viewport={"width": 1280, "height": 860}, timezone_id=VIEWER_ZONE)
     context.set_default_timeout(TIMEOUT_MS)
     page = context.new_page()
     page.goto(sandbox)
@@ -102,11 +108,29 @@ def test_a_mention_streams_a_reply_that_grows_in_the_thread(page: Page, sandbox:
     assert "demo model" in answer["text"]
 
 
+def card_reads_as_words(card: Locator) -> None:
+    """Each field once under its label in words; the person by name, the date in words, the
+    expiry in the viewer's own time zone; no raw key, no id, no UTC."""
+    text = card.inner_text()
+    for label in ("Title", "Assignee", "Due date"):
+        assert text.count(label) == 1, (label, text)
+    assert "@Bob" in text
+    assert "Fri 4 Dec 2026" in text
+    for machine in ("due_date", "assignee", "UBOB", "UALICE", "UTC", "Exactly what"):
+        assert machine not in text, (machine, text)
+    assert re.search(r"Asked by @Alice · expires .+ · revision 1 · digest [0-9a-f]{10}", text)
+    expiry = card.locator("time.date").first
+    moment = datetime.fromisoformat(str(expiry.get_attribute("datetime")).replace("Z", "+00:00"))
+    local = moment.astimezone(ZoneInfo(VIEWER_ZONE))
+    expect(expiry).to_contain_text(local.strftime("%I:%M %p").lstrip("0"))
+
+
 def test_four_eyes_alice_is_refused_bob_approves_and_the_thread_resumes(page: Page) -> None:
-    send(page, "@Countersign create a task to review the release notes")
+    send(page, "@Countersign create a task to review the release notes for @bob by 2026-12-04")
     thread = open_thread_of(page, "review the release notes")
     card = thread.get_by_role("article").filter(has_text="Approval needed")
     expect(card.get_by_role("button", name="Approve")).to_be_visible()
+    card_reads_as_words(card)
     if SHOTS:
         page.screenshot(path=str(DOCS / "sandbox-card-before-approve.png"))
     card.get_by_role("button", name="Approve").click()

@@ -9,6 +9,7 @@ from sqlalchemy import select
 
 from bot.db.models import Proposal
 from bot.slack import cards
+from tests.card_reading import card_fields
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack
 from tests.harness import RunningBot
@@ -59,7 +60,7 @@ async def test_set_topic_previews_the_old_value_and_needs_a_confirmed_click(
     (card,) = fake_slack.cards("C1")
     shown = card_text(card)
     assert "Set the topic of #dev" in shown
-    assert "~ship~ → release freeze" in shown
+    assert card_fields(card)["Topic"] == "~ship~ → release freeze"
     approve = next(
         e
         for b in card.blocks or []

@@ -32,6 +32,7 @@ from bot.keyed_messages import find_keyed, keyed
 from bot.membership import reach_of
 from bot.poster import NOTHING_PRIVATE, PostRefused, poster_of
 from bot.slack.card_fan_out import CARD_EVENT, CardFanOut
+from bot.slack.card_people import PeopleNames, kinds_of
 from bot.slack.card_routing import SLACK_FAILURES, carried_by, waiting_note
 from bot.slack.cards import CardView, approval_card, slack_date
 from bot.slack.edit_budget import EditBudget
@@ -70,6 +71,7 @@ class CardPublisher(ThreadNotes, CardFanOut):
     ) -> None:
         self.slack = slack
         self.poster = poster_of(slack)
+        self.people_names = PeopleNames(slack)
         self.groups = groups or GroupMembers(slack)
         self._routing_init()
         self.budget = budget
@@ -94,9 +96,12 @@ class CardPublisher(ThreadNotes, CardFanOut):
             self._shown.popitem(last=False)
 
     async def view(self, proposal: Proposal) -> CardView:
-        return self.view_with(proposal, await self.approvals.approvers_of(proposal.id))
+        people = await self.people_names.named_in(self.registry, proposal)
+        return self.view_with(proposal, await self.approvals.approvers_of(proposal.id), people)
 
-    def view_with(self, proposal: Proposal, approvers: list[str]) -> CardView:
+    def view_with(
+        self, proposal: Proposal, approvers: list[str], people: dict[str, str] | None = None
+    ) -> CardView:
         tool = self.registry.get(proposal.tool_name)
         policy = self.policy_of(proposal)
         return CardView(
@@ -120,6 +125,8 @@ class CardPublisher(ThreadNotes, CardFanOut):
             arguments=dict(proposal.arguments),
             arguments_hash=proposal.arguments_hash,
             mentions=mentions_of(tool).value,
+            kinds=kinds_of(tool),
+            people=people or {},
             finds_earlier_write=bool(tool and tool.finds_earlier_write),
             grants=grants.offered(
                 proposal.policy,
@@ -279,7 +286,8 @@ class CardPublisher(ThreadNotes, CardFanOut):
         proposal, approvers = await self.approvals.with_approvers(proposal_id)
         if not proposal.card_ts or not proposal.card_channel:
             return
-        text, blocks = approval_card(self.view_with(proposal, approvers))
+        people = await self.people_names.named_in(self.registry, proposal)
+        text, blocks = approval_card(self.view_with(proposal, approvers, people))
         if not self._same_as_shown(proposal_id, text, blocks):
             await self.update_card(
                 _CardEdit(), proposal.card_channel, proposal.card_ts, text, blocks,

@@ -6,8 +6,10 @@ N characters" button; arguments past the card's room sit behind "…and N more f
 buttons carry ids only (proposal, revision, digest, which part), and the modal they open is
 built from the proposal's arguments at that revision, split over as many blocks as it needs.
 
-Values are shown as `plain_text` (no emoji), so Slack renders no formatting, link or mention in
-them: the approver reads the characters that will be sent, hidden ones as codes.
+Text is shown as `plain_text` (no emoji), so Slack renders no formatting, link or mention in
+it: the approver reads the characters that will be sent, hidden ones as codes. Only a value in
+words for its kind (`card_fields.typed`: a person, a channel, a date) is mrkdwn, built by the
+bot from the parsed value.
 """
 
 from __future__ import annotations
@@ -26,13 +28,17 @@ from slack_sdk.models.blocks import (
     TextObject,
 )
 
+from bot.slack.card_fields import MEANS_MAX, Row, old_text
+from bot.slack.card_text import safe
 from bot.text import escape
+from bot.tools.field_kinds import label_of
 from bot.tools.shown import MAX_CHUNKS, ShownValue, chunks
 
 SHOW_ALL = "proposal_show_all"
 SHOW_MODAL = "proposal_show_modal"
 CARD_VALUE = 1000  # UTF-16 units of a value shown on the card itself
-ARGS_ON_CARD = 12  # two blocks each; a message holds 50
+ROWS_ON_CARD = 16  # at most two blocks each; a message holds 50
+PREVIEW_MAX = 900  # characters of a preview field's new value (a field holds 2,000)
 MORE = "more"
 DIGEST_LENGTH = 10
 SHORT = 150  # a value this short, plain and on one line sits beside its name
@@ -51,16 +57,22 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _label(value: ShownValue, shown_on_card: int | None) -> str:
-    """The argument's name, its length and its notes (mrkdwn, escaped)."""
-    head = f"*{escape(_clip(value.name, 200))}*"
+def _label(value: ShownValue, shown_on_card: int | None, row: Row | None = None) -> str:
+    """The field's label, its old value, its length, what it means and its notes (mrkdwn,
+    escaped)."""
+    head = f"*{safe(row.label if row else label_of(value.name), 200)}*"
     if value.length == 0:
         head += " _(empty)_"
     elif shown_on_card is not None:
         head += f" · {value.length:,} characters, the first {shown_on_card:,} shown here"
     elif value.length > 80:
         head += f" · {value.length:,} characters"
-    lines = [head, *(f"• {escape(note)}" for note in value.notes)]
+    lines = [head]
+    if row and row.old is not None:
+        lines.append(f"~{old_text(row.kind, row.old)}~ →")
+    if row and row.means:
+        lines.append(f"_means_ {safe(row.means, MEANS_MAX)}")
+    lines += [f"• {escape(note)}" for note in value.notes]
     return _clip("\n".join(lines), 3000)
 
 
@@ -70,13 +82,15 @@ def _show_button(ref: str, value: ShownValue) -> ButtonElement:
     )
 
 
-def value_blocks(value: ShownValue, ref: str, room: int = CARD_VALUE) -> list[Block]:
+def value_blocks(
+    value: ShownValue, ref: str, room: int = CARD_VALUE, row: Row | None = None
+) -> list[Block]:
     """An argument on a card: its label, and its value or the start of it with a Show all
     button when it is longer than `room`."""
     first = chunks(value.raw, room)[0] if value.raw else ""
     clipped = value.shown_length > room
     label = SectionBlock(
-        text=MarkdownTextObject(text=_label(value, len(first) if clipped else None)),
+        text=MarkdownTextObject(text=_label(value, len(first) if clipped else None, row)),
         accessory=_show_button(ref, value) if clipped else None,
     )
     if not first:
@@ -94,22 +108,41 @@ class CardRef:
         return show_ref(self.proposal_id, self.revision, self.digest, part)
 
 
-def sent_blocks(values: list[ShownValue], ref: CardRef, hidden_changes: int) -> list[Block]:
-    """The card's "what will be sent" blocks: the first `ARGS_ON_CARD` arguments, then a
-    button to the rest (and to preview fields the card had no room for)."""
-    head = (
-        f"*Exactly what will be sent* · revision {ref.revision} · digest `{ref.digest}`"
-        if values
-        else f"Nothing else is sent · revision {ref.revision} · digest `{ref.digest}`"
-    )
-    blocks: list[Block] = [ContextBlock(elements=[MarkdownTextObject(text=head)])]
-    pairs: list[TextObject] = []  # short values, name and value side by side, 5 to a section
-    for index, value in enumerate(values[:ARGS_ON_CARD]):
-        if 0 < value.shown_length <= SHORT and not value.notes and "\n" not in value.text:
-            pairs += [
-                MarkdownTextObject(text=f"*{escape(_clip(value.name, 200))}*"),
-                PlainTextObject(text=value.text, emoji=False),
-            ]
+def _short(row: Row) -> bool:
+    """A row that sits beside its label: a value in words, or a short plain one-liner."""
+    value = row.value
+    if value is None or row.words is not None or value.length == 0:
+        return True
+    return value.shown_length <= SHORT and not value.notes and "\n" not in value.text
+
+
+def _pair(row: Row) -> list[TextObject]:
+    """A short row as two fields: its label (with the old value and what it means) and its
+    value: in words (mrkdwn, built from the parsed value) or as sent (plain text)."""
+    label = f"*{safe(row.label, 200)}*"
+    old = None if row.old is None else f"~{old_text(row.kind, row.old)}~ → "
+    value = row.value
+    if value is None:  # a preview field: the tool's own words for the target
+        new = safe(row.new, PREVIEW_MAX) if row.new else "_(empty)_"
+        return [MarkdownTextObject(text=label), MarkdownTextObject(text=(old or "") + new)]
+    if row.means:
+        label += f"\n_means_ {safe(row.means, MEANS_MAX)}"
+    if row.words is not None or value.length == 0:
+        words = row.words if row.words is not None else "_(empty)_"
+        return [MarkdownTextObject(text=label), MarkdownTextObject(text=(old or "") + words)]
+    if old:
+        label += "\n" + old.rstrip()
+    return [MarkdownTextObject(text=label), PlainTextObject(text=value.text, emoji=False)]
+
+
+def row_blocks(rows: list[Row], ref: CardRef, room: int = CARD_VALUE) -> list[Block]:
+    """Rows as blocks: short ones two to a line (label, value), five to a section; long ones
+    each a label and its value (or the start of it and a Show all button)."""
+    blocks: list[Block] = []
+    pairs: list[TextObject] = []
+    for row in rows:
+        if _short(row):
+            pairs += _pair(row)
             if len(pairs) == 10:
                 blocks.append(SectionBlock(fields=pairs))
                 pairs = []
@@ -117,10 +150,17 @@ def sent_blocks(values: list[ShownValue], ref: CardRef, hidden_changes: int) -> 
         if pairs:
             blocks.append(SectionBlock(fields=pairs))
             pairs = []
-        blocks += value_blocks(value, ref.part(f"a{index}"))
+        if row.value is not None:  # a long row is an argument's (`_short` says so)
+            blocks += value_blocks(row.value, ref.part(f"a{row.index}"), room, row)
     if pairs:
         blocks.append(SectionBlock(fields=pairs))
-    more = max(0, len(values) - ARGS_ON_CARD) + hidden_changes
+    return blocks
+
+
+def field_blocks(rows: list[Row], ref: CardRef) -> list[Block]:
+    """The card's fields: the first `ROWS_ON_CARD`, then a button to the rest."""
+    blocks = row_blocks(rows[:ROWS_ON_CARD], ref)
+    more = max(0, len(rows) - ROWS_ON_CARD)
     if more:
         button = ButtonElement(
             text=f"…and {more} more field{'s' if more != 1 else ''}",
@@ -153,37 +193,35 @@ def _whole(value: ShownValue) -> list[Block]:
 def value_modal(value: ShownValue, ref: CardRef, part: str, description: str) -> dict[str, Any]:
     """One argument, all of it: its notes, then its shown text over as many blocks as needed
     (a value needing more than a modal holds was refused before any card was made)."""
+    label = label_of(value.name)
     head = (
-        f"{escape(_clip(description, 1500))}\nRevision {ref.revision} · digest `{ref.digest}` · "
-        f"*{escape(_clip(value.name, 200))}*: {value.length:,} characters, all of them below"
+        f"{escape(_clip(description, 1500))}\n*{safe(label, 200)}*: "
+        f"{value.length:,} characters, all of them below · revision {ref.revision} · "
+        f"digest `{ref.digest}`"
     )
     blocks: list[Block] = [ContextBlock(elements=[MarkdownTextObject(text=_clip(head, 3000))])]
     if value.notes:
         notes = "\n".join(f"• {escape(n)}" for n in value.notes)
         blocks.append(SectionBlock(text=MarkdownTextObject(text=_clip(notes, 3000))))
     blocks += _whole(value)[:MAX_CHUNKS]
-    return _modal(value.name or "Value", ref, part, blocks)
+    return _modal(label or "Value", ref, part, blocks)
 
 
-def more_modal(
-    values: list[ShownValue],
-    changes: list[Block],
-    ref: CardRef,
-    first_index: int,
-    description: str,
-) -> dict[str, Any]:
-    """The fields the card had no room for: preview fields, then arguments; each argument in
-    full where the modal has room, else its start and its own Show all button."""
+def more_modal(rows: list[Row], ref: CardRef, description: str) -> dict[str, Any]:
+    """The fields the card had no room for, in the card's order; each argument in full where
+    the modal has room, else its start and its own Show all button."""
     head = f"{escape(_clip(description, 1500))}\nRevision {ref.revision} · digest `{ref.digest}`"
     blocks: list[Block] = [ContextBlock(elements=[MarkdownTextObject(text=_clip(head, 3000))])]
-    blocks += changes
-    for offset, value in enumerate(values):
-        index = first_index + offset
+    for offset, row in enumerate(rows):
+        left = 100 - len(blocks) - 2 * (len(rows) - offset - 1) - 1
+        value = row.value
+        if value is None or _short(row):
+            blocks += row_blocks([row], ref)
+            continue
         whole = _whole(value)
-        left = 100 - len(blocks) - 2 * (len(values) - offset - 1) - 1
         if len(whole) <= left:
-            blocks.append(SectionBlock(text=MarkdownTextObject(text=_label(value, None))))
+            blocks.append(SectionBlock(text=MarkdownTextObject(text=_label(value, None, row))))
             blocks += whole
         else:
-            blocks += value_blocks(value, ref.part(f"a{index}"), room=CARD_VALUE)
+            blocks += row_blocks([row], ref)
     return _modal("More fields", ref, MORE, blocks[:100])

@@ -3,14 +3,16 @@ when serialised) and the action ids the buttons carry. Buttons carry only ids: t
 the revision of its arguments that the card shows and the digest of those arguments
 (`42:3:1a2b3c4d5e`), so a click approves what its clicker saw and nothing else.
 
-The description and the preview's fields (old → new, a summary) are escaped and clipped; what
-the write sends is shown in full or one click away (`card_values`), so a card stays within
-Slack's limits, pings nobody, and hides nothing the write sends.
+A card says everything once: the description, one list of fields (`card_fields`: each value as
+it will be sent, under its label in words, old → new where the tool previews one; long values
+one click away, `card_values`), then one context line with who asked, until when, and the
+revision and digest the buttons carry. A card stays within Slack's limits, pings nobody the
+model named, and hides nothing the write sends.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -26,19 +28,19 @@ from slack_sdk.models.blocks import (
 
 from bot.approvals.escalation import ESCALATION
 from bot.approvals.machine import State
+from bot.slack.card_fields import field_rows
+from bot.slack.card_fields import slack_date as slack_date
 from bot.slack.card_refs import BadValue as BadValue
 from bot.slack.card_refs import ParsedRef as ParsedRef
 from bot.slack.card_refs import card_ref as card_ref
 from bot.slack.card_refs import parse_card_ref as parse_card_ref
 from bot.slack.card_refs import parse_ref as parse_ref
-from bot.slack.card_text import FIELD_MAX as FIELD_MAX
-from bot.slack.card_text import MAX_CHANGES as MAX_CHANGES
-from bot.slack.card_text import change_blocks as change_blocks
 from bot.slack.card_text import clip as clip
 from bot.slack.card_text import safe as safe
-from bot.slack.card_values import CardRef, digest_of, sent_blocks
+from bot.slack.card_values import CardRef, digest_of, field_blocks
 from bot.states import state_label
 from bot.text import escape
+from bot.tools.field_kinds import FieldKind
 from bot.tools.shown import shown_arguments
 from bot.tools.shown_notes import Mentions
 
@@ -65,12 +67,6 @@ EDIT_MODAL = "proposal_edit_modal"
 
 SECTION_MAX = 3000
 FALLBACK_MAX = 2900
-
-
-def slack_date(moment: datetime, fallback_format: str = "%Y-%m-%d %H:%M UTC") -> str:
-    return f"<!date^{int(moment.timestamp())}^{{date_short_pretty}} {{time}}|" + (
-        moment.strftime(fallback_format) + ">"
-    )
 
 
 @dataclass(frozen=True)
@@ -100,6 +96,10 @@ class CardView:
     arguments_hash: str = ""
     mentions: str = Mentions.UNKNOWN.value
     grants: tuple[str, ...] = ()  # scopes offered beyond once: thread, channel, me
+    # Each argument's kind and label (`bot.tools.field_kinds`), by name; and the people the
+    # arguments name, as `@name` (looked up by the publisher; never a pinging `<@U…>`).
+    kinds: dict[str, FieldKind] = field(default_factory=dict)
+    people: dict[str, str] = field(default_factory=dict)
 
     @property
     def digest(self) -> str:
@@ -160,12 +160,21 @@ def _buttons(view: CardView) -> ActionsBlock:
     )
 
 
+def _about(view: CardView, expiry: bool = True) -> str:
+    """The card's one context line: who asked, until when, and the revision and digest of the
+    arguments shown (what the buttons carry, so a click counts for these and no others)."""
+    expires = f" · expires {slack_date(view.expires_at)}" if expiry else ""
+    return (
+        f"Asked by <@{view.requester}>{expires} · revision {view.revision} · digest `{view.digest}`"
+    )
+
+
 def _status(view: CardView) -> list[Block]:
     state = view.state
     who = decider(view.decided_by) if view.decided_by else "someone"
     when = f" {slack_date(view.decided_at)}" if view.decided_at else ""
     if state is State.PROPOSED:
-        lines = [f"Asked by <@{view.requester}> · expires {slack_date(view.expires_at)}"]
+        lines = [_about(view)]
         if view.approvals_required > 1 or view.approvers:
             names = ", ".join(f"<@{a}>" for a in view.approvers) or "nobody yet"
             lines.append(
@@ -256,15 +265,14 @@ def approval_card(view: CardView) -> tuple[str, list[dict[str, Any]]]:
     """The fallback text and the blocks of a card in its current state."""
     title = f":raised_hand: *Approval needed*: {safe(view.description, SECTION_MAX - 40)}"
     blocks: list[Block] = [SectionBlock(text=MarkdownTextObject(text=title))]
-    blocks += change_blocks(view.changes[:MAX_CHANGES], view.arguments)
-    if view.arguments is not None:
-        values = shown_arguments(view.arguments, Mentions(view.mentions))
-        ref = CardRef(view.proposal_id, view.revision, view.digest)
-        blocks += sent_blocks(values, ref, max(0, len(view.changes) - MAX_CHANGES))
-    elif len(view.changes) > MAX_CHANGES:
-        more = len(view.changes) - MAX_CHANGES
-        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=f"…and {more} more")]))
+    arguments = view.arguments or {}
+    values = shown_arguments(arguments, Mentions(view.mentions))
+    rows = field_rows(values, arguments, view.changes, view.kinds, view.people)
+    blocks += field_blocks(rows, CardRef(view.proposal_id, view.revision, view.digest))
     blocks += _provenance(view) + _status(view)
+    if view.state is not State.PROPOSED:
+        about = _about(view, expiry=False)
+        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=about)]))
     fallback = clip(
         f"Approval needed: {safe(view.description, FALLBACK_MAX)} ({state_label(view.state)})",
         FALLBACK_MAX,

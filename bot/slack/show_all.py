@@ -20,17 +20,18 @@ from bot.approvals.service import ApprovalError, ApprovalsService, CardChanged
 from bot.db.models import Proposal
 from bot.metrics import DECISIONS
 from bot.slack.access import ChannelAccess
+from bot.slack.card_fields import field_rows
+from bot.slack.card_people import kinds_of
 from bot.slack.card_publisher import CardPublisher
 from bot.slack.card_values import (
-    ARGS_ON_CARD,
     MORE,
+    ROWS_ON_CARD,
     SHOW_ALL,
     CardRef,
     digest_of,
     more_modal,
     value_modal,
 )
-from bot.slack.cards import MAX_CHANGES, change_blocks
 from bot.slack.payloads import BadPayload, Click, parse_click
 from bot.tasks import TaskGroup
 from bot.tools.catalog import ToolRegistry
@@ -87,7 +88,12 @@ class ShowAll:
             await self._tell(click, proposal, CardChanged().user_message)
             self.cards.refresh(proposal.id)
             return
-        view = self.view(proposal, click.part, digest)
+        people = (
+            await self.cards.people_names.named_in(self.registry, proposal)
+            if click.part == MORE
+            else {}
+        )
+        view = self.view(proposal, click.part, digest, people)
         if view is None:
             DECISIONS.labels(action="show_all", result="bad_input").inc()
             return
@@ -97,19 +103,18 @@ class ShowAll:
             await client.views_open(trigger_id=click.trigger_id, view=view)
         DECISIONS.labels(action="show_all", result="accepted").inc()
 
-    def view(self, proposal: Proposal, part: str, digest: str) -> dict[str, Any] | None:
+    def view(
+        self, proposal: Proposal, part: str, digest: str, people: dict[str, str]
+    ) -> dict[str, Any] | None:
         """The modal for `part` of the proposal's current revision; None if it has no such
-        part (a crafted value)."""
-        values = shown_arguments(dict(proposal.arguments), self._mentions(proposal))
+        part (a crafted value). "More fields" holds the rows past the card's, in its order."""
+        arguments = dict(proposal.arguments)
+        values = shown_arguments(arguments, self._mentions(proposal))
         ref = CardRef(proposal.id, proposal.revision, digest)
         if part == MORE:
-            return more_modal(
-                values[ARGS_ON_CARD:],
-                change_blocks(list(proposal.preview)[MAX_CHANGES:]),
-                ref,
-                ARGS_ON_CARD,
-                proposal.description,
-            )
+            kinds = kinds_of(self.registry.get(proposal.tool_name))
+            rows = field_rows(values, arguments, list(proposal.preview), kinds, people)
+            return more_modal(rows[ROWS_ON_CARD:], ref, proposal.description)
         index = int(part[1:])
         if index >= len(values):
             return None

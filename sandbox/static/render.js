@@ -30,6 +30,51 @@ const Render = (() => {
     return html.replace(/\u0000(\d+)\u0000/g, (_, n) => tokens[Number(n)]);
   }
 
+  // Slack's date token, <!date^UNIX^FORMAT^LINK|fallback>, in the viewer's own time zone (the
+  // browser's), as a Slack client shows it; the fallback when the token cannot be read.
+  function ordinal(n) {
+    const s = ["th", "st", "nd", "rd"], v = n % 100;
+    return n + (s[(v - 20) % 10] || s[v] || s[0]);
+  }
+
+  function dayWords(d, kind) {
+    const month = d.toLocaleString("en-US", { month: kind === "short" ? "short" : "long" });
+    if (kind === "short") return `${month} ${d.getDate()}, ${d.getFullYear()}`;
+    const date = `${month} ${ordinal(d.getDate())}, ${d.getFullYear()}`;
+    return kind === "long" ? `${d.toLocaleString("en-US", { weekday: "long" })}, ${date}` : date;
+  }
+
+  function pretty(d, kind) {
+    const day = (x) => new Date(x.getFullYear(), x.getMonth(), x.getDate()).getTime();
+    const diff = Math.round((day(d) - day(new Date())) / 86400000);
+    return { 0: "today", 1: "tomorrow", "-1": "yesterday" }[diff] || dayWords(d, kind);
+  }
+
+  function ago(d) {
+    const s = Math.round((Date.now() - d.getTime()) / 1000);
+    const a = Math.abs(s);
+    const [n, unit] = a < 60 ? [a, "second"] : a < 3600 ? [Math.round(a / 60), "minute"]
+      : a < 86400 ? [Math.round(a / 3600), "hour"] : [Math.round(a / 86400), "day"];
+    const words = `${n} ${unit}${n === 1 ? "" : "s"}`;
+    return s >= 0 ? `${words} ago` : `in ${words}`;
+  }
+
+  function slackDate(target, fallback) {
+    const [, unix, format] = target.split("^");
+    if (!/^-?\d+$/.test(unix || "") || !format) return escapeHtml(fallback || "");
+    const d = new Date(Number(unix) * 1000);
+    const pad = (n) => String(n).padStart(2, "0");
+    const time = (secs) => d.toLocaleTimeString("en-US", { hour: "numeric", minute: "2-digit", ...(secs ? { second: "2-digit" } : {}) });
+    const tokens = {
+      date_num: `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`,
+      date: dayWords(d, "plain"), date_short: dayWords(d, "short"), date_long: dayWords(d, "long"),
+      date_pretty: pretty(d, "plain"), date_short_pretty: pretty(d, "short"),
+      date_long_pretty: pretty(d, "long"), time: time(false), time_secs: time(true), ago: ago(d),
+    };
+    const text = format.replace(/\{(\w+)\}/g, (all, name) => (name in tokens ? tokens[name] : all));
+    return `<time class="date" datetime="${d.toISOString()}" title="${escapeHtml(fallback || "")}">${escapeHtml(text)}</time>`;
+  }
+
   function slackToken(inner) {
     const [target, label] = inner.split("|", 2);
     if (target.startsWith("@")) {
@@ -40,7 +85,7 @@ const Render = (() => {
       const id = target.slice(1);
       return `<span class="mention">#${escapeHtml(label || channelNames[id] || id)}</span>`;
     }
-    if (target.startsWith("!date")) return escapeHtml(label || "");
+    if (target.startsWith("!date^")) return slackDate(target, label);
     if (target.startsWith("!")) return `<span class="mention">@${escapeHtml(label || target.slice(1))}</span>`;
     const url = /^(https?:|mailto:)/.test(target) ? target : "#";
     return `<a href="${escapeHtml(url)}" target="_blank" rel="noopener">${escapeHtml(label || target)}</a>`;
