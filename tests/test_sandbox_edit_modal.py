@@ -54,8 +54,8 @@ def test_edit_picks_a_person_a_date_and_a_priority_and_the_card_shows_them(
     ]
     assert cards, "no card"
     shown = str(cards[-1]["blocks"])
-    assert "UBOB" in shown  # the card names the person by their id's mention
-    assert "2026-12-24" in shown or "1766" in shown
+    assert "@Bob" in shown  # the person picked, by name (no id to read, nobody pinged)
+    assert "24 Dec 2026" in shown  # the date picked, in words
 
 
 def test_an_emptied_title_and_a_crafted_priority_are_refused_in_words(
