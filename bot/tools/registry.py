@@ -163,12 +163,6 @@ class Tool(Generic[A]):
             raise ToolArgumentsError("arguments must be a JSON object")
         return self._validate(data)
 
-    def parse_strings(self, raw: dict[str, str]) -> A:
-        """Arguments typed by a person as text (the Edit modal), converted per field type
-        (lists as JSON or comma-separated), then validated like the model's."""
-        schema = self.input_schema or self.arguments.model_json_schema()
-        return self._validate(schema_arguments.from_strings(schema, raw))
-
 
 def _problems(exc: ValidationError) -> str:
     return "; ".join(
