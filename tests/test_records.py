@@ -30,8 +30,11 @@ from tests.harness import RunningBot, clean_env, make_settings, run_cli, start_b
 from tests.test_approvals_flow import CREATE, call
 
 
-async def seed(bot: RunningBot, user: str, count: int, channel: str = "C1") -> list[int]:
-    """`count` conversations started by `user`, oldest first, each with two messages."""
+async def seed(
+    bot: RunningBot, user: str, count: int, channel: str = "C1", titled: bool = True
+) -> list[int]:
+    """`count` conversations started by `user`, oldest first, each with two messages (the
+    answer posted in the thread) and a title."""
     ids = []
     for i in range(count):
         async with bot.countersign.db.transaction() as session:
@@ -53,11 +56,15 @@ async def seed(bot: RunningBot, user: str, count: int, channel: str = "C1") -> l
                 f"answer {i}",
                 prompt_tokens=10,
                 completion_tokens=5,
+                slack_ts=f"1700{i:06d}.000200",
             )
             await session.execute(
                 update(Conversation)
                 .where(Conversation.id == conversation.id)
-                .values(updated_at=utcnow() - timedelta(hours=count - i))
+                .values(
+                    updated_at=utcnow() - timedelta(hours=count - i),
+                    title=f"Deploy plan {i}" if titled else None,
+                )
             )
             ids.append(conversation.id)
     return ids
@@ -71,6 +78,22 @@ async def answer(bot: RunningBot, slack: FakeSlack, key: str) -> dict[str, Any]:
 
 def text_of(blocks: list[dict[str, Any]]) -> str:
     return json.dumps(blocks, ensure_ascii=False)
+
+
+def texts(blocks: Any) -> list[str]:
+    """Every text a person reads in these blocks."""
+    if isinstance(blocks, list):
+        return [t for b in blocks for t in texts(b)]
+    if not isinstance(blocks, dict):
+        return []
+    found = [blocks["text"]] if isinstance(blocks.get("text"), str) else []
+    return found + [
+        t for k, v in blocks.items() if k != "text" or not isinstance(v, str) for t in texts(v)
+    ]
+
+
+def looks_like_json(text: str) -> bool:
+    return any(mark in text for mark in ('{"', '":', "[{", "\\u"))
 
 
 async def test_history_lists_pages_and_the_empty_case(
@@ -89,10 +112,16 @@ async def test_history_lists_pages_and_the_empty_case(
         b for b in first["blocks"] if b.get("accessory", {}).get("action_id") == views.HISTORY_OPEN
     ]
     assert len(rows) == 10
-    assert "https://test.slack.com/archives/C1/p1700000011000100|thread" in text_of(
-        rows[0:1]
-    )  # newest
-    assert "2 messages · 15 tokens · 0 actions proposed" in shown
+    newest = text_of(rows[0:1])
+    # Its title, linked to the bot's answer inside the thread (opens the thread there).
+    assert (
+        "*<https://test.slack.com/archives/C1/p1700000011000200"
+        "?thread_ts=1700000011.000100&cid=C1|Deploy plan 11>*"
+    ) in newest
+    assert "in <#C1> · last activity <!date^" in newest
+    assert "^{date_pretty} at {time}|" in newest  # each viewer's own time zone
+    assert "· 2 messages" in newest
+    assert not any(looks_like_json(t) for t in texts(first["blocks"]))
     nav = [e["action_id"] for b in first["blocks"] if b["type"] == "actions" for e in b["elements"]]
     assert nav == [f"{views.HISTORY_PAGE}_next"]
     key = await bot.press(fake_slack, first["blocks"], f"{views.HISTORY_PAGE}_next", "UALICE")
@@ -156,11 +185,13 @@ async def test_history_of_one_thread_shows_messages_tools_and_actions(
     assert answer_row.completion_tokens
     tokens = answer_row.prompt_tokens + answer_row.completion_tokens
     assert f"· {tokens} tokens" in shown  # token usage per message
-    assert "→ `create_task`" in shown  # the call on one line
-    assert "← `create_task`" in shown
-    assert "succeeded" in shown
-    assert "Create task 'Fix login bug'" in shown
-    assert "*succeeded* by <@UALICE>" in shown
+    assert f"?thread_ts={root}&cid=C1|track the login bug>*" in shown  # titled, linked
+    assert "Let me add it. _(using Create task)_" in shown  # the call, by its label
+    # What the bot did, in words: the proposal and who decided it.
+    assert "proposed Create task 'Fix login bug'" in shown
+    assert "→ *succeeded* by <@UALICE>" in shown
+    assert "create_task" not in shown
+    assert not any(looks_like_json(t) for t in texts(detail["blocks"]))
     key = await bot.press(fake_slack, detail["blocks"], views.HISTORY_FULL, "UALICE")
     full = await answer(bot, fake_slack, key)
     assert text_of(full["blocks"]).count("word") == 200
@@ -183,7 +214,10 @@ async def test_approvals_and_the_home_tab(
     _, _, key = await bot.command(fake_slack, "/approvals", "", "UALICE")
     waiting = text_of((await answer(bot, fake_slack, key))["blocks"])
     card = fake_slack.cards("C1")[0]
-    assert f"https://test.slack.com/archives/C1/p{card.ts.replace('.', '')}|card" in waiting
+    # The card's link opens it in its thread, beside the answer; the thread is named too.
+    card_link = f"https://test.slack.com/archives/C1/p{card.ts.replace('.', '')}"
+    assert f"{card_link}?thread_ts={card.thread_ts}&cid=C1|card>" in waiting
+    assert "|track it>" in waiting
     assert "Create task 'Fix login bug'" in waiting
     _, _, key = await bot.command(fake_slack, "/approvals", "", "UBOB")
     assert "Nothing is waiting for you." in text_of((await answer(bot, fake_slack, key))["blocks"])
@@ -200,8 +234,8 @@ async def test_approvals_and_the_home_tab(
     home = fake_slack.home_of("UALICE")
     assert home is not None
     assert home["type"] == "home"
-    assert "Waiting for your decision" in text_of(home["blocks"])
-    assert "Your conversations" in text_of(home["blocks"])
+    assert "Waiting for you" in text_of(home["blocks"])
+    assert "Your recent work" in text_of(home["blocks"])
     published = len(fake_slack.published)
     await bot.click(card, cards.APPROVE, "UALICE", "C1")
     await bot.idle()
@@ -296,8 +330,8 @@ async def test_history_hides_other_peoples_tool_work_and_channels_one_left(
         return text_of((await answer(bot, fake_slack, key))["blocks"])
 
     alice, bob = await history_of("UALICE"), await history_of("UBOB")
-    assert "list_tasks" in alice
-    assert "list_tasks" not in bob
+    assert "used List tasks, 0 tasks" in alice  # the read, in words
+    assert "List tasks" not in bob
     assert "only they can see it" in bob
     assert "what is on the board?" in bob  # it was posted in Slack, where Bob could read it
     key = await bot.press(fake_slack, [], views.HISTORY_FULL, "UBOB", value=str(tool_message.id))

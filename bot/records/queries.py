@@ -35,6 +35,8 @@ class ConversationRow:
     message_count: int
     tokens: int
     proposals: int
+    title: str | None = None
+    reply_ts: str | None = None  # the bot's latest answer in it: where a link opens the thread
 
 
 T = TypeVar("T")
@@ -74,6 +76,7 @@ async def my_conversations(
             .group_by(Proposal.conversation_id)
         )
         counts = {cid: n for cid, n in grouped.all() if cid is not None}
+    replies = await latest_replies(session, [c.id for c in found])
     rows = [
         ConversationRow(
             c.id,
@@ -85,10 +88,53 @@ async def my_conversations(
             c.message_count,
             c.prompt_tokens + c.completion_tokens,
             counts.get(c.id, 0),
+            c.title,
+            replies.get(c.id),
         )
         for c in found
     ]
     return Page(rows, page, has_next)
+
+
+async def latest_replies(session: AsyncSession, conversation_ids: list[int]) -> dict[int, str]:
+    """The ts of the bot's latest posted answer in each conversation (ts strings of one
+    channel have one width, so the greatest is the latest)."""
+    if not conversation_ids:
+        return {}
+    rows = await session.execute(
+        select(Message.conversation_id, func.max(Message.slack_ts))
+        .where(
+            Message.conversation_id.in_(conversation_ids),
+            Message.role == Role.ASSISTANT,
+            Message.slack_ts.is_not(None),
+        )
+        .group_by(Message.conversation_id)
+    )
+    return {cid: ts for cid, ts in rows.all() if ts}
+
+
+async def taking_part(session: AsyncSession, user: str, conversation_ids: list[int]) -> set[int]:
+    """Which of these conversations `user` took part in."""
+    if not conversation_ids:
+        return set()
+    rows = await session.scalars(
+        select(Participant.conversation_id).where(
+            Participant.user_id == user, Participant.conversation_id.in_(conversation_ids)
+        )
+    )
+    return set(rows.all())
+
+
+async def titles_of(session: AsyncSession, conversation_ids: list[int]) -> dict[int, str]:
+    """The titles of these conversations (those that have one)."""
+    if not conversation_ids:
+        return {}
+    rows = await session.execute(
+        select(Conversation.id, Conversation.title).where(
+            Conversation.id.in_(conversation_ids), Conversation.title.is_not(None)
+        )
+    )
+    return {cid: title for cid, title in rows.all() if title}
 
 
 async def visible_conversation(
