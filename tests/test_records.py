@@ -281,6 +281,11 @@ async def test_forget_removes_only_ones_own_words_and_keeps_the_audit_trail(
         audit = (await session.scalars(select(AuditEntry).order_by(AuditEntry.id))).all()
         words = (await session.scalars(select(Message.content).order_by(Message.id))).all()
     assert sorted(starters) == ["UALICE", "UBOB", "UBOB"]  # the shared thread stays
+    async with bot.countersign.db.transaction() as session:
+        shared_title = await session.scalar(
+            select(Conversation.title).where(Conversation.channel_id == "C3")
+        )
+    assert shared_title is None  # it was made of Alice's words
     assert "alice asks" not in words
     assert "bob asks too" in words
     assert "Answer to Bob." in words
@@ -340,6 +345,13 @@ async def test_history_hides_other_peoples_tool_work_and_channels_one_left(
     assert bot.countersign.records is not None
     bot.countersign.records.access.reach.forget()
     assert "not one you can see" in await history_of("UBOB")
+    # His list still says a conversation was there, not what it was about.
+    _, _, key = await bot.command(fake_slack, "/history", "", "UBOB")
+    listed = text_of((await answer(bot, fake_slack, key))["blocks"])
+    assert "A conversation" in listed
+    assert "what is on the board" not in listed
+    _, _, key = await bot.command(fake_slack, "/history", "", "UALICE")
+    assert "what is on the board?" in text_of((await answer(bot, fake_slack, key))["blocks"])
 
 
 async def test_retention_purge_removes_only_what_is_old(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -116,8 +117,11 @@ class ApprovalsAndHome:
                     link = str(found.get("permalink") or "") or None
                 except SlackApiError:
                     pass
-            readable = p.conversation_id in mine or (
-                not p.channel_id.startswith("D") and await self.access.can_read(p.channel_id, user)
+            # A DM is its own person's; a channel's thread is for who may read it now.
+            readable = (
+                p.conversation_id in mine
+                if p.channel_id.startswith("D")
+                else await self.access.can_read(p.channel_id, user)
             )
             if not readable or p.conversation_id is None:
                 return views.Listed(p, link)
@@ -150,12 +154,26 @@ class ApprovalsAndHome:
             mine = await queries.my_conversations(
                 session, team, user, self._home_pages.get(user, 0)
             )
+        mine = await self.readable_titles(user, mine)
         held = grant_views.grant_blocks(await grant_views.live_for(self.db, team, user))
         view = home_view(waiting, recent, mine, held, await self.team_url(), utcnow())
         try:
             await self.slack.views_publish(user_id=user, view=view)
         except SlackApiError as exc:
             log.warning("could not publish the home tab of %s: %s", user, exc)
+
+    async def readable_titles(
+        self, user: str, page: queries.Page[queries.ConversationRow]
+    ) -> queries.Page[queries.ConversationRow]:
+        """A title is the first request's words: shown only to who may still read where it
+        was asked (someone who left a private channel sees that a conversation was there)."""
+        rows = [
+            row
+            if await self.access.can_read(row.channel_id, user)
+            else replace(row, title=None, reply_ts=None)
+            for row in page.rows
+        ]
+        return replace(page, rows=rows)
 
     def refresh_home(self, team: str, user: str) -> None:
         if user in self._home_running:

@@ -74,6 +74,7 @@ class Records(ApprovalsAndHome):
     async def conversation_page(self, team: str, user: str, page: int) -> list[dict[str, Any]]:
         async with self.db.transaction() as session:
             rows = await queries.my_conversations(session, team, user, max(0, page))
+        rows = await self.readable_titles(user, rows)
         return views.as_dicts(views.conversation_list(rows, await self.team_url()))
 
     async def conversation_detail(
