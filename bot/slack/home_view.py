@@ -8,7 +8,6 @@ where every character of the write is shown. Declining needs no such view, so it
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
@@ -34,6 +33,7 @@ from bot.slack.record_views import (
     NOTHING_WAITING,
     Listed,
     conversation_row,
+    page_buttons,
     proposal_line,
 )
 
@@ -80,27 +80,6 @@ def _waiting(items: list[Listed]) -> list[Block]:
     return blocks
 
 
-def _nav(page: Page[Any]) -> list[Block]:
-    buttons = []
-    if page.page > 0:
-        buttons.append(
-            ButtonElement(
-                text="Previous",
-                action_id=f"{HOME_PAGE}_prev",
-                value=json.dumps({"page": page.page - 1}),
-            )
-        )
-    if page.has_next:
-        buttons.append(
-            ButtonElement(
-                text="Next",
-                action_id=f"{HOME_PAGE}_next",
-                value=json.dumps({"page": page.page + 1}),
-            )
-        )
-    return [ActionsBlock(elements=buttons)] if buttons else []
-
-
 def _recent(
     conversations: Page[ConversationRow], recent: list[Listed], team_url: str | None
 ) -> list[Block]:
@@ -117,7 +96,7 @@ def _recent(
         SectionBlock(text=MarkdownTextObject(text=conversation_row(row, team_url)))
         for row in conversations.rows
     ]
-    blocks += _nav(conversations)
+    blocks += page_buttons(HOME_PAGE, conversations)
     if conversations.page == 0:
         lines = ["• " + proposal_line(item) for item in recent]
         text = "*Actions you asked for or decided*\n" + ("\n".join(lines) or NOTHING_RECENT)

@@ -54,7 +54,8 @@ def _where(team_url: str | None, channel: str, thread_ts: str) -> str:
     return f"{place(channel)} (<{link}|open>)" if link else place(channel)
 
 
-def _nav(action_id: str, page: Page[Any], extra: str = "") -> list[Block]:
+def page_buttons(action_id: str, page: Page[Any], extra: str = "") -> list[Block]:
+    """Previous / Next (`action_id` + `_prev` / `_next`), each with the page it opens."""
     buttons = []
     if page.page > 0:
         buttons.append(
@@ -102,7 +103,7 @@ def conversation_list(
                 accessory=ButtonElement(text="Open", action_id=HISTORY_OPEN, value=str(row.id)),
             )
         )
-    return blocks + _nav(HISTORY_PAGE, page)
+    return blocks + page_buttons(HISTORY_PAGE, page)
 
 
 def _message_line(
@@ -191,7 +192,7 @@ def conversation_detail(
         blocks.append(
             SectionBlock(text=MarkdownTextObject(text=clip("*Actions*\n" + "\n".join(lines), 2900)))
         )
-    return blocks + _nav(HISTORY_THREAD_PAGE, messages, extra=str(conversation_id))
+    return blocks + page_buttons(HISTORY_THREAD_PAGE, messages, extra=str(conversation_id))
 
 
 def search_results(words: str, hits: list[Hit], team_url: str | None) -> list[Block]:
