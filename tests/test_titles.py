@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from bot.conversation.titles import plain_title
 from bot.db.models import Conversation
 from bot.slack.record_views import HISTORY_OPEN
 from tests.fakes.openai import Completion, FakeOpenAI, Script
@@ -142,3 +143,12 @@ async def test_a_hostile_title_cannot_ping_or_mark_up_anything(
         assert "evil.example" not in home
     finally:
         await stop_bot(bot)
+
+
+def test_plain_titles_keep_channel_names_and_drop_markup() -> None:
+    assert plain_title("<@UBOT> status of <#C123|general> today?") == "status of #general today?"
+    assert plain_title("# Release plan.") == "Release plan"
+    assert plain_title('Title: "Badges for guests"') == "Badges for guests"
+    assert plain_title("#general status") == "#general status"
+    assert plain_title("<!subteam^S1|@oncall> <!here>") == ""
+    assert len(plain_title("word " * 100)) <= 60

@@ -32,6 +32,7 @@ INSTRUCTION = (
 )
 # Anything Slack would read as markup that could reach somebody: <@U…>, <!here>, <#C…>,
 # and the bare words a reader might mistake for one.
+_CHANNEL = re.compile(r"<#[CG][A-Z0-9]+\|([^<>|]*)>")  # a channel mention reads "#name"
 _ANGLED = re.compile(r"<[^>]*>?")
 _BROADCAST = re.compile(r"@(here|channel|everyone)\b", re.IGNORECASE)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]")
@@ -41,10 +42,11 @@ def plain_title(text: str) -> str:
     """A model's (or anyone's) title as plain words: no markup that can ping or link, no
     invisible characters, one line, at most `TITLE_MAX` characters, cut at a word."""
     line = next((ln for ln in text.splitlines() if ln.strip()), "")
-    line = _CONTROL.sub("", _ANGLED.sub("", line))
+    line = _CONTROL.sub("", _ANGLED.sub("", _CHANNEL.sub(r"#\1", line)))
     line = _BROADCAST.sub(r"\1", line).replace("<", "").replace(">", "")
-    line = line.strip().strip("\"'“”‘’`*_#").strip()
-    line = re.sub(r"^(title)\s*:\s*", "", line, flags=re.IGNORECASE)
+    line = re.sub(r"^#+\s+", "", line.strip())  # a Markdown heading's marks
+    line = re.sub(r"^title\s*:\s*", "", line, flags=re.IGNORECASE)
+    line = line.strip("\"'“”‘’`*_").strip()
     return thread_title(line.rstrip(".")) if line else ""
 
 
