@@ -17,10 +17,11 @@ from bot.approvals.questions import question_of
 from bot.approvals.ruling import Authorise, Step
 from bot.db.models import Proposal, utcnow
 from bot.db.session import Database
-from bot.records import queries
+from bot.records import proposal_queries, queries
 from bot.slack import grant_views
 from bot.slack import record_views as views
 from bot.slack.access import ChannelAccess
+from bot.slack.approvals_view import Listed, approvals_view
 from bot.slack.home_view import home_view
 from bot.slack.record_lines import reply_link
 from bot.tasks import TaskGroup
@@ -72,8 +73,8 @@ class ApprovalsAndHome:
     async def _waiting_for(self, team: str, user: str) -> list[Proposal]:
         async with self.db.transaction() as session:
             only_own = None if self.policies.anyone_else_approves else user
-            candidates = await queries.waiting_proposals(session, team, only_own)
-            voted = await queries.voted_by(session, user)
+            candidates = await proposal_queries.waiting_proposals(session, team, only_own)
+            voted = await proposal_queries.voted_by(session, user)
         waiting = []
         for proposal in candidates:
             if proposal.id in voted or not await self.access.may_read(user, proposal.audience):
@@ -98,16 +99,16 @@ class ApprovalsAndHome:
                 waiting.append(proposal)
         return waiting
 
-    async def _listed(self, user: str, proposals: list[Proposal]) -> list[views.Listed]:
+    async def _listed(self, user: str, proposals: list[Proposal]) -> list[Listed]:
         """Each proposal with its card's link (Slack's permalink: a card in a thread opens
         there) and, where `user` may read the thread it came from, its title and link."""
         team_url = await self.team_url()
         async with self.db.transaction() as session:
             ids = [p.conversation_id for p in proposals if p.conversation_id is not None]
-            titles = await queries.titles_of(session, ids)
-            mine = await queries.taking_part(session, user, ids)
+            titles = await proposal_queries.titles_of(session, ids)
+            mine = await proposal_queries.taking_part(session, user, ids)
 
-        async def listed(p: Proposal) -> views.Listed:
+        async def listed(p: Proposal) -> Listed:
             link = None
             if p.card_channel and p.card_ts:
                 try:
@@ -124,24 +125,22 @@ class ApprovalsAndHome:
                 else await self.access.can_read(p.channel_id, user)
             )
             if not readable or p.conversation_id is None:
-                return views.Listed(p, link)
+                return Listed(p, link)
             thread = reply_link(team_url, p.channel_id, p.thread_ts or "")
-            return views.Listed(p, link, titles.get(p.conversation_id), thread)
+            return Listed(p, link, titles.get(p.conversation_id), thread)
 
         return list(await asyncio.gather(*[listed(p) for p in proposals]))
 
-    async def approvals_lists(
-        self, team: str, user: str
-    ) -> tuple[list[views.Listed], list[views.Listed]]:
+    async def approvals_lists(self, team: str, user: str) -> tuple[list[Listed], list[Listed]]:
         waiting = await self._waiting_for(team, user)
         async with self.db.transaction() as session:
-            recent = await queries.my_recent_proposals(session, team, user)
+            recent = await proposal_queries.my_recent_proposals(session, team, user)
         recent = [p for p in recent if await self.access.may_read(user, p.audience)]
         return await self._listed(user, waiting[:20]), await self._listed(user, recent)
 
     async def approvals(self, team: str, user: str) -> list[dict[str, Any]]:
         waiting, recent = await self.approvals_lists(team, user)
-        return views.as_dicts(views.approvals_view(waiting[:10], recent))
+        return views.as_dicts(approvals_view(waiting[:10], recent))
 
     # -- App Home ----------------------------------------------------------------------------
     async def publish_home(self, team: str, user: str, page: int | None = None) -> None:

@@ -23,19 +23,12 @@ from slack_sdk.models.blocks import (
 )
 
 from bot.records.queries import ConversationRow, Page
+from bot.slack.approvals_view import NOTHING_RECENT, NOTHING_WAITING, Listed, proposal_line
 from bot.slack.card_refs import card_ref
 from bot.slack.card_values import digest_of
 from bot.slack.cards import DECLINE
 from bot.slack.record_lines import when
-from bot.slack.record_views import (
-    EMPTY_HISTORY,
-    NOTHING_RECENT,
-    NOTHING_WAITING,
-    Listed,
-    conversation_row,
-    page_buttons,
-    proposal_line,
-)
+from bot.slack.record_views import EMPTY_HISTORY, conversation_row, page_buttons
 
 HOME_PAGE = "home_page"  # + "_prev" / "_next": the page of your recent work
 OPEN_CARD = "home_open_card"  # a link button: Slack still sends its click, which is acked

@@ -1,4 +1,4 @@
-"""Block Kit for /history and /approvals: pure builders over the read models, reading as a
+"""Block Kit for /history: pure builders over the read models, reading as a
 person's record (`bot.slack.record_lines`: titles, dates, what the bot did in words).
 
 Everything people or the model wrote is escaped and clipped; links are built from the team's
@@ -8,7 +8,6 @@ URL (auth.test) so listing a page costs no API call per row.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from slack_sdk.models.blocks import (
@@ -252,61 +251,6 @@ def forget_prompt() -> list[Block]:
                     ),
                 )
             ]
-        ),
-    ]
-
-
-@dataclass(frozen=True)
-class Listed:
-    """A proposal as /approvals and the App Home list it: with a link to its card and, for
-    those who may read the thread it came from, that conversation's title and link."""
-
-    proposal: Proposal
-    card_link: str | None
-    title: str | None = None
-    thread_link: str | None = None
-
-
-def proposal_line(item: Listed, waiting: bool = False) -> str:
-    p = item.proposal
-    line = f"*{safe(p.description, 200)}*"
-    if waiting:
-        line += f"\nasked by <@{p.requester}> · expires {when(p.expires_at)}"
-    else:
-        line += f" → *{state_label(p.state)}*"
-        if p.decided_by:
-            line += f" by {decider(p.decided_by)}"
-        line += f" · {when(p.decided_at or p.updated_at or p.created_at)}"
-    links = []
-    if item.card_link:
-        links.append(f"<{item.card_link}|card>")
-    if item.thread_link:
-        links.append(f"<{item.thread_link}|{safe(item.title or 'the conversation', 80)}>")
-    elif item.title:
-        links.append(safe(item.title, 80))
-    return line + (f"\nfrom {' · '.join(links)}" if links else "")
-
-
-def _titled(title: str, lines: list[str], empty: str) -> SectionBlock:
-    body = "\n".join(lines) if lines else empty
-    return SectionBlock(text=MarkdownTextObject(text=clip(f"*{title}*\n{body}", 2900)))
-
-
-NOTHING_WAITING = "Nothing is waiting for you."
-NOTHING_RECENT = "You have not asked for or decided on any action lately."
-
-
-def approvals_view(waiting: list[Listed], recent: list[Listed]) -> list[Block]:
-    return [
-        _titled(
-            "Waiting for your decision",
-            [proposal_line(item, waiting=True) for item in waiting],
-            NOTHING_WAITING,
-        ),
-        _titled(
-            "Your recent actions",
-            ["• " + proposal_line(item) for item in recent],
-            NOTHING_RECENT,
         ),
     ]
 
