@@ -24,6 +24,7 @@ from bot.db.models import (
 )
 from bot.slack import cards
 from bot.slack import record_views as views
+from bot.slack.record_lines import tool_words
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack, wait_until
 from tests.harness import RunningBot, clean_env, make_settings, run_cli, start_bot, stop_bot
@@ -414,3 +415,35 @@ async def test_delivery_keys_are_forgotten_even_when_conversations_are_kept_fore
             assert await session.get(Conversation, old_conversation) is not None
     finally:
         await stop_bot(bot)
+
+
+def test_tool_work_is_told_in_words_and_hostile_results_stay_inert() -> None:
+    """What a tool (an MCP server's included) returned never shows as JSON, and whatever it
+    put in its keys, errors or provenance cannot ping, link or mark up the record."""
+
+    def tool(name: str, content: Any, source: str | None = None) -> Message:
+        body = content if isinstance(content, str) or content is None else json.dumps(content)
+        return Message(role=Role.TOOL, tool_name=name, content=body, source=source)
+
+    read = tool(
+        "get_recent_messages",
+        {"messages": [{"text": "a"}, {"text": "b"}, {"text": "c"}]},
+        "get_recent_messages: messages of #general by @Bob",
+    )
+    assert tool_words(read, None) == "read messages of #general by @Bob, 3 messages"
+    single = tool("list_tasks", {"tasks": [{"id": 1}]})
+    assert tool_words(single, None) == "used List tasks, 1 task"
+    mcp = tool("notes__search", {"<!channel> hits": [1, 2]}, 'notes__search {"q": "x"}')
+    shown = tool_words(mcp, None)
+    assert shown.startswith("used Notes search, 2 ")
+    assert "<!channel>" not in shown
+    assert "&lt;!channel&gt;" in shown
+    failed = tool("lookup_user", {"status": "error", "error": "no <!here> <@U1> person"})
+    assert (
+        tool_words(failed, None)
+        == "used Lookup user, it failed: no &lt;!here&gt; &lt;@U1&gt; person"
+    )
+    sneaky = tool("get_issue", "not json {", "get_issue: issue <https://evil.example|acme#1>")
+    assert tool_words(sneaky, None) == "read issue &lt;https://evil.example|acme#1&gt;"
+    for message in (read, single, mcp, failed, sneaky):
+        assert not looks_like_json(tool_words(message, None))
