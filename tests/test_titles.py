@@ -122,7 +122,7 @@ async def test_a_slow_or_failing_title_model_never_holds_up_the_reply(
 async def test_a_hostile_title_cannot_ping_or_mark_up_anything(
     fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
 ) -> None:
-    settings = make_settings(fake_slack, fake_model, sqlite_url, title_model="")
+    settings = make_settings(fake_slack, fake_model, sqlite_url, title_model="cheap-model")
     bot = await start_bot(settings)
     try:
         hostile = (
@@ -134,6 +134,7 @@ async def test_a_hostile_title_cannot_ping_or_mark_up_anything(
         await bot.mention("C1", "hello", fake_slack)
         await bot.idle()
         (title,) = await titles(bot)
+        assert fake_model.completions[0]["model"] == "cheap-model"  # TITLE_MODEL
         assert title is not None
         assert title == "here Payroll *now"
         for mark in ("<", ">", "@", "\u202e", "\u200b", "\n", "second line"):

@@ -124,8 +124,9 @@ def _message_line(
         return f"*Countersign* {moment}: {said}_(using {calls_words(message)})_", bool(
             message.content and len(message.content) > SNIPPET
         )
-    if role == "system":
-        return f"_{moment}: a note for the model_", False
+    if role == "system":  # what the bot was told between turns (an approver's words)
+        text = message.content or ""
+        return f"_Note to Countersign_ {moment}: {safe(text, SNIPPET)}", len(text) > SNIPPET
     tokens = (message.prompt_tokens or 0) + (message.completion_tokens or 0)
     moment = f"{moment} · {tokens} tokens" if tokens else moment
     who = (
