@@ -143,11 +143,8 @@ class ApprovalsAndHome:
         return views.as_dicts(approvals_view(waiting[:10], recent))
 
     # -- App Home ----------------------------------------------------------------------------
-    async def publish_home(self, team: str, user: str, page: int | None = None) -> None:
-        """Publish `user`'s Home tab, at `page` of their recent work (None: the page they
-        last looked at)."""
-        if page is not None:
-            self._home_pages[user] = max(0, page)
+    async def publish_home(self, team: str, user: str) -> None:
+        """Publish `user`'s Home tab, at the page of recent work they last turned to."""
         waiting, recent = await self.approvals_lists(team, user)
         async with self.db.transaction() as session:
             mine = await queries.my_conversations(

@@ -32,14 +32,14 @@ def reply_link(
     team_url: str | None, channel: str, thread_ts: str, reply_ts: str | None = None
 ) -> str | None:
     """A link that opens the thread at the reply `reply_ts` (Slack's reply permalinks carry
-    `thread_ts` and `cid`); the thread's root, or the DM, without one."""
+    `thread_ts` and `cid`), else at its root; in a DM's main timeline, at the reply."""
     if not team_url:
         return None
     base = f"{team_url.rstrip('/')}/archives/{channel}"
-    if reply_ts and thread_ts and reply_ts != thread_ts:
-        return f"{base}/p{reply_ts.replace('.', '')}?thread_ts={thread_ts}&cid={channel}"
-    ts = reply_ts or thread_ts
-    return f"{base}/p{ts.replace('.', '')}" if ts else base
+    if thread_ts:
+        at = reply_ts or thread_ts
+        return f"{base}/p{at.replace('.', '')}?thread_ts={thread_ts}&cid={channel}"
+    return f"{base}/p{reply_ts.replace('.', '')}" if reply_ts else base
 
 
 def place(channel: str) -> str:
