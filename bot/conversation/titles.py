@@ -77,8 +77,8 @@ class Titles:
                 await self._store(conversation_id, title, only_if_unnamed=False)
             if title and dm_thread is not None and self.threads is not None:
                 await self.threads.title(*dm_thread, title)
-        except Exception:  # a title is a nicety: it never disturbs anything else
-            log.warning("could not title conversation %s", conversation_id, exc_info=True)
+        except Exception as exc:  # a title is a nicety: it never disturbs anything else
+            log.warning("could not title conversation %s: %s", conversation_id, type(exc).__name__)
 
     async def _from_model(self, question: str) -> str:
         if self.model is None or not question.strip():
