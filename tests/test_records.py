@@ -24,7 +24,7 @@ from bot.db.models import (
 )
 from bot.slack import cards
 from bot.slack import record_views as views
-from bot.slack.record_lines import tool_words
+from bot.slack.record_lines import decider, tool_words
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack, wait_until
 from tests.harness import RunningBot, clean_env, make_settings, run_cli, start_bot, stop_bot
@@ -447,3 +447,10 @@ def test_tool_work_is_told_in_words_and_hostile_results_stay_inert() -> None:
     assert tool_words(sneaky, None) == "read issue &lt;https://evil.example|acme#1&gt;"
     for message in (read, single, mcp, failed, sneaky):
         assert not looks_like_json(tool_words(message, None))
+
+
+def test_who_decided_reads_in_words_never_as_a_key() -> None:
+    assert decider("UBOB") == "<@UBOB>"
+    assert decider("policy:small-tasks") == "the rule “small-tasks”"
+    assert decider("grant:12") == "a standing grant"
+    assert "12" not in decider("grant:12")

@@ -10,8 +10,7 @@ from slack_sdk.models.blocks import Block, MarkdownTextObject, SectionBlock
 
 from bot.db.models import Proposal
 from bot.slack.card_text import clip, safe
-from bot.slack.cards import decider
-from bot.slack.record_lines import when
+from bot.slack.record_lines import decider, when
 from bot.states import state_label
 
 

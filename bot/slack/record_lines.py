@@ -12,9 +12,9 @@ import json
 from datetime import datetime
 from typing import Any
 
+from bot.approvals.escalation import ESCALATION
 from bot.db.models import Message, Proposal
 from bot.slack.card_text import safe
-from bot.slack.cards import decider
 from bot.states import state_label
 from bot.tools.field_kinds import label_of
 
@@ -60,6 +60,18 @@ def linked_title(
     shown = title_text(title, channel)
     link = reply_link(team_url, channel, thread_ts, reply_ts)
     return f"*<{link}|{shown}>*" if link else f"*{shown}*"
+
+
+def decider(decided_by: str) -> str:
+    """Who (or what) decided, in words: a person as a mention, a policy rule by its name, a
+    standing grant, or the escalation; never an internal key."""
+    if decided_by == ESCALATION:
+        return "the policy's escalation (nobody answered)"
+    if decided_by.startswith("policy:"):
+        return f"the rule “{safe(decided_by.removeprefix('policy:'), 80)}”"
+    if decided_by.startswith("grant:"):
+        return "a standing grant"
+    return f"<@{safe(decided_by, 32)}>"
 
 
 def plural(count: int, noun: str) -> str:

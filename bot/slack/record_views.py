@@ -23,9 +23,9 @@ from slack_sdk.models.blocks import (
 from bot.db.models import Message, Proposal
 from bot.records.queries import ConversationRow, Hit, Page
 from bot.slack.card_text import clip, safe
-from bot.slack.cards import decider
 from bot.slack.record_lines import (
     calls_words,
+    decider,
     linked_title,
     place,
     plural,
