@@ -217,8 +217,9 @@ async def test_approvals_and_the_home_tab(
     card = fake_slack.cards("C1")[0]
     # The card's link opens it in its thread, beside the answer; the thread is named too.
     card_link = f"https://test.slack.com/archives/C1/p{card.ts.replace('.', '')}"
-    assert f"{card_link}?thread_ts={card.thread_ts}&cid=C1|card>" in waiting
-    assert "|track it>" in waiting
+    assert f"{card_link}?thread_ts={card.thread_ts}&cid=C1|the card>" in waiting
+    assert "asked by <@UALICE> in <https://test.slack.com/archives/C1/p" in waiting
+    assert "|track it> · expires <!date^" in waiting
     assert "Create task 'Fix login bug'" in waiting
     _, _, key = await bot.command(fake_slack, "/approvals", "", "UBOB")
     assert "Nothing is waiting for you." in text_of((await answer(bot, fake_slack, key))["blocks"])

@@ -26,23 +26,24 @@ class Listed:
 
 
 def proposal_line(item: Listed, waiting: bool = False) -> str:
+    """`*Create task 'X'*` then who asked, in which conversation, and its state or expiry;
+    the card's link last."""
     p = item.proposal
     line = f"*{safe(p.description, 200)}*"
-    if waiting:
-        line += f"\nasked by <@{p.requester}> · expires {when(p.expires_at)}"
-    else:
+    if not waiting:
         line += f" → *{state_label(p.state)}*"
         if p.decided_by:
             line += f" by {decider(p.decided_by)}"
-        line += f" · {when(p.decided_at or p.updated_at or p.created_at)}"
-    links = []
-    if item.card_link:
-        links.append(f"<{item.card_link}|card>")
+    line += f"\nasked by <@{p.requester}>"
     if item.thread_link:
-        links.append(f"<{item.thread_link}|{safe(item.title or 'the conversation', 80)}>")
+        line += f" in <{item.thread_link}|{safe(item.title or 'a thread', 80)}>"
     elif item.title:
-        links.append(safe(item.title, 80))
-    return line + (f"\nfrom {' · '.join(links)}" if links else "")
+        line += f" in “{safe(item.title, 80)}”"
+    if waiting:
+        line += f" · expires {when(p.expires_at)}"
+    else:
+        line += f" · {when(p.decided_at or p.updated_at or p.created_at)}"
+    return line + (f" · <{item.card_link}|the card>" if item.card_link else "")
 
 
 def _titled(title: str, lines: list[str], empty: str) -> SectionBlock:
