@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from sqlalchemy import select
@@ -19,6 +21,17 @@ from tests.harness import RunningBot, make_settings, start_bot, stop_bot
 from tests.test_approvals_flow import CREATE, call
 
 ASKING_FOR_A_TITLE = "Write a title"
+
+
+@asynccontextmanager
+async def running(
+    slack: FakeSlack, model: FakeOpenAI, database_url: str, **settings: Any
+) -> AsyncIterator[RunningBot]:
+    bot = await start_bot(make_settings(slack, model, database_url, **settings))
+    try:
+        yield bot
+    finally:
+        await stop_bot(bot)
 
 
 async def titles(bot: RunningBot) -> list[str | None]:
@@ -66,9 +79,7 @@ async def test_first_words_name_a_conversation_everywhere_it_is_listed(
 async def test_a_model_titles_the_conversation_and_its_dm_thread(
     fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
 ) -> None:
-    settings = make_settings(fake_slack, fake_model, sqlite_url, title_model="")
-    bot = await start_bot(settings)
-    try:
+    async with running(fake_slack, fake_model, sqlite_url, title_model="") as bot:
         fake_model.complete_for(ASKING_FOR_A_TITLE, Completion('"Offsite planning."'))
         fake_model.script(Script(text="Here is a plan."))
         root = fake_slack.add_user_message("D1", "", user="UALICE")
@@ -88,18 +99,14 @@ async def test_a_model_titles_the_conversation_and_its_dm_thread(
             if b.get("accessory", {}).get("action_id") == HISTORY_OPEN
         ]
         assert "Offsite planning" in json.dumps(rows)
-    finally:
-        await stop_bot(bot)
 
 
 async def test_a_slow_or_failing_title_model_never_holds_up_the_reply(
     fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
 ) -> None:
-    settings = make_settings(
+    async with running(
         fake_slack, fake_model, sqlite_url, title_model="", title_timeout_seconds=2.5
-    )
-    bot = await start_bot(settings)
-    try:
+    ) as bot:
         fake_model.complete_for("slow one", Completion("Never used", delay=5.0))
         fake_model.complete_for("broken one", Completion(fail_status=500))
         fake_model.script(Script(text="First answer."), Script(text="Second answer."))
@@ -115,16 +122,12 @@ async def test_a_slow_or_failing_title_model_never_holds_up_the_reply(
         await bot.idle()
         assert any(m.text == "Second answer." for m in fake_slack.bot_messages("C2"))
         assert sorted(t or "" for t in await titles(bot)) == ["the broken one", "the slow one"]
-    finally:
-        await stop_bot(bot)
 
 
 async def test_a_hostile_title_cannot_ping_or_mark_up_anything(
     fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
 ) -> None:
-    settings = make_settings(fake_slack, fake_model, sqlite_url, title_model="cheap-model")
-    bot = await start_bot(settings)
-    try:
+    async with running(fake_slack, fake_model, sqlite_url, title_model="cheap-model") as bot:
         hostile = (
             "<!channel> @here <@UBOSS> Payroll <https://evil.example|click> *now*\u202e"
             "\u200b\nsecond line"
@@ -142,8 +145,6 @@ async def test_a_hostile_title_cannot_ping_or_mark_up_anything(
         home = await open_home(bot, fake_slack, "UALICE")
         assert "<!channel>" not in home
         assert "evil.example" not in home
-    finally:
-        await stop_bot(bot)
 
 
 def test_plain_titles_keep_channel_names_and_drop_markup() -> None:
