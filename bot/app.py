@@ -27,6 +27,7 @@ from bot.conversation.live_replies import LiveReplies
 from bot.conversation.resume import ResumeWorker
 from bot.conversation.stop_signals import StopSignals
 from bot.conversation.stopping import Authority, Stopper
+from bot.conversation.titles import Titles
 from bot.conversation.tokens import TokenCounter
 from bot.conversation.tool_round import ActionDesk
 from bot.conversation.turn import Conversations
@@ -202,7 +203,14 @@ class Countersign:
             tasks,
         )
         records.on_messages_tab = welcome.messages_tab
-        conversations.replies.threads = threads
+        titler = None if settings.title_model == "off" else settings.title_model
+        conversations.titles = Titles(
+            db,
+            None if titler is None else LLM(llm.client, titler or settings.llm_model),
+            settings.title_timeout_seconds,
+            tasks,
+        )
+        conversations.titles.threads = threads
         interactions = Interactions(
             approvals,
             registry,

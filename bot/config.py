@@ -71,6 +71,11 @@ class Settings(IntegrationSettings, AuditSettings, ThreadSettings, BaseSettings)
     llm_model: str = "gpt-4o-mini"
     llm_timeout_seconds: Annotated[float, Field(ge=1, le=600)] = 60.0
     llm_max_retries: Annotated[int, Field(ge=0, le=10)] = 2
+    # Names each conversation from its first request: a model ("" = LLM_MODEL), or "off" for
+    # its first words only. A title call never delays or fails a reply; past the timeout the
+    # first words stay.
+    title_model: str = ""
+    title_timeout_seconds: Annotated[float, Field(gt=0, le=60)] = 5.0
 
     database_url: str = Field(default_factory=_default_database_url)
     database_pool_size: Annotated[int, Field(ge=2, le=200)] = 10

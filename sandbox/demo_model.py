@@ -174,8 +174,18 @@ async def completions(request: web.Request) -> web.StreamResponse:
     return response
 
 
+def _title(messages: list[dict[str, Any]]) -> str | None:
+    """A conversation's title, when the bot asks for one: the request's first words."""
+    asked = " ".join(_text(m) for m in messages if m.get("role") == "system").lower()
+    if "title" not in asked:
+        return None
+    words = re.sub(r"<[^>]*>", " ", _text(messages[-1])).split()[:5]
+    return " ".join(words).strip(" ?.!").capitalize() or "A conversation"
+
+
 def _summary(body: dict[str, Any]) -> dict[str, Any]:
-    """Non-streamed requests (the bot's summaries of long conversations)."""
+    """Non-streamed requests: a title for a new conversation, or a summary of a long one."""
+    title = _title(body.get("messages") or [])
     return {
         "id": "chatcmpl-demo-summary",
         "object": "chat.completion",
@@ -185,7 +195,10 @@ def _summary(body: dict[str, Any]) -> dict[str, Any]:
             {
                 "index": 0,
                 "finish_reason": "stop",
-                "message": {"role": "assistant", "content": "Earlier: a conversation (demo)."},
+                "message": {
+                    "role": "assistant",
+                    "content": title or "Earlier: a conversation (demo).",
+                },
             }
         ],
         "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},

@@ -59,10 +59,13 @@ class Ui:
         return web.Response(body=item.read_bytes(), content_type=TYPES[suffix])
 
     async def _archives(self, request: web.Request) -> web.Response:
-        """A permalink (`/archives/C…/p…`): the page, opened on that channel and thread."""
+        """A permalink (`/archives/C…/p…`, a reply's with `?thread_ts=`): the page, opened on
+        that channel and thread."""
         channel = request.match_info["channel"]
         message = request.match_info.get("message", "").removeprefix("p")
         ts = f"{message[:-6]}.{message[-6:]}" if message.isdigit() and len(message) > 6 else ""
+        root = request.query.get("thread_ts", "")
+        ts = root if re.fullmatch(r"\d+\.\d+", root) else ts
         query = urllib.parse.urlencode({"channel": channel, "thread": ts})
         raise web.HTTPFound(f"/?{query}")
 

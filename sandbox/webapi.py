@@ -155,12 +155,13 @@ class WebApi:
         return {"ok": True, "message_ts": ts}
 
     def _permalink(self, args: Args, request: web.Request) -> dict[str, Any]:
+        """As Slack links a reply: with its thread (`thread_ts`, `cid`), so it opens there."""
         channel, ts = str(args.get("channel")), str(args.get("message_ts"))
-        return {
-            "ok": True,
-            "channel": channel,
-            "permalink": f"http://{request.host}/archives/{channel}/p{ts.replace('.', '')}",
-        }
+        link = f"http://{request.host}/archives/{channel}/p{ts.replace('.', '')}"
+        found = self.ws.find(channel, ts)
+        if found is not None and found.thread_ts and found.thread_ts != ts:
+            link += f"?thread_ts={found.thread_ts}&cid={channel}"
+        return {"ok": True, "channel": channel, "permalink": link}
 
     def _scheduled_list(self, _args: Args, _request: web.Request) -> dict[str, Any]:
         return {"ok": True, "scheduled_messages": [], "response_metadata": {"next_cursor": ""}}

@@ -78,6 +78,9 @@ def make_settings(
         "metrics_token": METRICS_TOKEN,
         # Existing tests describe the edit transport; native streaming has its own tests.
         "streaming": "edit",
+        # Titles from the first words: a model title is a non-streamed call the fake would
+        # count as a summary; tests of model titles turn it on.
+        "title_model": "off",
     }
     values.update(extra)
     return Settings(_env_file=None, **values)

@@ -24,14 +24,18 @@ from bot.db.models import (
 )
 from bot.slack import cards
 from bot.slack import record_views as views
+from bot.slack.record_lines import decider, tool_words
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack, wait_until
 from tests.harness import RunningBot, clean_env, make_settings, run_cli, start_bot, stop_bot
 from tests.test_approvals_flow import CREATE, call
 
 
-async def seed(bot: RunningBot, user: str, count: int, channel: str = "C1") -> list[int]:
-    """`count` conversations started by `user`, oldest first, each with two messages."""
+async def seed(
+    bot: RunningBot, user: str, count: int, channel: str = "C1", titled: bool = True
+) -> list[int]:
+    """`count` conversations started by `user`, oldest first, each with two messages (the
+    answer posted in the thread) and a title."""
     ids = []
     for i in range(count):
         async with bot.countersign.db.transaction() as session:
@@ -53,11 +57,15 @@ async def seed(bot: RunningBot, user: str, count: int, channel: str = "C1") -> l
                 f"answer {i}",
                 prompt_tokens=10,
                 completion_tokens=5,
+                slack_ts=f"1700{i:06d}.000200",
             )
             await session.execute(
                 update(Conversation)
                 .where(Conversation.id == conversation.id)
-                .values(updated_at=utcnow() - timedelta(hours=count - i))
+                .values(
+                    updated_at=utcnow() - timedelta(hours=count - i),
+                    title=f"Deploy plan {i}" if titled else None,
+                )
             )
             ids.append(conversation.id)
     return ids
@@ -71,6 +79,22 @@ async def answer(bot: RunningBot, slack: FakeSlack, key: str) -> dict[str, Any]:
 
 def text_of(blocks: list[dict[str, Any]]) -> str:
     return json.dumps(blocks, ensure_ascii=False)
+
+
+def texts(blocks: Any) -> list[str]:
+    """Every text a person reads in these blocks."""
+    if isinstance(blocks, list):
+        return [t for b in blocks for t in texts(b)]
+    if not isinstance(blocks, dict):
+        return []
+    found = [blocks["text"]] if isinstance(blocks.get("text"), str) else []
+    return found + [
+        t for k, v in blocks.items() if k != "text" or not isinstance(v, str) for t in texts(v)
+    ]
+
+
+def looks_like_json(text: str) -> bool:
+    return any(mark in text for mark in ('{"', '":', "[{", "\\u"))
 
 
 async def test_history_lists_pages_and_the_empty_case(
@@ -89,10 +113,16 @@ async def test_history_lists_pages_and_the_empty_case(
         b for b in first["blocks"] if b.get("accessory", {}).get("action_id") == views.HISTORY_OPEN
     ]
     assert len(rows) == 10
-    assert "https://test.slack.com/archives/C1/p1700000011000100|thread" in text_of(
-        rows[0:1]
-    )  # newest
-    assert "2 messages · 15 tokens · 0 actions proposed" in shown
+    newest = text_of(rows[0:1])
+    # Its title, linked to the bot's answer inside the thread (opens the thread there).
+    assert (
+        "*<https://test.slack.com/archives/C1/p1700000011000200"
+        "?thread_ts=1700000011.000100&cid=C1|Deploy plan 11>*"
+    ) in newest
+    assert "in <#C1> · last activity <!date^" in newest
+    assert "^{date_pretty} at {time}|" in newest  # each viewer's own time zone
+    assert "· 2 messages" in newest
+    assert not any(looks_like_json(t) for t in texts(first["blocks"]))
     nav = [e["action_id"] for b in first["blocks"] if b["type"] == "actions" for e in b["elements"]]
     assert nav == [f"{views.HISTORY_PAGE}_next"]
     key = await bot.press(fake_slack, first["blocks"], f"{views.HISTORY_PAGE}_next", "UALICE")
@@ -156,11 +186,13 @@ async def test_history_of_one_thread_shows_messages_tools_and_actions(
     assert answer_row.completion_tokens
     tokens = answer_row.prompt_tokens + answer_row.completion_tokens
     assert f"· {tokens} tokens" in shown  # token usage per message
-    assert "→ `create_task`" in shown  # the call on one line
-    assert "← `create_task`" in shown
-    assert "succeeded" in shown
-    assert "Create task 'Fix login bug'" in shown
-    assert "*succeeded* by <@UALICE>" in shown
+    assert f"?thread_ts={root}&cid=C1|track the login bug>*" in shown  # titled, linked
+    assert "Let me add it. _(using Create task)_" in shown  # the call, by its label
+    # What the bot did, in words: the proposal and who decided it.
+    assert "proposed Create task 'Fix login bug'" in shown
+    assert "→ *succeeded* by <@UALICE>" in shown
+    assert "create_task" not in shown
+    assert not any(looks_like_json(t) for t in texts(detail["blocks"]))
     key = await bot.press(fake_slack, detail["blocks"], views.HISTORY_FULL, "UALICE")
     full = await answer(bot, fake_slack, key)
     assert text_of(full["blocks"]).count("word") == 200
@@ -183,7 +215,11 @@ async def test_approvals_and_the_home_tab(
     _, _, key = await bot.command(fake_slack, "/approvals", "", "UALICE")
     waiting = text_of((await answer(bot, fake_slack, key))["blocks"])
     card = fake_slack.cards("C1")[0]
-    assert f"https://test.slack.com/archives/C1/p{card.ts.replace('.', '')}|card" in waiting
+    # The card's link opens it in its thread, beside the answer; the thread is named too.
+    card_link = f"https://test.slack.com/archives/C1/p{card.ts.replace('.', '')}"
+    assert f"{card_link}?thread_ts={card.thread_ts}&cid=C1|the card>" in waiting
+    assert "asked by <@UALICE> in <https://test.slack.com/archives/C1/p" in waiting
+    assert "|track it> · expires <!date^" in waiting
     assert "Create task 'Fix login bug'" in waiting
     _, _, key = await bot.command(fake_slack, "/approvals", "", "UBOB")
     assert "Nothing is waiting for you." in text_of((await answer(bot, fake_slack, key))["blocks"])
@@ -200,8 +236,8 @@ async def test_approvals_and_the_home_tab(
     home = fake_slack.home_of("UALICE")
     assert home is not None
     assert home["type"] == "home"
-    assert "Waiting for your decision" in text_of(home["blocks"])
-    assert "Your conversations" in text_of(home["blocks"])
+    assert "Waiting for you" in text_of(home["blocks"])
+    assert "Your recent work" in text_of(home["blocks"])
     published = len(fake_slack.published)
     await bot.click(card, cards.APPROVE, "UALICE", "C1")
     await bot.idle()
@@ -247,6 +283,11 @@ async def test_forget_removes_only_ones_own_words_and_keeps_the_audit_trail(
         audit = (await session.scalars(select(AuditEntry).order_by(AuditEntry.id))).all()
         words = (await session.scalars(select(Message.content).order_by(Message.id))).all()
     assert sorted(starters) == ["UALICE", "UBOB", "UBOB"]  # the shared thread stays
+    async with bot.countersign.db.transaction() as session:
+        shared_title = await session.scalar(
+            select(Conversation.title).where(Conversation.channel_id == "C3")
+        )
+    assert shared_title is None  # it was made of Alice's words
     assert "alice asks" not in words
     assert "bob asks too" in words
     assert "Answer to Bob." in words
@@ -296,8 +337,8 @@ async def test_history_hides_other_peoples_tool_work_and_channels_one_left(
         return text_of((await answer(bot, fake_slack, key))["blocks"])
 
     alice, bob = await history_of("UALICE"), await history_of("UBOB")
-    assert "list_tasks" in alice
-    assert "list_tasks" not in bob
+    assert "used List tasks, 0 tasks" in alice  # the read, in words
+    assert "List tasks" not in bob
     assert "only they can see it" in bob
     assert "what is on the board?" in bob  # it was posted in Slack, where Bob could read it
     key = await bot.press(fake_slack, [], views.HISTORY_FULL, "UBOB", value=str(tool_message.id))
@@ -306,6 +347,13 @@ async def test_history_hides_other_peoples_tool_work_and_channels_one_left(
     assert bot.countersign.records is not None
     bot.countersign.records.access.reach.forget()
     assert "not one you can see" in await history_of("UBOB")
+    # His list still says a conversation was there, not what it was about.
+    _, _, key = await bot.command(fake_slack, "/history", "", "UBOB")
+    listed = text_of((await answer(bot, fake_slack, key))["blocks"])
+    assert "A conversation" in listed
+    assert "what is on the board" not in listed
+    _, _, key = await bot.command(fake_slack, "/history", "", "UALICE")
+    assert "what is on the board?" in text_of((await answer(bot, fake_slack, key))["blocks"])
 
 
 async def test_retention_purge_removes_only_what_is_old(
@@ -368,3 +416,42 @@ async def test_delivery_keys_are_forgotten_even_when_conversations_are_kept_fore
             assert await session.get(Conversation, old_conversation) is not None
     finally:
         await stop_bot(bot)
+
+
+def test_tool_work_is_told_in_words_and_hostile_results_stay_inert() -> None:
+    """What a tool (an MCP server's included) returned never shows as JSON, and whatever it
+    put in its keys, errors or provenance cannot ping, link or mark up the record."""
+
+    def tool(name: str, content: Any, source: str | None = None) -> Message:
+        body = content if isinstance(content, str) or content is None else json.dumps(content)
+        return Message(role=Role.TOOL, tool_name=name, content=body, source=source)
+
+    read = tool(
+        "get_recent_messages",
+        {"messages": [{"text": "a"}, {"text": "b"}, {"text": "c"}]},
+        "get_recent_messages: messages of #general by @Bob",
+    )
+    assert tool_words(read, None) == "read messages of #general by @Bob, 3 messages"
+    single = tool("list_tasks", {"tasks": [{"id": 1}]})
+    assert tool_words(single, None) == "used List tasks, 1 task"
+    mcp = tool("notes__search", {"<!channel> hits": [1, 2]}, 'notes__search {"q": "x"}')
+    shown = tool_words(mcp, None)
+    assert shown.startswith("used Notes search, 2 ")
+    assert "<!channel>" not in shown
+    assert "&lt;!channel&gt;" in shown
+    failed = tool("lookup_user", {"status": "error", "error": "no <!here> <@U1> person"})
+    assert (
+        tool_words(failed, None)
+        == "used Lookup user, it failed: no &lt;!here&gt; &lt;@U1&gt; person"
+    )
+    sneaky = tool("get_issue", "not json {", "get_issue: issue <https://evil.example|acme#1>")
+    assert tool_words(sneaky, None) == "read issue &lt;https://evil.example|acme#1&gt;"
+    for message in (read, single, mcp, failed, sneaky):
+        assert not looks_like_json(tool_words(message, None))
+
+
+def test_who_decided_reads_in_words_never_as_a_key() -> None:
+    assert decider("UBOB") == "<@UBOB>"
+    assert decider("policy:small-tasks") == "the rule “small-tasks”"
+    assert decider("grant:12") == "a standing grant"
+    assert "12" not in decider("grant:12")

@@ -197,8 +197,8 @@ def test_history_typed_in_the_composer_lists_the_turn(page: Page) -> None:
     send(page, "/history")
     history = main.get_by_role("article").filter(has_text="Only visible to you")
     expect(history.filter(has_text="Your conversations")).to_be_visible()
-    expect(history).to_contain_text("Assistant DM")
-    entry = history.locator(".block-section").filter(has_text="Assistant DM")
+    expect(history).to_contain_text("in your DM with Countersign")
+    entry = history.locator(".block-section").filter(has_text="What is on my plate").first
     entry.get_by_role("button", name="Open").click()
     expect(history).to_contain_text("What is on my plate today?")
 
@@ -258,5 +258,5 @@ def test_edit_the_card_then_bob_sees_it_in_approvals_and_on_the_home_tab(page: P
     )
     page.get_by_role("link", name="Home").click()
     home = page.get_by_role("main")
-    expect(home.get_by_text("Waiting for your decision")).to_be_visible()
+    expect(home.get_by_text("Waiting for you", exact=True)).to_be_visible()
     expect(home).to_contain_text("order new badges for the guests")

@@ -14,7 +14,6 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.conversation.turn_settings import TurnSettings
 from bot.slack.agent_status import AgentStatus, Status
-from bot.slack.agent_threads import AgentThreads
 from bot.slack.budgets import WorkspaceBudgets
 from bot.slack.edit_budget import EditBudget
 from bot.slack.native_reply import NativeOptions
@@ -39,8 +38,6 @@ class Replies:
         self.journal = journal
         self.budgets = budgets if settings.streaming != "edit" else None
         self.status = AgentStatus(slack) if self.budgets is not None else None
-        self.threads: AgentThreads | None = None  # DM prompts and titles (set by the app)
-        self._titling: set[asyncio.Task[None]] = set()
 
     def new(self, channel: str, thread_ts: str | None, user: str, team: str) -> ReplyStream:
         """A reply for `user` (of workspace `team`) in `channel`, in thread `thread_ts`."""
@@ -88,11 +85,3 @@ class Replies:
         """The thread's session leaves `processing` (after a Stop with nothing left to end)."""
         if self.status is not None:
             await self.status.set(channel, thread_ts, "active", user)
-
-    def title_dm_thread(self, channel: str, thread_ts: str | None, question: str) -> None:
-        """A new DM thread is named after its first question (in the background)."""
-        if self.threads is None or not thread_ts:
-            return
-        task = asyncio.create_task(self.threads.title(channel, thread_ts, question))
-        self._titling.add(task)
-        task.add_done_callback(self._titling.discard)

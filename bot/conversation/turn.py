@@ -30,6 +30,7 @@ from bot.conversation.replies import Replies
 from bot.conversation.resuming import Resuming
 from bot.conversation.running import RunningTurns
 from bot.conversation.thread_import import earlier_thread_messages, store_user_message
+from bot.conversation.titles import Titles
 from bot.conversation.tokens import TokenCounter
 from bot.conversation.tool_round import ActionDesk, Once, OnStored, tool_round
 from bot.conversation.turn_settings import TurnSettings
@@ -78,6 +79,7 @@ class Conversations(Resuming):
         self.locks = locks or ThreadLocks()
         self.replies = Replies(slack, budget, settings, journal, budgets)
         self.running = RunningTurns()
+        self.titles: Titles | None = None  # names new conversations (set by the app)
 
     async def _conversation(self, incoming: Incoming) -> tuple[Conversation, bool]:
         async with self.db.transaction() as session:
@@ -114,9 +116,12 @@ class Conversations(Resuming):
         with running as turn:
             try:
                 conversation, created = await self._conversation(incoming)
-                if created and incoming.is_dm:
-                    self.replies.title_dm_thread(
-                        incoming.channel_id, incoming.thread_ts, incoming.text
+                if self.titles is not None and (created or conversation.title is None):
+                    thread = incoming.thread_ts if incoming.is_dm else None
+                    self.titles.name(
+                        conversation.id,
+                        incoming.text,
+                        (incoming.channel_id, thread) if thread else None,
                     )
                 with log_context(conversation_id=conversation.id):
                     async with self.locks.hold(conversation.id):

@@ -4,10 +4,10 @@ person: a conversation is visible to those who started it or wrote in it, never 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Generic, TypeVar
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.db.models import (
@@ -15,10 +15,7 @@ from bot.db.models import (
     Message,
     Participant,
     Proposal,
-    ProposalApproval,
-    ProposalState,
     Role,
-    utcnow,
 )
 
 PAGE_SIZE = 10
@@ -35,6 +32,8 @@ class ConversationRow:
     message_count: int
     tokens: int
     proposals: int
+    title: str | None = None
+    reply_ts: str | None = None  # the bot's latest answer in it: where a link opens the thread
 
 
 T = TypeVar("T")
@@ -74,6 +73,7 @@ async def my_conversations(
             .group_by(Proposal.conversation_id)
         )
         counts = {cid: n for cid, n in grouped.all() if cid is not None}
+    replies = await latest_replies(session, [c.id for c in found])
     rows = [
         ConversationRow(
             c.id,
@@ -85,10 +85,29 @@ async def my_conversations(
             c.message_count,
             c.prompt_tokens + c.completion_tokens,
             counts.get(c.id, 0),
+            c.title,
+            replies.get(c.id),
         )
         for c in found
     ]
     return Page(rows, page, has_next)
+
+
+async def latest_replies(session: AsyncSession, conversation_ids: list[int]) -> dict[int, str]:
+    """The ts of the bot's latest posted answer in each conversation (ts strings of one
+    channel have one width, so the greatest is the latest)."""
+    if not conversation_ids:
+        return {}
+    rows = await session.execute(
+        select(Message.conversation_id, func.max(Message.slack_ts))
+        .where(
+            Message.conversation_id.in_(conversation_ids),
+            Message.role == Role.ASSISTANT,
+            Message.slack_ts.is_not(None),
+        )
+        .group_by(Message.conversation_id)
+    )
+    return {cid: ts for cid, ts in rows.all() if ts}
 
 
 async def visible_conversation(
@@ -221,51 +240,3 @@ async def search_my_messages(
         query = query.where(Message.content.ilike(f"%{escaped}%", escape="\\"))
     rows = (await session.execute(query.order_by(Message.id.desc()).limit(limit))).all()
     return [Hit(m, c) for m, c in rows]
-
-
-async def waiting_proposals(
-    session: AsyncSession, team_id: str, requester: str | None = None, limit: int = 200
-) -> list[Proposal]:
-    """Proposals of the workspace still waiting (the caller filters by who may decide); only
-    `requester`'s own when nobody else approves anything."""
-    query = select(Proposal).where(
-        Proposal.state == ProposalState.PROPOSED,
-        Proposal.team_id == team_id,
-        Proposal.expires_at > utcnow(),
-    )
-    if requester is not None:
-        query = query.where(Proposal.requester == requester)
-    rows = await session.scalars(query.order_by(Proposal.expires_at).limit(limit))
-    return list(rows.all())
-
-
-async def voted_by(session: AsyncSession, user: str) -> set[int]:
-    rows = await session.scalars(
-        select(ProposalApproval.proposal_id).where(ProposalApproval.approver == user)
-    )
-    return set(rows.all())
-
-
-async def my_recent_proposals(
-    session: AsyncSession, team_id: str, user: str, days: int = 14, limit: int = 10
-) -> list[Proposal]:
-    """Proposals the user asked for, decided or voted on lately."""
-    voted = select(ProposalApproval.proposal_id).where(ProposalApproval.approver == user)
-    return list(
-        (
-            await session.scalars(
-                select(Proposal)
-                .where(
-                    Proposal.team_id == team_id,
-                    Proposal.updated_at > utcnow() - timedelta(days=days),
-                    or_(
-                        Proposal.requester == user,
-                        Proposal.decided_by == user,
-                        Proposal.id.in_(voted),
-                    ),
-                )
-                .order_by(Proposal.updated_at.desc())
-                .limit(limit)
-            )
-        ).all()
-    )

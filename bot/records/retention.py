@@ -126,6 +126,10 @@ async def forget_user(db: Database, team_id: str, user: str) -> Removed:
                 Participant.conversation_id.in_(shared), Participant.user_id == user
             )
         )
+        # A title is made of a first request's words, which may be theirs: it goes too.
+        await session.execute(
+            update(Conversation).where(Conversation.id.in_(shared)).values(title=None)
+        )
         removed = await _remove(session, Ledger(db), alone)
         return Removed(
             removed.conversations,

@@ -73,9 +73,8 @@ class AgentThreads:
             ),
         )
 
-    async def title(self, channel: str, thread_ts: str | None, question: str) -> None:
-        """Name a new DM thread after its first question."""
-        title = thread_title(question)
+    async def title(self, channel: str, thread_ts: str | None, title: str) -> None:
+        """Name a DM thread (`bot.conversation.titles` made the title, plain words)."""
         if not thread_ts or not title or "title" in self._off:
             return
         await self._call(

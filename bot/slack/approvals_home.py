@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -16,10 +17,13 @@ from bot.approvals.questions import question_of
 from bot.approvals.ruling import Authorise, Step
 from bot.db.models import Proposal, utcnow
 from bot.db.session import Database
-from bot.records import queries
+from bot.records import proposal_queries, queries
 from bot.slack import grant_views
 from bot.slack import record_views as views
 from bot.slack.access import ChannelAccess
+from bot.slack.approvals_view import Listed, approvals_view
+from bot.slack.home_view import home_view
+from bot.slack.record_lines import reply_link
 from bot.tasks import TaskGroup
 from bot.tools.catalog import ToolRegistry
 
@@ -51,6 +55,7 @@ class ApprovalsAndHome:
         # a time per person, coalescing bursts.
         self._home_users: set[str] = set()
         self._home_running: dict[str, bool] = {}
+        self._home_pages: dict[str, int] = {}  # the page of recent work each person looks at
         # The one door: who may decide each waiting proposal (set by the app).
         self.door: Authorise | None = None
         # (channel, user): a person opened the bot's DM (suggested prompts; set by the app).
@@ -68,8 +73,8 @@ class ApprovalsAndHome:
     async def _waiting_for(self, team: str, user: str) -> list[Proposal]:
         async with self.db.transaction() as session:
             only_own = None if self.policies.anyone_else_approves else user
-            candidates = await queries.waiting_proposals(session, team, only_own)
-            voted = await queries.voted_by(session, user)
+            candidates = await proposal_queries.waiting_proposals(session, team, only_own)
+            voted = await proposal_queries.voted_by(session, user)
         waiting = []
         for proposal in candidates:
             if proposal.id in voted or not await self.access.may_read(user, proposal.audience):
@@ -94,48 +99,77 @@ class ApprovalsAndHome:
                 waiting.append(proposal)
         return waiting
 
-    async def _with_links(self, proposals: list[Proposal]) -> list[tuple[Proposal, str | None]]:
-        async def link(p: Proposal) -> str | None:
-            if not p.card_channel or not p.card_ts:
-                return None
-            try:
-                found = await self.slack.chat_getPermalink(
-                    channel=p.card_channel, message_ts=p.card_ts
-                )
-            except SlackApiError:
-                return None
-            return str(found.get("permalink") or "") or None
-
-        links = await asyncio.gather(*[link(p) for p in proposals])
-        return list(zip(proposals, links, strict=True))
-
-    async def approvals_lists(
-        self, team: str, user: str
-    ) -> tuple[list[tuple[Proposal, str | None]], list[tuple[Proposal, str | None]]]:
-        waiting = (await self._waiting_for(team, user))[:10]
+    async def _listed(self, user: str, proposals: list[Proposal]) -> list[Listed]:
+        """Each proposal with its card's link (Slack's permalink: a card in a thread opens
+        there) and, where `user` may read the thread it came from, its title and link."""
+        team_url = await self.team_url()
         async with self.db.transaction() as session:
-            recent = await queries.my_recent_proposals(session, team, user)
+            ids = [p.conversation_id for p in proposals if p.conversation_id is not None]
+            titles = await proposal_queries.titles_of(session, ids)
+            mine = await proposal_queries.taking_part(session, user, ids)
+
+        async def listed(p: Proposal) -> Listed:
+            link = None
+            if p.card_channel and p.card_ts:
+                try:
+                    found = await self.slack.chat_getPermalink(
+                        channel=p.card_channel, message_ts=p.card_ts
+                    )
+                    link = str(found.get("permalink") or "") or None
+                except SlackApiError:
+                    pass
+            # A DM is its own person's; a channel's thread is for who may read it now.
+            readable = (
+                p.conversation_id in mine
+                if p.channel_id.startswith("D")
+                else await self.access.can_read(p.channel_id, user)
+            )
+            if not readable or p.conversation_id is None:
+                return Listed(p, link)
+            thread = reply_link(team_url, p.channel_id, p.thread_ts or "")
+            return Listed(p, link, titles.get(p.conversation_id), thread)
+
+        return list(await asyncio.gather(*[listed(p) for p in proposals]))
+
+    async def approvals_lists(self, team: str, user: str) -> tuple[list[Listed], list[Listed]]:
+        waiting = await self._waiting_for(team, user)
+        async with self.db.transaction() as session:
+            recent = await proposal_queries.my_recent_proposals(session, team, user)
         recent = [p for p in recent if await self.access.may_read(user, p.audience)]
-        return await self._with_links(waiting), await self._with_links(recent)
+        return await self._listed(user, waiting[:20]), await self._listed(user, recent)
 
     async def approvals(self, team: str, user: str) -> list[dict[str, Any]]:
         waiting, recent = await self.approvals_lists(team, user)
-        return views.as_dicts(views.approvals_view(waiting, recent))
+        return views.as_dicts(approvals_view(waiting[:10], recent))
 
     # -- App Home ----------------------------------------------------------------------------
     async def publish_home(self, team: str, user: str) -> None:
+        """Publish `user`'s Home tab, at the page of recent work they last turned to."""
         waiting, recent = await self.approvals_lists(team, user)
         async with self.db.transaction() as session:
-            mine = await queries.my_conversations(session, team, user, 0)
-        view = views.home_view(waiting, recent, mine, await self.team_url(), utcnow())
+            mine = await queries.my_conversations(
+                session, team, user, self._home_pages.get(user, 0)
+            )
+        mine = await self.readable_titles(user, mine)
         held = grant_views.grant_blocks(await grant_views.live_for(self.db, team, user))
-        room = 100 - len(view["blocks"])  # Slack's limit of blocks in a view
-        if room > 2:
-            view["blocks"][-1:-1] = held[:room]
+        view = home_view(waiting, recent, mine, held, await self.team_url(), utcnow())
         try:
             await self.slack.views_publish(user_id=user, view=view)
         except SlackApiError as exc:
             log.warning("could not publish the home tab of %s: %s", user, exc)
+
+    async def readable_titles(
+        self, user: str, page: queries.Page[queries.ConversationRow]
+    ) -> queries.Page[queries.ConversationRow]:
+        """A title is the first request's words: shown only to who may still read where it
+        was asked (someone who left a private channel sees that a conversation was there)."""
+        rows = [
+            row
+            if await self.access.can_read(row.channel_id, user)
+            else replace(row, title=None, reply_ts=None)
+            for row in page.rows
+        ]
+        return replace(page, rows=rows)
 
     def refresh_home(self, team: str, user: str) -> None:
         if user in self._home_running:

@@ -21,6 +21,7 @@ from bot.slack import grant_views
 from bot.slack import record_views as views
 from bot.slack.approvals_home import ApprovalsAndHome
 from bot.slack.cards import clip, safe
+from bot.slack.home_view import HOME_PAGE, OPEN_CARD
 from bot.slack.payloads import BadPayload, button_json, button_value, clicker, whole_number
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,7 @@ class Records(ApprovalsAndHome):
     async def conversation_page(self, team: str, user: str, page: int) -> list[dict[str, Any]]:
         async with self.db.transaction() as session:
             rows = await queries.my_conversations(session, team, user, max(0, page))
+        rows = await self.readable_titles(user, rows)
         return views.as_dicts(views.conversation_list(rows, await self.team_url()))
 
     async def conversation_detail(
@@ -96,6 +98,7 @@ class Records(ApprovalsAndHome):
             views.conversation_detail(
                 conversation.channel_id,
                 conversation.thread_ts,
+                conversation.title,
                 await self.team_url(),
                 messages,
                 proposals,
@@ -123,6 +126,19 @@ class Records(ApprovalsAndHome):
             {"type": "section", "text": {"type": "mrkdwn", "text": body[i : i + 2900]}}
             for i in range(0, len(body), 2900)
         ][:4] or _note("(empty)")
+
+    async def _home_page(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        """Next / Previous in the App Home: the clicker's own Home, at the page asked for
+        (the only thing taken from the button; a crafted value changes nothing)."""
+        await ack()
+        try:
+            user, page = clicker(body), whole_number(button_json(body).get("page"))
+        except BadPayload as exc:
+            log.info("refused a crafted home page button: %s", exc)
+            return
+        self._home_users.add(user)
+        self._home_pages[user] = min(page, 1000)
+        self.refresh_home(_team(body), user)
 
     # -- wiring ------------------------------------------------------------------------------
     def _acked_then_run(self, handler: Handler) -> Handler:
@@ -216,6 +232,12 @@ class Records(ApprovalsAndHome):
         app.action(views.HISTORY_FULL)(later(_guarded(full_text)))
         app.action(views.HISTORY_FORGET)(later(forget))
         app.action(grant_views.REVOKE)(later(grant_views.revoke_button(self.db, self.refresh_home)))
+        app.action(f"{HOME_PAGE}_prev")(self._home_page)
+        app.action(f"{HOME_PAGE}_next")(self._home_page)
+
+        @app.action(OPEN_CARD)
+        async def open_card(ack: AsyncAck) -> None:
+            await ack()  # a link button: Slack opens the card, the click needs only its ack
 
         @app.event("app_home_opened")
         async def home_opened(event: dict[str, Any], body: dict[str, Any]) -> None:

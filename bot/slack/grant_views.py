@@ -14,13 +14,34 @@ from bot.approvals import grants
 from bot.db.audit_chain import append, lock_head
 from bot.db.models import Grant, Proposal
 from bot.db.session import Database
-from bot.slack.cards import clip
+from bot.slack.card_text import clip, safe
 from bot.slack.payloads import BadPayload, button_value, clicker, whole_number
+from bot.slack.record_lines import when
+from bot.tools.field_kinds import label_of
 
 log = logging.getLogger(__name__)
 
 REVOKE = "grant_revoke"
 SHOWN = 10  # grants listed at most (a section and its button each)
+
+
+def grant_words(grant: Grant) -> str:
+    """A grant as a person reads it: the action's label, who it covers and where, who granted
+    it, until when (in the viewer's time zone); never its number or the tool's name."""
+    where = grants.SCOPE_WORDS.get(grant.scope, "")
+    if grant.scope == "thread":
+        where = f"in a thread of <#{grant.channel_id}>"
+    elif grant.scope == "channel":
+        where = f"in <#{grant.channel_id}>"
+    told = (
+        f"*{safe(label_of(grant.tool_name), 80)}* for <@{grant.requester}> {where}, "
+        f"granted by <@{grant.granted_by}>"
+    )
+    if grant.expires_at:
+        told += f", until {when(grant.expires_at)}"
+    if grant.voided_at is not None:
+        told += f": *voided*, {safe(grant.void_reason or 'its rule changed', 200)}"
+    return told
 
 
 def grant_blocks(rows: list[Grant]) -> list[dict[str, Any]]:
@@ -34,10 +55,7 @@ def grant_blocks(rows: list[Grant]) -> list[dict[str, Any]]:
     for grant in rows[:SHOWN]:
         section: dict[str, Any] = {
             "type": "section",
-            "text": {
-                "type": "mrkdwn",
-                "text": clip(f"Grant {grant.id}: {grants.described(grant)}", 2900),
-            },
+            "text": {"type": "mrkdwn", "text": clip(grant_words(grant), 2900)},
         }
         if grant.voided_at is None:  # a voided grant covers nothing: nothing to revoke
             section["accessory"] = {
@@ -94,7 +112,7 @@ def revoke_button(db: Database, on_home: Callable[[str, str], None]) -> Handler:
             return
         done = await revoke(db, team, grant_id, user)
         note = (
-            f"Revoked grant {grant_id}: it covers nothing from the next proposal on."
+            "Revoked the grant: it covers nothing from the next proposal on."
             if done
             else "Nothing changed: that grant is gone or not yours to revoke."
         )

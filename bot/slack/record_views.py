@@ -1,4 +1,5 @@
-"""Block Kit for /history, /approvals and the App Home: pure builders over the read models.
+"""Block Kit for /history: pure builders over the read models, reading as a
+person's record (`bot.slack.record_lines`: titles, dates, what the bot did in words).
 
 Everything people or the model wrote is escaped and clipped; links are built from the team's
 URL (auth.test) so listing a page costs no API call per row.
@@ -7,7 +8,6 @@ URL (auth.test) so listing a page costs no API call per row.
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Any
 
 from slack_sdk.models.blocks import (
@@ -15,16 +15,24 @@ from slack_sdk.models.blocks import (
     Block,
     ButtonElement,
     ConfirmObject,
-    ContextBlock,
     DividerBlock,
-    HeaderBlock,
     MarkdownTextObject,
     SectionBlock,
 )
 
 from bot.db.models import Message, Proposal
 from bot.records.queries import ConversationRow, Hit, Page
-from bot.slack.cards import clip, decider, safe, slack_date
+from bot.slack.card_text import clip, safe
+from bot.slack.record_lines import (
+    calls_words,
+    decider,
+    linked_title,
+    place,
+    plural,
+    reply_link,
+    tool_words,
+    when,
+)
 from bot.states import state_label
 
 HISTORY_PAGE = "history_page"
@@ -40,20 +48,13 @@ EMPTY_HISTORY = (
 )
 
 
-def thread_link(team_url: str | None, channel: str, thread_ts: str) -> str | None:
-    if not team_url:
-        return None
-    base = f"{team_url.rstrip('/')}/archives/{channel}"
-    return f"{base}/p{thread_ts.replace('.', '')}" if thread_ts else base
-
-
 def _where(team_url: str | None, channel: str, thread_ts: str) -> str:
-    link = thread_link(team_url, channel, thread_ts)
-    label = "thread" if thread_ts else "DM"
-    return f"<#{channel}> <{link}|{label}>" if link else f"<#{channel}> {label}"
+    link = reply_link(team_url, channel, thread_ts)
+    return f"{place(channel)} (<{link}|open>)" if link else place(channel)
 
 
-def _nav(action_id: str, page: Page[Any], extra: str = "") -> list[Block]:
+def page_buttons(action_id: str, page: Page[Any], extra: str = "") -> list[Block]:
+    """Previous / Next (`action_id` + `_prev` / `_next`), each with the page it opens."""
     buttons = []
     if page.page > 0:
         buttons.append(
@@ -74,6 +75,18 @@ def _nav(action_id: str, page: Page[Any], extra: str = "") -> list[Block]:
     return [ActionsBlock(elements=buttons)] if buttons else []
 
 
+def conversation_row(row: ConversationRow, team_url: str | None) -> str:
+    """Its title (a link that opens the thread at the bot's latest answer), where and when,
+    and what came of it."""
+    actions = f" · {plural(row.proposals, 'action')} proposed" if row.proposals else ""
+    return clip(
+        f"{linked_title(row.title, team_url, row.channel_id, row.thread_ts, row.reply_ts)}\n"
+        f"in {place(row.channel_id)} · last activity {when(row.updated_at)} · "
+        f"{plural(row.message_count, 'message')}{actions}",
+        2900,
+    )
+
+
 def conversation_list(
     page: Page[ConversationRow], team_url: str | None, title: str = "Your conversations"
 ) -> list[Block]:
@@ -83,61 +96,52 @@ def conversation_list(
         SectionBlock(text=MarkdownTextObject(text=f"*{title}* (page {page.page + 1})"))
     ]
     for row in page.rows:
-        text = (
-            f"{_where(team_url, row.channel_id, row.thread_ts)} · started "
-            f"{slack_date(row.created_at)} · last activity {slack_date(row.updated_at)}\n"
-            f"{row.message_count} messages · {row.tokens} tokens · "
-            f"{row.proposals} action{'s' if row.proposals != 1 else ''} proposed"
-        )
         blocks.append(
             SectionBlock(
-                text=MarkdownTextObject(text=text),
+                text=MarkdownTextObject(text=conversation_row(row, team_url)),
                 accessory=ButtonElement(text="Open", action_id=HISTORY_OPEN, value=str(row.id)),
             )
         )
-    return blocks + _nav(HISTORY_PAGE, page)
+    return blocks + page_buttons(HISTORY_PAGE, page)
 
 
-def _message_line(message: Message, hidden: bool = False) -> tuple[str, bool]:
-    """One line per message: text (clipped), or a tool call / result on one line."""
-    when = slack_date(message.created_at)
+def _message_line(
+    message: Message, hidden: bool = False, proposal: Proposal | None = None
+) -> tuple[str, bool]:
+    """One line per message, in words: what was said (clipped), or what a tool did."""
+    moment = when(message.created_at)
     role = str(message.role)
     if hidden:
         return (
-            f"_{when}: hidden: tool work for another person's request, or what only people "
+            f"_{moment}: hidden: tool work for another person's request, or what only people "
             "you are not among may read (only they can see it)_",
             False,
         )
     if role == "tool":
-        if message.content is None:
-            return f"← `{safe(message.tool_name, 60)}`: waiting for approval", False
-        body = message.content
-        return f"← `{safe(message.tool_name, 60)}` {when}: {safe(body, SNIPPET)}", len(
-            body
-        ) > SNIPPET
+        return f"*Countersign* {moment}: {tool_words(message, proposal)}", False
     if role == "assistant" and message.tool_calls:
-        calls = "; ".join(
-            f"`{safe(str(c['function']['name']), 60)}` {safe(c['function']['arguments'], 120)}"
-            for c in message.tool_calls
-        )
-        prefix = f"{safe(message.content, SNIPPET)} " if message.content else ""
-        return f"*Countersign* {when}: {prefix}→ {calls}", bool(
+        said = f"{safe(message.content, SNIPPET)} " if message.content else ""
+        return f"*Countersign* {moment}: {said}_(using {calls_words(message)})_", bool(
             message.content and len(message.content) > SNIPPET
         )
+    if role == "system":  # what the bot was told between turns (an approver's words)
+        text = message.content or ""
+        return f"_Note to Countersign_ {moment}: {safe(text, SNIPPET)}", len(text) > SNIPPET
     tokens = (message.prompt_tokens or 0) + (message.completion_tokens or 0)
-    when = f"{when} · {tokens} tokens" if tokens else when
+    moment = f"{moment} · {tokens} tokens" if tokens else moment
     who = (
         "*Countersign*"
         if role == "assistant"
-        else (f"<@{message.slack_user}>" if message.slack_user else f"*{role}*")
+        else (f"<@{message.slack_user}>" if message.slack_user else "*Someone*")
     )
     text = message.content or ""
-    return f"{who} {when}: {safe(text, SNIPPET)}", len(text) > SNIPPET
+    return f"{who} {moment}: {safe(text, SNIPPET)}", len(text) > SNIPPET
 
 
 def conversation_detail(
     channel: str,
     thread_ts: str,
+    title: str | None,
     team_url: str | None,
     messages: Page[Message],
     proposals: list[Proposal],
@@ -145,16 +149,25 @@ def conversation_detail(
     hidden: set[int] | None = None,
     feedback: dict[int, dict[str, int]] | None = None,
 ) -> list[Block]:
+    reply = next(
+        (m.slack_ts for m in reversed(messages.rows) if str(m.role) == "assistant" and m.slack_ts),
+        None,
+    )
     blocks: list[Block] = [
         SectionBlock(
             text=MarkdownTextObject(
-                text=f"*Conversation* in {_where(team_url, channel, thread_ts)} "
-                f"(messages, page {messages.page + 1})"
+                text=clip(
+                    f"{linked_title(title, team_url, channel, thread_ts, reply)}\n"
+                    f"in {place(channel)} · messages, page {messages.page + 1}",
+                    2900,
+                )
             )
         )
     ]
+    by_call = {p.tool_call_id: p for p in proposals}
     for message in messages.rows:
-        line, clipped = _message_line(message, message.id in (hidden or set()))
+        proposal = by_call.get(message.tool_call_id or "")
+        line, clipped = _message_line(message, message.id in (hidden or set()), proposal)
         votes = (feedback or {}).get(message.id)
         if votes:
             line += (
@@ -179,7 +192,7 @@ def conversation_detail(
         blocks.append(
             SectionBlock(text=MarkdownTextObject(text=clip("*Actions*\n" + "\n".join(lines), 2900)))
         )
-    return blocks + _nav(HISTORY_THREAD_PAGE, messages, extra=str(conversation_id))
+    return blocks + page_buttons(HISTORY_THREAD_PAGE, messages, extra=str(conversation_id))
 
 
 def search_results(words: str, hits: list[Hit], team_url: str | None) -> list[Block]:
@@ -202,7 +215,7 @@ def search_results(words: str, hits: list[Hit], team_url: str | None) -> list[Bl
             SectionBlock(
                 text=MarkdownTextObject(
                     text=clip(
-                        f"{slack_date(hit.message.created_at)} in "
+                        f"{when(hit.message.created_at)} in "
                         f"{_where(team_url, c.channel_id, c.thread_ts)}: "
                         f"{safe(hit.message.content, SNIPPET)}",
                         2900,
@@ -241,54 +254,6 @@ def forget_prompt() -> list[Block]:
             ]
         ),
     ]
-
-
-def _proposal_line(p: Proposal, link: str | None) -> str:
-    where = f" <{link}|card>" if link else ""
-    when = slack_date(p.decided_at or p.updated_at or p.created_at)
-    return f"• {safe(p.description, 200)}: *{state_label(p.state)}* {when}{where}"
-
-
-def _titled(title: str, lines: list[str], empty: str) -> SectionBlock:
-    body = "\n".join(lines) if lines else empty
-    return SectionBlock(text=MarkdownTextObject(text=clip(f"*{title}*\n{body}", 2900)))
-
-
-def approvals_view(
-    waiting: list[tuple[Proposal, str | None]], recent: list[tuple[Proposal, str | None]]
-) -> list[Block]:
-    return [
-        _titled(
-            "Waiting for your decision",
-            [
-                _proposal_line(p, link) + f" (expires {slack_date(p.expires_at)})"
-                for p, link in waiting
-            ],
-            "Nothing is waiting for you.",
-        ),
-        _titled(
-            "Your recent actions",
-            [_proposal_line(p, link) for p, link in recent],
-            "You have not asked for or decided on any action lately.",
-        ),
-    ]
-
-
-def home_view(
-    waiting: list[tuple[Proposal, str | None]],
-    recent: list[tuple[Proposal, str | None]],
-    conversations: Page[ConversationRow],
-    team_url: str | None,
-    updated: datetime,
-) -> dict[str, Any]:
-    blocks: list[Block] = [HeaderBlock(text="Countersign")]
-    blocks += approvals_view(waiting, recent)
-    blocks.append(DividerBlock())
-    blocks += conversation_list(conversations, team_url, "Your conversations")
-    blocks.append(
-        ContextBlock(elements=[MarkdownTextObject(text=f"Updated {slack_date(updated)}")])
-    )
-    return {"type": "home", "blocks": [b.to_dict() for b in blocks]}
 
 
 def as_dicts(blocks: list[Block]) -> list[dict[str, Any]]:

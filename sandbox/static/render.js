@@ -129,8 +129,22 @@ const Render = (() => {
     return span;
   }
 
+  // A link button (`url`): opens its link, as Slack does (a permalink of this workspace in
+  // this page), and still sends its click to the app.
+  function linkButton(el, ctx) {
+    const a = document.createElement("a");
+    const url = /^(https?:|mailto:)/.test(el.url) ? el.url : "#";
+    a.href = url;
+    a.className = `button-link ${el.style || ""}`.trim();
+    a.textContent = textOf(el.text);
+    if (!url.startsWith(window.location.origin)) { a.target = "_blank"; a.rel = "noopener"; }
+    a.addEventListener("click", () => onAction(ctx, { type: "button", action_id: el.action_id, value: el.value, text: el.text }));
+    return a;
+  }
+
   function element(el, ctx) {
     if (!el) return document.createElement("span");
+    if (el.type === "button" && el.url) return linkButton(el, ctx);
     if (el.type === "button") {
       const b = document.createElement("button");
       b.type = "button";

@@ -56,6 +56,15 @@ class Script:
 
 
 @dataclass(frozen=True)
+class Completion:
+    """A scripted non-streamed answer: its text, after a delay, or an HTTP error."""
+
+    text: str = ""
+    delay: float = 0.0
+    fail_status: int | None = None
+
+
+@dataclass(frozen=True)
 class Received:
     body: dict[str, Any]
     at: float
@@ -81,6 +90,8 @@ class FakeOpenAI:
         self.summaries: list[str] = []
         self._scripts: deque[Script] = deque()
         self._by_prompt: dict[str, Script] = {}
+        self._scripted_completions: dict[str, Completion] = {}
+        self.completions: list[dict[str, Any]] = []  # non-streamed requests answered by them
         self._lock = threading.Lock()
         self._hangs: list[asyncio.Event] = []
         self._server = ThreadedServer(self._build())
@@ -106,6 +117,12 @@ class FakeOpenAI:
         (for concurrent requests, whose order is not known in advance)."""
         with self._lock:
             self._by_prompt[prompt_contains] = script
+
+    def complete_for(self, prompt_contains: str, completion: Completion) -> None:
+        """Answer non-streamed requests whose messages contain the given text this way
+        (all others are answered as summaries)."""
+        with self._lock:
+            self._scripted_completions[prompt_contains] = completion
 
     def release_hangs(self) -> None:
         for event in self._hangs:
@@ -140,7 +157,18 @@ class FakeOpenAI:
         if request.headers.get("Authorization") != f"Bearer {API_KEY}":
             return web.json_response({"error": {"message": "bad key"}}, status=401)
         if not body.get("stream"):
-            return web.json_response(self._summary(body))
+            said = " ".join(str(m.get("content", "")) for m in body.get("messages", []))
+            scripted = next((c for k, c in self._scripted_completions.items() if k in said), None)
+            if scripted is None:
+                return web.json_response(self._summary(body))
+            self.completions.append(body)
+            await asyncio.sleep(scripted.delay)
+            if scripted.fail_status is not None:
+                return web.json_response(
+                    {"error": {"message": "scripted failure", "type": "server_error"}},
+                    status=scripted.fail_status,
+                )
+            return web.json_response(self._answer(body, scripted.text))
         script = self._next_script(body)
         if script.fail_status is not None:
             return web.json_response(
@@ -157,6 +185,10 @@ class FakeOpenAI:
         transcript = str(body["messages"][-1]["content"])
         self.summaries.append(transcript)
         text = f"SUMMARY#{len(self.summaries)} of {len(transcript)} characters"
+        return self._answer(body, text, len(transcript) // 4)
+
+    @staticmethod
+    def _answer(body: dict[str, Any], text: str, prompt_tokens: int = 20) -> dict[str, Any]:
         return {
             "id": "chatcmpl-summary",
             "object": "chat.completion",
@@ -170,9 +202,9 @@ class FakeOpenAI:
                 }
             ],
             "usage": {
-                "prompt_tokens": len(transcript) // 4,
+                "prompt_tokens": prompt_tokens,
                 "completion_tokens": 8,
-                "total_tokens": len(transcript) // 4 + 8,
+                "total_tokens": prompt_tokens + 8,
             },
         }
 

@@ -805,12 +805,13 @@ class FakeSlack:
         return {"ok": True, "message_ts": self._next_ts()}
 
     def _permalink(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
+        """As Slack links a reply: with its thread (`thread_ts`, `cid`), so it opens there."""
         channel, ts = str(args.get("channel")), str(args.get("message_ts"))
-        return {
-            "ok": True,
-            "channel": channel,
-            "permalink": f"https://test.slack.com/archives/{channel}/p{ts.replace('.', '')}",
-        }
+        found = next((m for m in self.channels.get(channel, []) if m.ts == ts), None)
+        link = f"https://test.slack.com/archives/{channel}/p{ts.replace('.', '')}"
+        if found is not None and found.thread_ts and found.thread_ts != ts:
+            link += f"?thread_ts={found.thread_ts}&cid={channel}"
+        return {"ok": True, "channel": channel, "permalink": link}
 
     def _schedule(self, args: dict[str, Any], _request: web.Request) -> dict[str, Any]:
         self.scheduled.append(dict(args))

@@ -45,6 +45,9 @@ class Conversation(Base):
     message_count: Mapped[int] = mapped_column(Integer, default=0)
     prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
     completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    # A short title from the first request (a model's, else its first words): plain text,
+    # escaped where it is shown; None until the first answered turn names it.
+    title: Mapped[str | None] = mapped_column(String(200))
 
 
 class Message(Base):
