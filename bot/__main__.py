@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, TextIO
+from collections.abc import Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
 
 from bot.config import Settings, SettingsError, load_settings
 
@@ -67,12 +67,14 @@ async def _run(settings: Settings, command: str, host: str, port: int) -> int:
     return 0
 
 
-async def _migrate(settings: Settings) -> int:
+async def _migrate(settings: AuditCommandSettings) -> int:
     from bot.db.migrate import upgrade_to_head
     from bot.db.session import Database
+    from bot.startup import reach_database
 
     db = Database.from_url(settings.database_url)
     try:
+        await reach_database(db)
         await upgrade_to_head(db)
     finally:
         await db.dispose()
@@ -84,9 +86,11 @@ async def _audit_export(settings: AuditCommandSettings, fmt: str, records: str, 
     from bot.db.migrate import upgrade_to_head
     from bot.db.session import Database
     from bot.records.audit_export import export
+    from bot.startup import reach_database
 
     db = Database.from_url(settings.database_url)
     try:
+        await reach_database(db)
         await upgrade_to_head(db)
         count = await export(db, out, fmt, records)
     finally:
@@ -102,6 +106,7 @@ async def _audit_chain(settings: AuditCommandSettings, command: str) -> int:
     from bot.records.audit_checkpoints import write_checkpoints
     from bot.records.audit_verify import render, verify
     from bot.slack.audit_checkpoints import posted_checkpoints, poster
+    from bot.startup import reach_database
 
     key, channel = settings.audit_key, settings.audit_checkpoint_channel
     db = Database.from_url(settings.database_url, audit_key=key)
@@ -114,6 +119,7 @@ async def _audit_chain(settings: AuditCommandSettings, command: str) -> int:
         )
     unread = f"AUDIT_CHECKPOINT_CHANNEL is set, but SLACK_BOT_TOKEN is not: {channel} is not"
     try:
+        await reach_database(db)
         await upgrade_to_head(db)
         if command == "checkpoint":
             done = await write_checkpoints(db, key)
@@ -150,9 +156,9 @@ async def _audit_chain(settings: AuditCommandSettings, command: str) -> int:
         await db.dispose()
 
 
-def _audit(args: argparse.Namespace) -> int:
-    """`countersign audit …`: the database and the audit settings only (no Slack or model
-    settings needed)."""
+def _database_command(args: argparse.Namespace) -> int:
+    """`countersign audit …`, `policy replay` and `migrate`: the database (and the audit
+    settings) only, no Slack or model settings needed."""
     from bot.audit_settings import load_audit_settings
     from bot.logs import configure
 
@@ -162,12 +168,42 @@ def _audit(args: argparse.Namespace) -> int:
         print(exc.render(), file=sys.stderr)
         return 2
     configure(settings.log_level, settings.secret_values(), settings.log_format == "json")
+    if args.command == "migrate":
+        return _finish(_migrate(settings))
+    if args.command == "policy":
+        from bot.policy.cli import run as run_policy
+
+        failed = _finish(_database_reached(settings.database_url))
+        return failed or run_policy(args, settings.database_url)
     if args.audit_command in ("verify", "checkpoint"):
-        return asyncio.run(_audit_chain(settings, args.audit_command))
+        return _finish(_audit_chain(settings, args.audit_command))
     if args.output == "-":
-        return asyncio.run(_audit_export(settings, args.format, args.records, sys.stdout))
+        return _finish(_audit_export(settings, args.format, args.records, sys.stdout))
     with open(args.output, "w", encoding="utf-8", newline="") as out:
-        return asyncio.run(_audit_export(settings, args.format, args.records, out))
+        return _finish(_audit_export(settings, args.format, args.records, out))
+
+
+async def _database_reached(url: str) -> int:
+    from bot.db.session import Database
+    from bot.startup import reach_database
+
+    db = Database.from_url(url)
+    try:
+        await reach_database(db)
+    finally:
+        await db.dispose()
+    return 0
+
+
+def _finish(command: Coroutine[Any, Any, int]) -> int:
+    """Run a command; a start that cannot go on is one line on stderr and exit code 1."""
+    from bot.startup import StartupError
+
+    try:
+        return asyncio.run(command)
+    except StartupError as exc:
+        print(f"countersign: {exc}", file=sys.stderr)
+        return 1
 
 
 async def _purge(settings: Settings, days: int | None) -> int:
@@ -176,6 +212,7 @@ async def _purge(settings: Settings, days: int | None) -> int:
     from bot.db.migrate import upgrade_to_head
     from bot.db.session import Database
     from bot.records.retention import purge
+    from bot.startup import reach_database
 
     keep = settings.retention_days if days is None else days
     if keep <= 0:
@@ -183,6 +220,7 @@ async def _purge(settings: Settings, days: int | None) -> int:
         return 0
     db = Database.from_url(settings.database_url, audit_key=settings.audit_key)
     try:
+        await reach_database(db)
         await upgrade_to_head(db)
         removed = await purge(db, timedelta(days=keep))
     finally:
@@ -226,8 +264,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bot.policy.cli import run as run_policy
 
         return run_policy(args)
-    if args.command == "audit":
-        return _audit(args)
+    if args.command in ("audit", "migrate", "policy"):
+        return _database_command(args)  # only `policy replay` reaches here
     try:
         settings = load_settings()
         if args.command == "serve":
@@ -240,19 +278,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from bot.logs import configure
 
     configure(settings.log_level, settings.secret_values(), settings.log_format == "json")
-    if args.command == "policy":
-        from bot.policy.cli import run as run_policy
-
-        return run_policy(args, settings.database_url)
-    if args.command == "migrate":
-        return asyncio.run(_migrate(settings))
     if args.command == "doctor":
         return asyncio.run(_doctor(settings))
     if args.command == "purge":
-        return asyncio.run(_purge(settings, args.older_than_days))
+        return _finish(_purge(settings, args.older_than_days))
     host = getattr(args, "host", "0.0.0.0")  # noqa: S104
     port = getattr(args, "port", 3000)
-    return asyncio.run(_run(settings, args.command, host, port))
+    return _finish(_run(settings, args.command, host, port))
 
 
 if __name__ == "__main__":

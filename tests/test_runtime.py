@@ -184,3 +184,25 @@ def test_doctor_reports_each_check(
     assert "[FAIL] redis: cannot reach REDIS_URL" in bad.stdout
     assert "4 check(s) failed" in bad.stdout
     assert "Traceback" not in bad.stdout + bad.stderr
+
+
+async def test_a_healthy_start_says_what_it_does_and_warns_of_nothing(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, tmp_path: Path
+) -> None:
+    """SLACK_BOT_TOKEN in the environment, as people set it (Bolt reads it there too)."""
+    port = free_port()
+    process = await start_process(bot_env(fake_slack, fake_model, tmp_path), port, tmp_path)
+    try:
+        process.send_signal(signal.SIGTERM)
+        output, _ = await asyncio.to_thread(process.communicate, timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, output
+    steps = ["connecting to the database sqlite:///", "(migrating)", "HTTP mode: listening on"]
+    found = [output.find(step) for step in steps]
+    assert -1 not in found, output
+    assert found == sorted(found), output  # each step, in order
+    assert "WARNING" not in output
+    assert "Traceback" not in output
+    assert "alembic.runtime.plugins" not in output  # lines that tell a person nothing
