@@ -27,6 +27,9 @@ def _parser() -> argparse.ArgumentParser:
         "try", help="try it without Slack: a local Slack-like sandbox and page (SANDBOX_PORT)"
     )
     trial.add_argument("--port", type=int, default=None, help="default: SANDBOX_PORT or 3000")
+    trial.add_argument(
+        "--keep", action="store_true", help="keep the bot's database when the sandbox stops"
+    )
     commands.add_parser("migrate", help="bring the database schema up to date")
     commands.add_parser("doctor", help="check configuration, database, Slack and the model")
     purge = commands.add_parser("purge", help="delete conversations older than the retention")
@@ -244,7 +247,7 @@ async def _doctor(settings: Settings) -> int:
     return 1 if failed else 0
 
 
-def _try(port: int | None) -> int:
+def _try(port: int | None, keep: bool) -> int:
     """The sandbox is its own package, run as its own program in place of this one: the bot
     never imports it (to the bot it is just another Slack, which starts the bot in turn)."""
     import os
@@ -252,14 +255,15 @@ def _try(port: int | None) -> int:
     if port is not None:
         os.environ["SANDBOX_PORT"] = str(port)
     sys.stdout.flush()
-    os.execv(sys.executable, [sys.executable, "-m", "sandbox"])  # noqa: S606
+    keeping = ["--keep"] if keep else []
+    os.execv(sys.executable, [sys.executable, "-m", "sandbox", *keeping])  # noqa: S606
     return 0  # not reached
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "try":
-        return _try(args.port)
+        return _try(args.port, args.keep)
     if args.command == "policy" and args.policy_command != "replay":  # no settings needed
         from bot.policy.cli import run as run_policy
 
