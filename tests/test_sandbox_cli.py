@@ -20,7 +20,9 @@ from tests.sandbox_browser import state
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_UV = """#!/bin/sh
-# Stands in for uv: `sync` does nothing, `run ... countersign ARGS` prints ARGS.
+# Stands in for uv: `sync` makes .venv (and installs nothing), `run ... countersign ARGS`
+# prints ARGS.
+if [ "$1" = "sync" ]; then mkdir -p .venv; fi
 if [ "$1" = "run" ]; then
   while [ "$1" != "countersign" ]; do shift; done
   echo "$*"
@@ -34,6 +36,8 @@ def copy_of_run_sh(tmp_path: Path) -> Path:
     (tmp_path / "scripts").mkdir()
     shutil.copy(ROOT / "run.sh", tmp_path / "run.sh")
     shutil.copy(ROOT / "scripts" / "bootstrap.sh", tmp_path / "scripts" / "bootstrap.sh")
+    (tmp_path / "uv.lock").write_text("version = 1\n")
+    (tmp_path / "pyproject.toml").write_text("[project]\n")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "uv").write_text(FAKE_UV)
@@ -41,17 +45,20 @@ def copy_of_run_sh(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def run_sh(folder: Path, **env: str) -> str:
+def run_sh(folder: Path, *args: str, **env: str) -> str:
+    return started(folder, *args, **env).stdout.strip()
+
+
+def started(folder: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     path = f"{folder / 'bin'}:{os.environ['PATH']}"
-    done = subprocess.run(
-        [shutil.which("bash") or "/bin/bash", str(folder / "run.sh")],
+    return subprocess.run(
+        [shutil.which("bash") or "/bin/bash", str(folder / "run.sh"), *args],
         env=clean_env(PATH=path, **env),
         capture_output=True,
         text=True,
         timeout=30,
         check=True,
     )
-    return done.stdout.strip()
 
 
 def test_run_sh_without_slack_settings_starts_the_sandbox(copy_of_run_sh: Path) -> None:
@@ -62,6 +69,25 @@ def test_run_sh_with_slack_settings_runs_against_slack(copy_of_run_sh: Path) -> 
     assert run_sh(copy_of_run_sh, SLACK_BOT_TOKEN="xoxb-1") == "countersign run"
     (copy_of_run_sh / ".env").write_text("SLACK_BOT_TOKEN=xoxb-from-dotenv\n")
     assert run_sh(copy_of_run_sh) == "countersign run"
+
+
+def test_run_sh_says_what_it_does_before_the_bot_can(copy_of_run_sh: Path) -> None:
+    """Installing dependencies is announced when it will take a while (a new .venv, a changed
+    lock), not on every start; then what starts."""
+    first = started(copy_of_run_sh)
+    assert first.stderr.splitlines() == [
+        "Installing dependencies into .venv (the first time takes a minute or two) ...",
+        "Dependencies installed.",
+        "Starting the sandbox ...",
+    ]
+    assert started(copy_of_run_sh).stderr.splitlines() == ["Starting the sandbox ..."]
+    with (copy_of_run_sh / "uv.lock").open("a") as lock:
+        lock.write("# a dependency changed\n")
+    again = started(copy_of_run_sh, "serve", "--port", "8080", SLACK_BOT_TOKEN="xoxb-1")
+    assert again.stderr.splitlines()[0].startswith("Installing dependencies")
+    assert again.stderr.splitlines()[-1] == "Starting Countersign ..."
+    assert again.stdout.strip() == "countersign serve --port 8080"
+    assert started(copy_of_run_sh, "doctor").stderr == ""  # a command's output stays its own
 
 
 def test_countersign_try_keep_runs_the_bot_quietly_and_keeps_its_database(tmp_path: Path) -> None:
