@@ -71,6 +71,9 @@ async def reach_database(db: Database) -> None:
         problem = reason(exc)
     else:
         return
+    password = db.engine.url.password
+    if password:  # a driver's words never quote it as far as known; masked should one start to
+        problem = problem.replace(str(password), "***")
     if db.engine.url.get_backend_name() == "sqlite":
         advice = "check DATABASE_URL (the file's folder must exist and be writable)"
     else:

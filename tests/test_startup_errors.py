@@ -160,3 +160,15 @@ def test_the_bot_itself_still_asks_for_its_slack_settings(tmp_path: Path) -> Non
     assert result.returncode == 2
     assert "SLACK_BOT_TOKEN" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_database_url_that_is_no_url_is_a_settings_error_without_its_password(
+    tmp_path: Path,
+) -> None:
+    url = f"postgresql://bob:{PASSWORD}@127.0.0.1:fivefourthreetwo/countersign"
+    for command in (["audit", "verify"], ["migrate"]):
+        result = run_cli(command, only(DATABASE_URL=url), tmp_path)
+        assert result.returncode == 2, result.stderr
+        assert "DATABASE_URL is invalid (cannot be read as a URL" in result.stderr
+        assert PASSWORD not in result.stdout + result.stderr
+        assert "Traceback" not in result.stderr
