@@ -98,9 +98,13 @@ class AcknowledgingHandler(AsyncSocketModeHandler):
 
 
 async def connect_to_slack(handler: AcknowledgingHandler, api_url: str) -> None:
-    """Open the Socket Mode connection; Slack's refusal or silence is a `StartupError`."""
+    """Open the Socket Mode connection; Slack's refusal or silence is a `StartupError`. The
+    SDK retries a failed first connection forever, logging a traceback each time, which suits
+    a dropped connection later but not a revoked token or a wrong SLACK_API_URL at start: the
+    first WebSocket address is asked for here, once, and handed to the SDK."""
+    client = handler.client
     try:
-        await handler.connect_async()  # type: ignore[no-untyped-call]
+        opened = await client.web_client.apps_connections_open(app_token=client.app_token)
     except SlackApiError as exc:
         error = exc.response.get("error") if exc.response is not None else None
         raise StartupError(
@@ -111,6 +115,8 @@ async def connect_to_slack(handler: AcknowledgingHandler, api_url: str) -> None:
         raise StartupError(
             f"cannot reach Slack at {api_url} ({reason(exc)}): check SLACK_API_URL and the network"
         ) from None
+    client.wss_uri = opened.get("url")
+    await handler.connect_async()  # type: ignore[no-untyped-call]
 
 
 def _stop_on_signals(stop: asyncio.Event) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.openai import FakeOpenAI
-from tests.fakes.slack import APP_TOKEN, FakeSlack
+from tests.fakes.slack import APP_TOKEN, BOT_TOKEN, FakeSlack
 from tests.harness import run_cli
 from tests.test_policy_file import NEW_POLICY
 from tests.test_runtime import bot_env
@@ -172,3 +172,38 @@ def test_a_database_url_that_is_no_url_is_a_settings_error_without_its_password(
         assert "DATABASE_URL is invalid (cannot be read as a URL" in result.stderr
         assert PASSWORD not in result.stdout + result.stderr
         assert "Traceback" not in result.stderr
+
+
+def test_slack_refusing_the_socket_mode_connection_is_one_line(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, tmp_path: Path
+) -> None:
+    env = bot_env(fake_slack, fake_model, tmp_path, LOG_LEVEL="WARNING")
+    env["SLACK_APP_TOKEN"] = "xapp-1-revoked-token"
+    result = run_cli(["run"], env, tmp_path, timeout=60)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "countersign: Slack refused the Socket Mode connection (invalid_auth): check "
+        "SLACK_APP_TOKEN (an app-level xapp- token with the connections:write scope)"
+    )
+    assert "Traceback" not in result.stderr
+    assert "revoked-token" not in result.stderr
+
+
+def test_an_unreachable_slack_is_one_line(
+    fake_model: FakeOpenAI, tmp_path: Path, closed_port: int
+) -> None:
+    slack_url = f"http://127.0.0.1:{closed_port}/api/"
+    env = {
+        **only(
+            SLACK_BOT_TOKEN=BOT_TOKEN,
+            SLACK_APP_TOKEN=APP_TOKEN,
+            SLACK_API_URL=slack_url,
+            OPENAI_API_KEY="sk-test",
+            OPENAI_BASE_URL=fake_model.base_url,
+            DATABASE_URL=f"sqlite:///{tmp_path / 'c.db'}",
+            LOG_LEVEL="WARNING",
+        )
+    }
+    line = one_line(run_cli(["run"], env, tmp_path, timeout=60))
+    assert line.startswith(f"countersign: cannot reach Slack at {slack_url} (")
+    assert line.endswith("check SLACK_API_URL and the network")
