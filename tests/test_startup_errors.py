@@ -5,8 +5,10 @@ with `DATABASE_URL` alone. Each command is its own process (tests/cli_process.py
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -207,3 +209,56 @@ def test_an_unreachable_slack_is_one_line(
     line = one_line(run_cli(["run"], env, tmp_path, timeout=60))
     assert line.startswith(f"countersign: cannot reach Slack at {slack_url} (")
     assert line.endswith("check SLACK_API_URL and the network")
+
+
+def test_a_port_out_of_range_is_refused_by_the_command_line(tmp_path: Path) -> None:
+    result = run_cli(["serve", "--port", "70000"], only(), tmp_path)
+    assert result.returncode == 2
+    assert "70000 is not a port: use 1 to 65535 (0: any free one)" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+# `python -m bot` with Ctrl-C as a terminal delivers it, even when the tests run in the
+# background (where a shell starts them with SIGINT ignored, and their children inherit that).
+CTRL_C_AS_IN_A_TERMINAL = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.argv[0] = 'countersign'; runpy.run_module('bot', run_name='__main__')"
+)
+
+
+def test_ctrl_c_while_starting_stops_without_a_traceback(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Ctrl-C while the database is being set up, before the bot listens for signals."""
+    env = bot_env(fake_slack, fake_model, tmp_path, LOG_LEVEL="INFO")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            CTRL_C_AS_IN_A_TERMINAL,
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+        ],
+        env=env,
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        seen = process.stderr.readline()
+        assert "connecting to the database" in seen, seen
+        process.send_signal(signal.SIGINT)
+        _, rest = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert "Traceback" not in rest, rest
+    # Interrupted while starting (130), or, on a fast machine, stopped once it listened (0).
+    assert process.returncode in (130, 0), rest
+    if process.returncode == 130:
+        assert rest.strip().splitlines()[-1] == "countersign: interrupted"
