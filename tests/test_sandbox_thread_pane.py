@@ -12,10 +12,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
 from tests.harness import clean_env
-from tests.sandbox_browser import ROOT, TIMEOUT_MS, chromium_path, state
+from tests.sandbox_browser import ROOT, TIMEOUT_MS, state
+from tests.test_sandbox_browser import browser, page  # on this module's `sandbox`
+
+__all__ = ["browser", "page"]  # fixtures used by name
 
 DOCS = ROOT / "docs"
 SHOTS = bool(os.environ.get("SANDBOX_SCREENSHOTS"))
@@ -42,19 +45,6 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(timeout=20)
-
-
-@pytest.fixture
-def page(sandbox: str) -> Iterator[Page]:
-    with sync_playwright() as playwright:
-        browser: Browser = playwright.chromium.launch(executable_path=chromium_path())
-        context = browser.new_context(viewport={"width": 1280, "height": 860})
-        context.set_default_timeout(TIMEOUT_MS)
-        page = context.new_page()
-        page.goto(sandbox)
-        expect(page.get_by_label("Acting as")).to_have_value("UALICE")
-        yield page
-        browser.close()
 
 
 def general(sandbox: str) -> list[dict[str, str]]:
