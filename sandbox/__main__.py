@@ -108,10 +108,19 @@ async def _exit(process: asyncio.subprocess.Process) -> object:
     return await process.wait()
 
 
+def port(text: str) -> int:
+    """--port or SANDBOX_PORT (argparse converts a default given as text too)."""
+    if not text.strip().isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a port (SANDBOX_PORT or --port): use 1 to 65535, 0 for any free one"
+        )
+    return int(text)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sandbox", description=__doc__)
     parser.add_argument("--host", default=os.environ.get("SANDBOX_HOST", "127.0.0.1"))
-    parser.add_argument("--port", type=int, default=int(os.environ.get("SANDBOX_PORT", "3000")))
+    parser.add_argument("--port", type=port, default=os.environ.get("SANDBOX_PORT", "3000"))
     parser.add_argument("--no-bot", action="store_true", help="serve the sandbox alone")
     parser.add_argument(
         "--keep", action="store_true", help="keep the bot's database when the sandbox stops"

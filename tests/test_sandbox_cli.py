@@ -180,3 +180,18 @@ def test_a_busy_sandbox_port_is_one_line(tmp_path: Path) -> None:
         f"countersign sandbox: port {port} on 127.0.0.1 is already in use: stop what uses it, "
         "or choose another port with --port (or SANDBOX_PORT; 0 picks a free one)"
     )
+
+
+def test_a_sandbox_port_that_is_no_number_names_its_setting(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bot", "try"],
+        env=clean_env(SANDBOX_PORT="three thousand"),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "'three thousand' is not a port (SANDBOX_PORT or --port)" in done.stderr
+    assert "Traceback" not in done.stderr
