@@ -149,6 +149,10 @@ async def serve_http(
         if own_stop:
             _stop_on_signals(stop)
         await stop.wait()
+    except Exception as exc:
+        if started is not None and not started.done():  # whoever waits for the port learns why
+            started.set_exception(exc)
+        raise
     finally:
         await countersign.shutdown()
         if door is not None:
