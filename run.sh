@@ -16,4 +16,8 @@ has_slack_settings() {
 if [ "$#" -eq 0 ]; then
   if has_slack_settings; then set -- run; else set -- try; fi
 fi
+case "$1" in  # Python takes a few seconds to load the bot before it can say anything itself
+  try) echo "Starting the sandbox ..." >&2 ;;
+  run | serve) echo "Starting Countersign ..." >&2 ;;
+esac
 exec "$UV" run --frozen --no-dev countersign "$@"

@@ -39,6 +39,7 @@ from bot.db.session import Database
 from bot.heartbeat import Heartbeat, freeze_start_up_objects
 from bot.links import LinkSigner
 from bot.llm import LLM, make_client
+from bot.logs import bolt_logger
 from bot.policy.gate import PolicyGate
 from bot.policy.source import PolicySource
 from bot.records.retention import Retention
@@ -52,6 +53,7 @@ from bot.slack.edit_budget import EditBudget
 from bot.slack.interactions import Interactions
 from bot.slack.show_all import ShowAll
 from bot.slack.web_client import web_client
+from bot.startup import reach_database
 from bot.tasks import TaskGroup, new_worker_id
 from bot.thread_locks import ThreadLocks
 from bot.tools.catalog import ToolRegistry
@@ -87,6 +89,7 @@ class Countersign:
     policy: PolicySource | None = None
     reconsider: Callable[[], Awaitable[object]] | None = None  # after a new policy version
     _policy_watch: asyncio.Task[None] | None = None
+    _reached: bool = False  # the database answered: the start got going
 
     @classmethod
     def build(cls, settings: Settings) -> Countersign:
@@ -227,7 +230,7 @@ class Countersign:
         bolt = AsyncApp(
             client=slack,
             signing_secret=signing_secret.get_secret_value() if signing_secret else "",
-            logger=logging.getLogger("slack_bolt"),
+            logger=bolt_logger(slack),
             # Every listener acknowledges and hands its work to a tracked task (or, for modal
             # submissions, validates inline because the answer carries the errors), so the
             # request is answered when the listener returns, without Bolt's 10 ms ack polling.
@@ -275,7 +278,11 @@ class Countersign:
         )
 
     async def start(self) -> None:
-        """Run pending migrations before any event is handled."""
+        """Run pending migrations before any event is handled; `StartupError` (one line for
+        the person starting it) when the database cannot be reached."""
+        await reach_database(self.db)
+        self._reached = True
+        log.info("bringing the database schema up to date (migrating)…")
         await upgrade_to_head(self.db)
         await self.integrations.start()
         if self.policy is not None:
@@ -301,7 +308,8 @@ class Countersign:
 
     async def shutdown(self) -> None:
         """Let live replies finish (or finalise them with a note), then release resources."""
-        log.info("shutting down: %d turn(s) in flight", self.tasks.running)
+        if self._reached:  # not after a start that never got going
+            log.info("shutting down: %d turn(s) in flight", self.tasks.running)
         await self.sweeper.stop()
         self.heartbeat.stop()
         if self._policy_watch is not None:

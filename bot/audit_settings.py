@@ -12,6 +12,7 @@ from pydantic import AliasChoices, Field, HttpUrl, SecretStr, ValidationError, f
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings import SettingsError as PydanticSettingsError
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from bot.durations import parse_duration
 from bot.settings_help import SettingsError, describe
@@ -23,6 +24,13 @@ def database_url_valid(v: str) -> str:
     scheme = v.split("://", 1)[0].split("+", 1)[0].lower() if "://" in v else ""
     if scheme not in {"sqlite", "postgres", "postgresql"}:
         raise ValueError("must be a sqlite:/// or postgresql:// URL")
+    try:
+        make_url(v)
+    except (ValueError, ArgumentError):  # its words could quote the password: not repeated
+        raise ValueError(
+            "cannot be read as a URL (a port that is not a number? characters such as @ : / "
+            "in the password must be %-encoded)"
+        ) from None
     return v
 
 

@@ -22,11 +22,15 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import os
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
+
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
+from slack_sdk.web.async_client import AsyncWebClient
 
 _SHAPES = re.compile(
     r"\b(?:xox[a-z]-[A-Za-z0-9-]+|xoxe\.xox[a-z]-[A-Za-z0-9-]+|xapp-[A-Za-z0-9-]+"
@@ -39,6 +43,8 @@ _BEARER = re.compile(
 SHORTEST_SECRET = 4
 ANYWHERE = 8  # secrets this long are replaced even inside longer words
 QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "mcp", "hpack", "uvicorn.access")
+# Lines that say nothing to whoever starts the bot (alembic lists its plugins on every start).
+NOISE = ("alembic.runtime.plugins",)
 _URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^:/@\s]+:)([^@/\s]+)(@)")
 
 _context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
@@ -130,5 +136,29 @@ def configure(level: str, secrets: Sequence[str] = (), json_lines: bool = False)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    for name in QUIET_LOGGERS:  # their INFO lines carry request URLs
+    for name in (*QUIET_LOGGERS, *NOISE):  # INFO lines with request URLs, or with nothing
         logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
+
+
+class _BoltsOwnTokenNote(logging.Filter):
+    """Bolt fills a missing `token` from `SLACK_BOT_TOKEN` in the environment and then warns
+    that this token "will be unused" because `client` was given (slack_bolt/app/async_app.py,
+    `AsyncApp.__init__`): a warning about its own default, on every start. The client carries
+    that very token, so the note says nothing; only that exact line is dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != warning_client_prioritized_and_token_skipped()
+
+
+def bolt_logger(slack: AsyncWebClient) -> logging.Logger:
+    """Bolt's logger, without Bolt's note about its own token default when that token is
+    the client's (a different token in the environment would still be reported)."""
+    logger = logging.getLogger("slack_bolt")
+    if os.environ.get("SLACK_BOT_TOKEN") in (None, slack.token):
+        logger.addFilter(_BOLTS_OWN_TOKEN_NOTE)
+    else:
+        logger.removeFilter(_BOLTS_OWN_TOKEN_NOTE)
+    return logger
+
+
+_BOLTS_OWN_TOKEN_NOTE = _BoltsOwnTokenNote()

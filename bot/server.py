@@ -12,10 +12,12 @@ import signal
 import time
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.adapter.socket_mode.async_internals import run_async_bolt_app, send_async_response
 from slack_bolt.response import BoltResponse
+from slack_sdk.errors import SlackApiError
 from slack_sdk.socket_mode.aiohttp import SocketModeClient
 from slack_sdk.socket_mode.async_client import AsyncBaseSocketModeClient
 from slack_sdk.socket_mode.request import SocketModeRequest
@@ -23,6 +25,7 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 
 from bot.app import Countersign
 from bot.front_door import EVENTS_PATH, FrontDoor, health, metrics
+from bot.startup import StartupError, listening, reason
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +47,18 @@ async def serve_operator_port(countersign: Countersign) -> web.AppRunner | None:
     application.router.add_get("/healthz", healthz)
     runner = web.AppRunner(application, handle_signals=False)
     await runner.setup()
-    await web.TCPSite(runner, settings.metrics_host, settings.metrics_port).start()
+    site = web.TCPSite(runner, settings.metrics_host, settings.metrics_port)
+    try:
+        await listening(
+            site.start(),
+            settings.metrics_host,
+            settings.metrics_port,
+            "METRICS_PORT",
+            "METRICS_HOST",
+        )
+    except StartupError:
+        await runner.cleanup()
+        raise
     log.info("metrics on http://%s:%s/metrics", settings.metrics_host, settings.metrics_port)
     return runner
 
@@ -83,6 +97,28 @@ class AcknowledgingHandler(AsyncSocketModeHandler):
         await client.send_socket_mode_response(SocketModeResponse(envelope_id=envelope_id))
 
 
+async def connect_to_slack(handler: AcknowledgingHandler, api_url: str) -> None:
+    """Open the Socket Mode connection; Slack's refusal or silence is a `StartupError`. The
+    SDK retries a failed first connection forever, logging a traceback each time, which suits
+    a dropped connection later but not a revoked token or a wrong SLACK_API_URL at start: the
+    first WebSocket address is asked for here, once, and handed to the SDK."""
+    client = handler.client
+    try:
+        opened = await client.web_client.apps_connections_open(app_token=client.app_token)
+    except SlackApiError as exc:
+        error = exc.response.get("error") if exc.response is not None else None
+        raise StartupError(
+            f"Slack refused the Socket Mode connection ({error or 'no reason given'}): check "
+            "SLACK_APP_TOKEN (an app-level xapp- token with the connections:write scope)"
+        ) from None
+    except (aiohttp.ClientError, OSError) as exc:
+        raise StartupError(
+            f"cannot reach Slack at {api_url} ({reason(exc)}): check SLACK_API_URL and the network"
+        ) from None
+    client.wss_uri = opened.get("url")
+    await handler.connect_async()  # type: ignore[no-untyped-call]
+
+
 def _stop_on_signals(stop: asyncio.Event) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -100,20 +136,27 @@ async def serve_http(
     countersign.settings.require_http_mode()
     own_stop = stop is None
     stop = stop or asyncio.Event()
-    await countersign.start()
-    door = FrontDoor(countersign, host, port)
-    bound = await door.start()
-    operator_port = await serve_operator_port(countersign)
-    log.info("HTTP mode: listening on http://%s:%s%s", host, bound, EVENTS_PATH)
-    if started is not None:
-        started.set_result(bound)
-    if own_stop:
-        _stop_on_signals(stop)
+    door: FrontDoor | None = None
+    operator_port: web.AppRunner | None = None
     try:
+        await countersign.start()
+        door = FrontDoor(countersign, host, port)
+        bound = await listening(door.start(), host, port, "--port", "--host")
+        operator_port = await serve_operator_port(countersign)
+        log.info("HTTP mode: listening on http://%s:%s%s", host, bound, EVENTS_PATH)
+        if started is not None:
+            started.set_result(bound)
+        if own_stop:
+            _stop_on_signals(stop)
         await stop.wait()
+    except Exception as exc:
+        if started is not None and not started.done():  # whoever waits for the port learns why
+            started.set_exception(exc)
+        raise
     finally:
         await countersign.shutdown()
-        await door.stop()
+        if door is not None:
+            await door.stop()
         if operator_port is not None:
             await operator_port.cleanup()
 
@@ -125,14 +168,16 @@ async def run_socket_mode(countersign: Countersign, stop: asyncio.Event | None =
     assert token is not None
     own_stop = stop is None
     stop = stop or asyncio.Event()
-    await countersign.start()
     handler = AcknowledgingHandler(countersign.bolt, token.get_secret_value())
-    metrics_runner = await serve_operator_port(countersign)
-    if own_stop:
-        _stop_on_signals(stop)
-    await handler.connect_async()  # type: ignore[no-untyped-call]
-    log.info("Socket Mode: connected")
+    metrics_runner: web.AppRunner | None = None
     try:
+        await countersign.start()
+        metrics_runner = await serve_operator_port(countersign)
+        if own_stop:
+            _stop_on_signals(stop)
+        log.info("connecting to Slack (Socket Mode)…")
+        await connect_to_slack(handler, str(countersign.settings.slack_api_url))
+        log.info("Socket Mode: connected; ready")
         await stop.wait()
     finally:
         await handler.close_async()  # type: ignore[no-untyped-call]

@@ -1,26 +1,50 @@
 """`python -m sandbox` (what `countersign try` runs): the sandbox's server and page, and the
 unchanged bot against it. `SANDBOX_PORT` (default 3000; 0 picks a free one), `SANDBOX_HOST`
-(default 127.0.0.1); `--no-bot` serves the sandbox alone (to run a bot against it by hand)."""
+(default 127.0.0.1); `--no-bot` serves the sandbox alone (to run a bot against it by hand);
+`--keep` keeps the bot's database after the sandbox stops (its path is printed), where it is
+otherwise deleted with the rest of the sandbox."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
+import errno
 import os
 import signal
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from sandbox.launcher import has_model_settings, start_bot
-from sandbox.server import build, serve
+from aiohttp import web
+
+from sandbox.launcher import DATABASE, has_model_settings, start_bot
+from sandbox.server import Sandbox, build, serve
 
 
-async def run(host: str, port: int, with_bot: bool) -> int:
+class CannotListen(Exception):
+    """The sandbox's port cannot be used; the message is one line for the person."""
+
+
+async def listen(host: str, port: int) -> tuple[Sandbox, web.AppRunner, int]:
     sandbox = build()
-    runner, port = await serve(sandbox, host, port)
+    try:
+        runner, bound = await serve(sandbox, host, port)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            problem = f"port {port} on {host} is already in use"
+        else:
+            problem = f"cannot listen on {host}:{port} ({exc.strerror or type(exc).__name__})"
+        raise CannotListen(
+            f"{problem}: stop what uses it, or choose another port with --port "
+            "(or SANDBOX_PORT; 0 picks a free one)"
+        ) from None
+    return sandbox, runner, bound
+
+
+async def run(host: str, port: int, with_bot: bool, keep: bool = False) -> int:
+    sandbox, runner, port = await listen(host, port)
     base = f"http://{host}:{port}"
     model = "your OPENAI_* settings" if has_model_settings(dict(os.environ)) else "the demo model"
     print(f"Countersign sandbox: {base}  (model: {model}; Ctrl-C stops)", flush=True)
@@ -30,8 +54,12 @@ async def run(host: str, port: int, with_bot: bool) -> int:
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     code = 0
-    with tempfile.TemporaryDirectory(prefix="countersign-sandbox-") as data:
-        bot = await start_bot(base, Path(data)) if with_bot else None
+    with data_folder(keep) as data:
+        if keep:
+            print(f"The bot's database is kept after the sandbox stops: {data / DATABASE}")
+        if with_bot:
+            print("Starting the bot (the first start sets up its database)…", flush=True)
+        bot = await start_bot(base, data) if with_bot else None
         waits: list[asyncio.Task[object]] = [asyncio.create_task(_wait(stop))]
         if bot is not None:
             asyncio.create_task(_announce(sandbox.hub.connected, base))  # noqa: RUF006
@@ -52,7 +80,19 @@ async def run(host: str, port: int, with_bot: bool) -> int:
                 print(f"the bot stopped (exit code {bot.returncode})", file=sys.stderr)
                 code = bot.returncode or 1
         await runner.cleanup()
+    if keep:
+        print(f"Kept the bot's database: {data / DATABASE}", flush=True)
     return code
+
+
+@contextlib.contextmanager
+def data_folder(keep: bool) -> Iterator[Path]:
+    """The bot's folder for its database: deleted on exit unless `keep`."""
+    if keep:
+        yield Path(tempfile.mkdtemp(prefix="countersign-sandbox-"))
+        return
+    with tempfile.TemporaryDirectory(prefix="countersign-sandbox-") as data:
+        yield Path(data)
 
 
 async def _announce(connected: asyncio.Event, base: str) -> None:
@@ -68,13 +108,29 @@ async def _exit(process: asyncio.subprocess.Process) -> object:
     return await process.wait()
 
 
+def port(text: str) -> int:
+    """--port or SANDBOX_PORT (argparse converts a default given as text too)."""
+    if not text.strip().isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a port (SANDBOX_PORT or --port): use 1 to 65535, 0 for any free one"
+        )
+    return int(text)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sandbox", description=__doc__)
     parser.add_argument("--host", default=os.environ.get("SANDBOX_HOST", "127.0.0.1"))
-    parser.add_argument("--port", type=int, default=int(os.environ.get("SANDBOX_PORT", "3000")))
+    parser.add_argument("--port", type=port, default=os.environ.get("SANDBOX_PORT", "3000"))
     parser.add_argument("--no-bot", action="store_true", help="serve the sandbox alone")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the bot's database when the sandbox stops"
+    )
     args = parser.parse_args(argv)
-    return asyncio.run(run(args.host, args.port, not args.no_bot))
+    try:
+        return asyncio.run(run(args.host, args.port, not args.no_bot, args.keep))
+    except CannotListen as exc:
+        print(f"countersign sandbox: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

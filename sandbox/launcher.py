@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 POLICY = {"*": {"approvers": ["UBOB"], "four_eyes": True}}
+DATABASE = "countersign.db"  # the bot's SQLite file, in the sandbox's data folder
 # Settings of a real Slack that must not leak into the bot's view of the sandbox.
 DROPPED = ("SLACK_", "DATABASE_URL", "METRICS_PORT", "REDIS_URL")
 
@@ -41,7 +42,7 @@ def bot_env(base: str, data_dir: Path, env: dict[str, str] | None = None) -> dic
         SLACK_BOT_TOKEN="xoxb-sandbox",  # noqa: S106 - the sandbox takes any xoxb-/xapp- token
         SLACK_APP_TOKEN="xapp-sandbox",  # noqa: S106
         SLACK_API_URL=f"{base}/api/",
-        DATABASE_URL=f"sqlite:///{data_dir / 'countersign.db'}",
+        DATABASE_URL=f"sqlite:///{data_dir / DATABASE}",
     )
     child.setdefault("APPROVAL_POLICIES", json.dumps(POLICY))
     child.setdefault("LOG_LEVEL", "WARNING")  # the terminal shows the address, not migrations

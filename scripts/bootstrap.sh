@@ -23,6 +23,16 @@ bootstrap() {
     fi
   fi
   export UV
-  # Install exactly what uv.lock says; --frozen refuses to silently re-resolve.
-  "$UV" sync --frozen --quiet "$@"
+  # Install exactly what uv.lock says; --frozen refuses to silently re-resolve. uv says nothing
+  # (--quiet) and takes a while when .venv is new or the lock changed: say so, only then.
+  local stamp=".venv/.countersign-synced" wanted
+  wanted="$(cat uv.lock pyproject.toml | cksum) $*"
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
+    echo "Installing dependencies into .venv (the first time takes a minute or two) ..." >&2
+    "$UV" sync --frozen --quiet "$@"
+    printf '%s\n' "$wanted" 2>/dev/null >"$stamp" || true  # no stamp: said again next time
+    echo "Dependencies installed." >&2
+  else
+    "$UV" sync --frozen --quiet "$@"
+  fi
 }

@@ -126,7 +126,7 @@ async def send_mention(port: int, slack: FakeSlack, channel: str) -> str:
 
 
 @pytest.mark.parametrize(("grace", "finishes"), [("30", True), ("0.5", False)])
-async def test_sigterm_finishes_or_finalises_live_replies(
+async def test_sigterm_finishes_or_finalises_live_replies(  # and a healthy run is quiet
     fake_slack: FakeSlack, fake_model: FakeOpenAI, tmp_path: Path, grace: str, finishes: bool
 ) -> None:
     scripted = " ".join(f"t{i}" for i in range(40))
@@ -151,9 +151,22 @@ async def test_sigterm_finishes_or_finalises_live_replies(
     (reply,) = fake_slack.bot_messages("C1")
     if finishes:
         assert reply.text == scripted
+        said_while_healthy(output)
     else:
         assert "Interrupted" in reply.text
         assert not reply.text.endswith("▍")
+
+
+def said_while_healthy(output: str) -> None:
+    """A healthy run (SLACK_BOT_TOKEN in the environment, as people set it, and as Bolt reads
+    it too) says what it does while starting, in order, and warns of nothing."""
+    steps = ["connecting to the database sqlite:///", "(migrating)", "HTTP mode: listening on"]
+    found = [output.find(step) for step in steps]
+    assert -1 not in found, output
+    assert found == sorted(found), output  # each step, in order
+    assert "WARNING" not in output
+    assert "Traceback" not in output
+    assert "alembic.runtime.plugins" not in output  # lines that tell a person nothing
 
 
 def test_doctor_reports_each_check(

@@ -259,6 +259,7 @@ function composer(textarea, threaded) {
     e.preventDefault();
     const text = textarea.value.trim();
     if (!text) return;
+    if (threaded && !threadTs) return; // a reply needs an open thread: never post it to the channel
     textarea.value = "";
     const answer = await post("/ui/message", { user: me, channel: currentId(), text, thread_ts: threaded ? threadTs : null });
     if (!answer.ok) textarea.value = text;
