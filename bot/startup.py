@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from sqlalchemy import text
 
-from bot.db.session import Database
+from bot.db.session import READ_ONLY, Database
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,10 @@ async def reach_database(db: Database) -> None:
     log.info("connecting to the database %s…", shown_url(db))
     try:
         async with asyncio.timeout(DATABASE_TIMEOUT_SECONDS), db.engine.connect() as connection:
-            await connection.execute(text("SELECT 1"))
+            # As a reader: on SQLite a writer's transaction takes the write lock (BEGIN
+            # IMMEDIATE), and an operator's export must not wait for a busy bot's.
+            reader = await connection.execution_options(**{READ_ONLY: True})
+            await reader.execute(text("SELECT 1"))
     except TimeoutError:
         problem = f"no answer within {DATABASE_TIMEOUT_SECONDS:g} s"
     except Exception as exc:  # any failure to connect is the same answer to the person

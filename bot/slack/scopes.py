@@ -74,6 +74,9 @@ _REPLY = "answer, post approval cards and notes"
 
 METHODS: dict[str, MethodScopes] = {
     "auth.test": MethodScopes("nothing: Slack needs no scope for it"),
+    # Called with the app-level token (xapp-), whose own scope, connections:write, is chosen
+    # when that token is generated (README step 3): nothing the bot token or manifest grants.
+    "apps.connections.open": MethodScopes("nothing: it takes the app-level token"),
     "chat.postMessage": MethodScopes(_REPLY, _CHAT),
     "chat.update": MethodScopes("write replies as they arrive and update cards", _CHAT),
     "chat.postEphemeral": MethodScopes("answer privately inside a channel", _CHAT),
