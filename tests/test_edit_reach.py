@@ -1,0 +1,78 @@
+"""The typed Edit modal offers people and channels through Slack's own menus, which list only
+what the person can see; but a submission is whatever was sent. A channel picked on the form
+must be one the editor can read in Slack now (promise 5: nobody reaches beyond their reach), so
+a forged `selected_conversation` naming a private channel they are not in changes nothing and
+is refused on its field in words, and the card never names that channel."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.slack.edit_reach import NOT_YOURS
+from tests.fakes.openai import FakeOpenAI
+from tests.fakes.slack import BOT_USER_ID, FakeSlack
+from tests.harness import RunningBot
+from tests.test_approvals_flow import proposals
+from tests.test_edit_modal_typed import PLAN, open_edit, submit, typed_bot
+
+__all__ = ["typed_bot"]  # the fixture, shared with the Edit modal's own tests
+
+SECRET = "GSECRET"
+TEAM = "GTEAM"
+
+
+@pytest.fixture(autouse=True)
+def private_channels(fake_slack: FakeSlack) -> None:
+    for channel, members in ((SECRET, ["UBOB"]), (TEAM, ["UALICE", "UBOB"])):
+        fake_slack.channel_info[channel] = {
+            "id": channel,
+            "name": channel.lower()[1:],
+            "is_private": True,
+            "topic": {"value": ""},
+            "purpose": {"value": ""},
+        }
+        fake_slack.members[channel] = [*members, BOT_USER_ID]
+
+
+@pytest.mark.parametrize(
+    ("field", "picked"),
+    [("channel", SECRET), ("also_in", ["C2", SECRET])],
+)
+async def test_a_forged_pick_of_a_private_channel_the_editor_is_not_in_changes_nothing(
+    typed_bot: RunningBot,
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    field: str,
+    picked: str | list[str],
+) -> None:
+    view = await open_edit(typed_bot, fake_slack, fake_model)
+    answer = await submit(typed_bot, view, {field: picked})
+    assert answer.get("response_action") == "errors"
+    assert answer["errors"] == {field: NOT_YOURS}
+    (proposal,) = await proposals(typed_bot)
+    assert (proposal.revision, proposal.arguments) == (1, PLAN)
+    assert not any(SECRET in str(c.args) for c in fake_slack.calls_to("chat.update"))
+
+
+async def test_a_private_channel_the_editor_is_in_may_be_picked(
+    typed_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    view = await open_edit(typed_bot, fake_slack, fake_model)
+    answer = await submit(typed_bot, view, {"channel": TEAM, "also_in": [TEAM, "C2"]})
+    assert answer == {}
+    (proposal,) = await proposals(typed_bot)
+    assert (proposal.revision, proposal.arguments["channel"]) == (2, TEAM)
+    assert proposal.arguments["also_in"] == [TEAM, "C2"]
+
+
+async def test_a_channel_the_card_already_had_stays_whoever_edits(
+    typed_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """Only what the editor picks is theirs to reach: a value the card showed is kept as it is
+    (the requester's own pick, decided at the proposal), so editing another field still works."""
+    fake_slack.members["C1"] = ["UBOB", BOT_USER_ID]  # Alice left #C1 since
+    view = await open_edit(typed_bot, fake_slack, fake_model)
+    answer = await submit(typed_bot, view, {"priority": "low"})
+    assert answer == {}
+    (proposal,) = await proposals(typed_bot)
+    assert (proposal.revision, proposal.arguments["priority"]) == (2, "low")
