@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from bot.slack import cards
 from bot.slack.edit_reach import NOT_YOURS
 from tests.fakes.openai import FakeOpenAI
 from tests.fakes.slack import BOT_USER_ID, FakeSlack
@@ -76,3 +77,22 @@ async def test_a_channel_the_card_already_had_stays_whoever_edits(
     assert answer == {}
     (proposal,) = await proposals(typed_bot)
     assert (proposal.revision, proposal.arguments["priority"]) == (2, "low")
+
+
+async def test_a_modal_opened_before_another_edit_cannot_overwrite_it(
+    typed_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """Two Edit modals open on one card: the first saved makes revision 2; the other, still
+    showing revision 1, is refused on the form and changes nothing (the card changed)."""
+    first = await open_edit(typed_bot, fake_slack, fake_model)
+    (card,) = fake_slack.cards("C1")
+    await typed_bot.click(card, cards.EDIT, "UALICE", "C1")
+    await typed_bot.idle()
+    second = fake_slack.views[-1]["view"]
+    assert await submit(typed_bot, first, {"priority": "urgent", "channel": TEAM}) == {}
+    answer = await submit(typed_bot, second, {"priority": "low", "channel": "C2"})
+    assert answer.get("response_action") == "errors"
+    assert "changed" in " ".join(answer["errors"].values())
+    (proposal,) = await proposals(typed_bot)
+    assert proposal.revision == 2
+    assert (proposal.arguments["priority"], proposal.arguments["channel"]) == ("urgent", TEAM)

@@ -31,11 +31,12 @@ from bot.tools.field_kinds import FieldKind, Kind, label_of
 from bot.tools.invisible import visible
 from bot.tools.shown import ShownValue
 
-USER_ID = re.compile(r"^[UW][A-Z0-9]{2,31}$")
-CHANNEL_ID = re.compile(r"^[CG][A-Z0-9]{2,31}$")
-ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+# `\Z`, not `$`: `$` also matches before a final newline ("UBOB\n" is no id).
+USER_ID = re.compile(r"^[UW][A-Z0-9]{2,31}\Z")
+CHANNEL_ID = re.compile(r"^[CG][A-Z0-9]{2,31}\Z")
+ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}\Z")
 ISO_DATETIME = re.compile(
-    r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})$"
+    r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})\Z"
 )
 PREFIX_MIN = 40  # a preview value this long or longer may be the start of an argument
 OLD_MAX = 700  # characters of an old value (the target's current state) on the card

@@ -1,0 +1,79 @@
+"""A value is read as a person or a channel only when it is exactly a Slack id: "UBOB\n" (a
+final newline that Python's `$` lets through a schema's pattern) is not @bob on the card, nor
+`<#C1\n>`, and a forged Edit pick in that shape is refused on its field."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from bot.slack import cards
+from tests.fakes.openai import FakeOpenAI, Script
+from tests.fakes.slack import FakeSlack
+from tests.harness import RunningBot, make_settings, start_bot, stop_bot
+from tests.test_approvals_flow import call, proposals
+
+
+@pytest.fixture
+async def loose_bot(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
+) -> AsyncIterator[RunningBot]:
+    packs = ["tests.loose_ids_pack"]
+    running = await start_bot(make_settings(fake_slack, fake_model, sqlite_url, tool_packs=packs))
+    yield running
+    await stop_bot(running)
+
+
+def card_text(slack: FakeSlack) -> str:
+    (card,) = slack.cards("C1")
+    return json.dumps(card.blocks)
+
+
+async def propose(
+    bot: RunningBot, slack: FakeSlack, model: FakeOpenAI, args: dict[str, Any]
+) -> None:
+    model.script(Script(tool_calls=[call("hand_over", args)]))
+    await bot.mention("C1", "hand the SSO work to Bob", slack)
+    await bot.idle()
+
+
+async def test_an_id_with_a_final_newline_is_not_shown_as_the_person_or_channel(
+    loose_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    await propose(loose_bot, fake_slack, fake_model, {"owner": "UBOB\n", "channel": "CDESIGN\n"})
+    shown = card_text(fake_slack)
+    assert "@ubob" not in shown
+    assert "<#CDESIGN" not in shown
+
+
+async def test_exact_ids_still_read_as_the_person_and_channel(
+    loose_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    await propose(loose_bot, fake_slack, fake_model, {"owner": "UBOB", "channel": "CDESIGN"})
+    shown = card_text(fake_slack)
+    assert "@ubob" in shown
+    assert "<#CDESIGN>" in shown
+
+
+@pytest.mark.parametrize(("field", "forged"), [("owner", "UDANA\n"), ("channel", "CDESIGN\n")])
+async def test_a_forged_pick_with_a_final_newline_is_refused(
+    loose_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI, field: str, forged: str
+) -> None:
+    await propose(loose_bot, fake_slack, fake_model, {"owner": "UBOB", "channel": "C1"})
+    (card,) = fake_slack.cards("C1")
+    await loose_bot.click(card, cards.EDIT, "UALICE", "C1")
+    await loose_bot.idle()
+    view = fake_slack.views[-1]["view"]
+    status, answer = await loose_bot.submit_view(view, "UALICE", {field: forged})
+    assert status == 200
+    said = json.loads(answer)
+    assert said.get("response_action") == "errors"
+    assert field in said["errors"]
+    (proposal,) = await proposals(loose_bot)
+    assert (proposal.revision, proposal.arguments[field]) == (
+        1,
+        {"owner": "UBOB", "channel": "C1"}[field],
+    )
