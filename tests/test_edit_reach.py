@@ -6,12 +6,15 @@ is refused on its field in words, and the card never names that channel."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from bot.slack import cards
 from bot.slack.edit_reach import NOT_YOURS
 from tests.fakes.openai import FakeOpenAI
-from tests.fakes.slack import BOT_USER_ID, FakeSlack
+from tests.fakes.slack import BOT_USER_ID, TEAM_ID, FakeSlack
+from tests.fakes.view_state import view_state
 from tests.harness import RunningBot
 from tests.test_approvals_flow import proposals
 from tests.test_edit_modal_typed import PLAN, open_edit, submit, typed_bot
@@ -96,3 +99,28 @@ async def test_a_modal_opened_before_another_edit_cannot_overwrite_it(
     (proposal,) = await proposals(typed_bot)
     assert proposal.revision == 2
     assert (proposal.arguments["priority"], proposal.arguments["channel"]) == ("urgent", TEAM)
+
+
+@pytest.mark.parametrize("dropped", ["size", "notes", "reviewer", "billable"])
+async def test_a_submission_missing_a_block_of_the_form_changes_nothing(
+    typed_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI, dropped: str
+) -> None:
+    """Slack sends the state of every input of the form (an empty one as null); a payload
+    without one of them was not made by Slack from this form, and must not clear that field
+    (an optional field left out would otherwise be emptied, or reset to its default)."""
+    view = await open_edit(typed_bot, fake_slack, fake_model)
+    state = view_state(view, {"priority": "low"})
+    del state[dropped]
+    status, answer = await typed_bot._interact(
+        {
+            "type": "view_submission",
+            "user": {"id": "UALICE", "team_id": TEAM_ID},
+            "trigger_id": "t",
+            "view": {**view, "id": "V1", "state": {"values": state}},
+        }
+    )
+    assert status == 200
+    said = json.loads(answer) if answer.strip() else {}
+    assert said.get("response_action") == "errors"
+    (proposal,) = await proposals(typed_bot)
+    assert (proposal.revision, proposal.arguments) == (1, PLAN)
