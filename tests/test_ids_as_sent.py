@@ -77,3 +77,22 @@ async def test_a_forged_pick_with_a_final_newline_is_refused(
         1,
         {"owner": "UBOB", "channel": "C1"}[field],
     )
+
+
+async def test_a_persons_name_reads_on_one_line_and_pings_nobody(
+    loose_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """A name is Slack's profile text, not the bot's: on the card it stays one line (it cannot
+    pass for another field under its own label), inert and with hidden characters as codes."""
+    fake_slack.users["UBOB"] = {
+        "real_name": "Bob",
+        "profile": {"display_name": "bob <!channel>\n*Channel*\n#general\u202e", "title": ""},
+    }
+    await propose(loose_bot, fake_slack, fake_model, {"owner": "UBOB", "channel": "CDESIGN"})
+    (card,) = fake_slack.cards("C1")
+    fields = [f["text"] for b in card.blocks or [] for f in b.get("fields") or []]
+    owner = fields[fields.index("*Owner*") + 1]
+    assert owner.startswith("@bob")
+    assert "\n" not in owner
+    assert "<!channel>" not in owner
+    assert "[U+202E]" in owner
