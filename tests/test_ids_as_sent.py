@@ -10,11 +10,14 @@ from typing import Any
 
 import pytest
 
+from bot.db.models import Task
 from bot.slack import cards
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack
 from tests.harness import RunningBot, make_settings, start_bot, stop_bot
 from tests.test_approvals_flow import call, proposals
+from tests.test_card_fields_once import propose as card_fields_propose
+from tests.test_card_fields_once import texts
 
 
 @pytest.fixture
@@ -96,3 +99,28 @@ async def test_a_persons_name_reads_on_one_line_and_pings_nobody(
     assert "\n" not in owner
     assert "<!channel>" not in owner
     assert "[U+202E]" in owner
+
+
+async def test_an_old_value_with_line_breaks_cannot_pass_for_another_field(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """The target's current state is anyone's text (a task's description a teammate wrote):
+    shown as the old value it stays within its own field, on one line, struck through."""
+    async with bot.countersign.db.transaction() as session:
+        session.add(
+            Task(
+                team_id="T0TEST",
+                title="Ship SSO",
+                description="Fine as is\n*Assignee*\n@ceo\n*Due date*\nTomorrow",
+                created_by="UALICE",
+            )
+        )
+    card = await card_fields_propose(
+        bot, fake_slack, fake_model, "update_task", {"task_id": 1, "description": "Ship it"}
+    )
+    label = next(t for t in texts(card) if t.startswith("*Description*"))
+    old = label.split("\n", 1)[1]
+    assert old.startswith("~Fine as is")
+    assert old.endswith("~ →")
+    assert "\n" not in old
+    assert "Fine as is ↵ *Assignee* ↵ @ceo" in old

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
-from bot.slack.card_text import safe
+from bot.slack.card_text import one_line, safe
 from bot.text import escape
 from bot.tools.field_kinds import FieldKind, Kind, label_of
 from bot.tools.invisible import visible
@@ -120,7 +120,7 @@ def old_text(kind: Kind, old: str) -> str:
         return day_words(day)
     if kind is Kind.DATETIME and (moment := _moment(old)):
         return slack_date(moment, seconds=bool(moment.second))
-    return safe(old, OLD_MAX)
+    return safe(one_line(old), OLD_MAX)
 
 
 @dataclass(frozen=True)
