@@ -18,6 +18,9 @@ from tests.harness import RunningBot, make_settings, start_bot, stop_bot
 from tests.test_approvals_flow import call, proposals
 from tests.test_card_fields_once import propose as card_fields_propose
 from tests.test_card_fields_once import texts
+from tests.test_edit_modal_typed import PLAN, open_edit, submit, typed_bot
+
+__all__ = ["typed_bot"]  # the fixture of the Edit modal tests
 
 
 @pytest.fixture
@@ -124,3 +127,19 @@ async def test_an_old_value_with_line_breaks_cannot_pass_for_another_field(
     assert old.endswith("~ →")
     assert "\n" not in old
     assert "Fine as is ↵ *Assignee* ↵ @ceo" in old
+
+
+@pytest.mark.parametrize("moment", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"])
+async def test_a_date_time_at_the_edge_of_the_calendar_is_shown_as_sent_and_editable(
+    typed_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI, moment: str
+) -> None:
+    """A moment whose UTC time falls outside Python's calendar (year 1 at +14:00) is valid for
+    the schema; the card shows it as sent (no Slack date token can hold it) instead of failing,
+    and the Edit modal opens on it."""
+    view = await open_edit(typed_bot, fake_slack, fake_model, {**PLAN, "starts_at": moment})
+    (card,) = fake_slack.cards("C1")
+    assert moment in json.dumps(card.blocks)
+    assert view["callback_id"] == cards.EDIT_MODAL
+    assert await submit(typed_bot, view, {"priority": "low"}) == {}
+    (proposal,) = await proposals(typed_bot)
+    assert (proposal.revision, proposal.arguments["starts_at"]) == (2, moment)

@@ -62,11 +62,12 @@ def day_words(day: date) -> str:
 def _moment(raw: str) -> datetime | None:
     if not ISO_DATETIME.match(raw):
         return None
-    try:
+    try:  # year 1 at +14:00 is valid ISO 8601 but before Python's first UTC moment
         moment = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
+        year = moment.astimezone(UTC).year
+    except (ValueError, OverflowError):
         return None
-    return moment if 1970 <= moment.astimezone(UTC).year <= 9999 else None
+    return moment if 1970 <= year <= 9999 else None
 
 
 def _day(raw: str) -> date | None:
