@@ -11,7 +11,7 @@ import json
 import pytest
 
 from bot.slack import cards
-from bot.slack.edit_reach import NOT_YOURS
+from bot.slack.edit_reach import NOT_YOURS, TOO_MANY
 from tests.fakes.openai import FakeOpenAI
 from tests.fakes.slack import BOT_USER_ID, TEAM_ID, FakeSlack
 from tests.fakes.view_state import view_state
@@ -122,5 +122,21 @@ async def test_a_submission_missing_a_block_of_the_form_changes_nothing(
     assert status == 200
     said = json.loads(answer) if answer.strip() else {}
     assert said.get("response_action") == "errors"
+    (proposal,) = await proposals(typed_bot)
+    assert (proposal.revision, proposal.arguments) == (1, PLAN)
+
+
+async def test_a_forged_pick_of_very_many_channels_is_refused_without_asking_slack_of_each(
+    typed_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """Each channel the editor adds is asked of Slack before the form is answered (within
+    Slack's 3 seconds, on the workspace's rate budget): a crafted list of hundreds is refused
+    in words, not checked one by one."""
+    view = await open_edit(typed_bot, fake_slack, fake_model)
+    before = len(fake_slack.calls_to("conversations.info"))
+    many = [f"CMANY{n}" for n in range(300)]
+    answer = await submit(typed_bot, view, {"also_in": many})
+    assert answer["errors"] == {"also_in": TOO_MANY}
+    assert len(fake_slack.calls_to("conversations.info")) - before <= 5
     (proposal,) = await proposals(typed_bot)
     assert (proposal.revision, proposal.arguments) == (1, PLAN)

@@ -16,6 +16,10 @@ from bot.slack.edit_form import EditField
 from bot.tools.field_kinds import Kind
 
 NOT_YOURS = "Pick a channel you can see: Slack did not confirm that you can read this one"
+# Channels one edit may add: each is asked of Slack before the form is answered (3 seconds,
+# on the workspace's rate budget), so a crafted list of hundreds is refused, not checked.
+MAX_ADDED = 25
+TOO_MANY = f"Add at most {MAX_ADDED} channels in one edit"
 
 
 def _channels(value: Any) -> list[str]:
@@ -29,12 +33,18 @@ async def out_of_reach(
     """Slack's form errors (block id -> words) for each field whose new channels include one
     `editor` cannot read."""
     errors: dict[str, str] = {}
+    added: dict[str, list[str]] = {}
     for f in fields:
-        if f.kind.kind not in (Kind.CHANNEL, Kind.CHANNELS) or f.name not in picked:
-            continue
-        shown = set(_channels(f.value))
-        for channel in _channels(picked[f.name]):
-            if channel not in shown and not await reach.can_read(channel, editor, fresh=True):
-                errors[f.name[:255]] = NOT_YOURS
+        if f.kind.kind in (Kind.CHANNEL, Kind.CHANNELS) and f.name in picked:
+            shown = set(_channels(f.value))
+            new = [c for c in _channels(picked[f.name]) if c not in shown]
+            added[f.name] = list(dict.fromkeys(new))
+    if sum(len(new) for new in added.values()) > MAX_ADDED:
+        widest = max(added, key=lambda name: len(added[name]))
+        return {widest[:255]: TOO_MANY}
+    for name, new in added.items():
+        for channel in new:
+            if not await reach.can_read(channel, editor, fresh=True):
+                errors[name[:255]] = NOT_YOURS
                 break
     return errors
