@@ -140,3 +140,17 @@ async def test_a_forged_pick_of_very_many_channels_is_refused_without_asking_sla
     assert len(fake_slack.calls_to("conversations.info")) - before <= 5
     (proposal,) = await proposals(typed_bot)
     assert (proposal.revision, proposal.arguments) == (1, PLAN)
+
+
+async def test_a_guest_may_not_pick_a_public_channel_they_are_not_in(
+    typed_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """Guests see only the channels they are in (public ones included), as in Slack."""
+    fake_slack.users["UALICE"] = {"is_restricted": True}
+    fake_slack.members["CLOBBY"] = ["UBOB", BOT_USER_ID]
+    view = await open_edit(typed_bot, fake_slack, fake_model)
+    answer = await submit(typed_bot, view, {"channel": "CLOBBY"})
+    assert answer["errors"] == {"channel": NOT_YOURS}
+    assert await submit(typed_bot, view, {"channel": "C2"}) == {}  # one she is in
+    (proposal,) = await proposals(typed_bot)
+    assert (proposal.revision, proposal.arguments["channel"]) == (2, "C2")
