@@ -48,8 +48,10 @@ async def typed_bot(
     await stop_bot(running)
 
 
-async def open_edit(bot: RunningBot, slack: FakeSlack, model: FakeOpenAI) -> dict[str, Any]:
-    model.script(Script(tool_calls=[call("plan_work", PLAN)]))
+async def open_edit(
+    bot: RunningBot, slack: FakeSlack, model: FakeOpenAI, plan: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    model.script(Script(tool_calls=[call("plan_work", plan or PLAN)]))
     await bot.mention("C1", "plan the SSO work", slack)
     await bot.idle()
     assert slack.cards("C1"), model.requests[-1].body["messages"][-1]

@@ -75,6 +75,9 @@ def mentions_others(raw: str, bot_user_id: str | None) -> bool:
 
 
 SLACK_ID = re.compile(r"[A-Z0-9][A-Z0-9_-]{0,31}")
+# Slackbot: a bot Slack does not mark as one (no `bot_id`, `is_bot` false; reminders and
+# notices often without a subtype). Answering it could start an exchange of bots.
+SLACKBOT = "USLACKBOT"
 SLACK_TS = re.compile(r"\d{1,12}\.\d{1,9}")
 
 
@@ -94,7 +97,7 @@ def parse_event(body: dict[str, Any], bot_user_id: str | None) -> Incoming | Non
     if subtype not in (None, "file_share", "thread_broadcast"):
         return None  # edits, deletions, joins, bot messages…
     user = _well_formed(event.get("user"), SLACK_ID)
-    if user is None or event.get("bot_id") or user == bot_user_id:
+    if user is None or event.get("bot_id") or user in (bot_user_id, SLACKBOT):
         return None
     channel = _well_formed(event.get("channel"), SLACK_ID)
     ts = _well_formed(event.get("ts"), SLACK_TS)

@@ -25,17 +25,18 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
-from bot.slack.card_text import safe
+from bot.slack.card_text import one_line, safe
 from bot.text import escape
 from bot.tools.field_kinds import FieldKind, Kind, label_of
 from bot.tools.invisible import visible
 from bot.tools.shown import ShownValue
 
-USER_ID = re.compile(r"^[UW][A-Z0-9]{2,31}$")
-CHANNEL_ID = re.compile(r"^[CG][A-Z0-9]{2,31}$")
-ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+# `\Z`, not `$`: `$` also matches before a final newline ("UBOB\n" is no id).
+USER_ID = re.compile(r"^[UW][A-Z0-9]{2,31}\Z")
+CHANNEL_ID = re.compile(r"^[CG][A-Z0-9]{2,31}\Z")
+ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}\Z")
 ISO_DATETIME = re.compile(
-    r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})$"
+    r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})\Z"
 )
 PREFIX_MIN = 40  # a preview value this long or longer may be the start of an argument
 OLD_MAX = 700  # characters of an old value (the target's current state) on the card
@@ -61,11 +62,12 @@ def day_words(day: date) -> str:
 def _moment(raw: str) -> datetime | None:
     if not ISO_DATETIME.match(raw):
         return None
-    try:
+    try:  # year 1 at +14:00 is valid ISO 8601 but before Python's first UTC moment
         moment = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
+        year = moment.astimezone(UTC).year
+    except (ValueError, OverflowError):
         return None
-    return moment if 1970 <= moment.astimezone(UTC).year <= 9999 else None
+    return moment if 1970 <= year <= 9999 else None
 
 
 def _day(raw: str) -> date | None:
@@ -119,7 +121,7 @@ def old_text(kind: Kind, old: str) -> str:
         return day_words(day)
     if kind is Kind.DATETIME and (moment := _moment(old)):
         return slack_date(moment, seconds=bool(moment.second))
-    return safe(old, OLD_MAX)
+    return safe(one_line(old), OLD_MAX)
 
 
 @dataclass(frozen=True)

@@ -54,12 +54,18 @@ def people_in(arguments: dict[str, Any], kinds: dict[str, FieldKind]) -> list[st
     return found
 
 
+def _one_line(name: Any) -> str:
+    """A profile's name on one line: it sits beside a label on the card, and a line break in
+    it would read as another field."""
+    return " ".join(str(name or "").split())
+
+
 def shown_name(user: dict[str, Any]) -> str | None:
     """`@display name`, with the real name beside it when it differs (two people may share a
     display name; the approver should see which one)."""
     profile = user.get("profile") or {}
-    display = str(profile.get("display_name") or user.get("name") or "").strip()
-    real = str(user.get("real_name") or profile.get("real_name") or "").strip()
+    display = _one_line(profile.get("display_name") or user.get("name"))
+    real = _one_line(user.get("real_name") or profile.get("real_name"))
     if not display:
         return f"@{real}" if real else None
     same = not real or real.casefold() == display.casefold()

@@ -20,6 +20,13 @@ def clip(text: str, limit: int) -> str:
     return cut + "…"
 
 
+def one_line(text: str) -> str:
+    """Text that sits within a field's label on one line (an old value, what a value means):
+    a line break in it would start what reads as another field. `↵` shows where one was."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return " ↵ ".join(line.strip() for line in lines if line.strip())
+
+
 def safe(text: str | None, limit: int) -> str:
     """Model-derived text for mrkdwn: hidden characters as visible codes, escaped, clipped."""
     return clip(escape(visible(text or "")), limit)

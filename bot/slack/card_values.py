@@ -29,7 +29,7 @@ from slack_sdk.models.blocks import (
 )
 
 from bot.slack.card_fields import MEANS_MAX, Row, old_text
-from bot.slack.card_text import safe
+from bot.slack.card_text import one_line, safe
 from bot.text import escape
 from bot.tools.field_kinds import label_of
 from bot.tools.shown import MAX_CHUNKS, ShownValue, chunks
@@ -71,7 +71,7 @@ def _label(value: ShownValue, shown_on_card: int | None, row: Row | None = None)
     if row and row.old is not None:
         lines.append(f"~{old_text(row.kind, row.old)}~ →")
     if row and row.means:
-        lines.append(f"_means_ {safe(row.means, MEANS_MAX)}")
+        lines.append(f"_means_ {safe(one_line(row.means), MEANS_MAX)}")
     lines += [f"• {escape(note)}" for note in value.notes]
     return _clip("\n".join(lines), 3000)
 

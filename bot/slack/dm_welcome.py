@@ -4,8 +4,10 @@ per person (`bot.welcome_text`: what it can do and what needs whose approval), t
 suggested prompts (`AgentThreads`).
 
 Once means once: the person's row (`bot.db.welcomes`) is claimed before the post, so a second
-open, a second replica or a restart finds it; a post that failed releases it, to be tried at
-the next open. Nothing here ever fails the event."""
+open, a second replica or a restart finds it; a post Slack refused releases it, to be tried at
+the next open. A post whose answer was lost (a dropped connection, a time-out, a 5xx) may have
+been posted: it is neither re-sent (one attempt, `single_attempt`) nor released, so a welcome
+may be missed but is never posted twice. Nothing here ever fails the event."""
 
 from __future__ import annotations
 
@@ -13,12 +15,14 @@ import logging
 import re
 from collections.abc import Callable
 
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.db.session import Database
 from bot.db.welcomes import claim_welcome, release_welcome
+from bot.keyed_messages import single_attempt
 from bot.membership import reach_of
-from bot.poster import NOTHING_PRIVATE, poster_of
+from bot.poster import NOTHING_PRIVATE, PostRefused, poster_of
 from bot.slack.agent_threads import AgentThreads
 from bot.tasks import TaskGroup
 
@@ -27,6 +31,14 @@ log = logging.getLogger(__name__)
 DM_ID = re.compile(r"D[A-Z0-9]{1,31}")
 USER_ID = re.compile(r"[UW][A-Z0-9]{1,31}")
 KNOWN_MAX = 50_000  # people remembered as welcomed in this process (beyond: the database)
+
+
+def refused(exc: Exception) -> bool:
+    """Whether nothing was posted: Slack answered with its own error, or the poster refused."""
+    if isinstance(exc, PostRefused):
+        return True
+    data = getattr(exc.response, "data", None) if isinstance(exc, SlackApiError) else None
+    return isinstance(data, dict) and bool(data.get("error"))
 
 
 class DmWelcome:
@@ -46,6 +58,7 @@ class DmWelcome:
         self.text_for = text_for
         self.tasks = tasks
         self._known: set[str] = set()  # users welcomed already (saves a database write)
+        self._once = single_attempt(slack)  # a lost answer is not re-sent: it may be posted
 
     async def messages_tab(self, channel: str, user: str) -> None:
         """The person opened the DM's Messages tab: the welcome in the DM, then prompts (in
@@ -78,7 +91,7 @@ class DmWelcome:
         if not claimed:
             return
         try:
-            await poster_of(self.slack).post(
+            await poster_of(self._once).post(
                 channel,
                 self.text_for(user),
                 carries=NOTHING_PRIVATE,
@@ -87,6 +100,8 @@ class DmWelcome:
             )
         except Exception as exc:
             log.warning("could not post the welcome: %s", type(exc).__name__)
+            if not refused(exc):
+                return  # it may be in the DM: at most once, so the claim stays
             self._known.discard(user)
             try:
                 await release_welcome(self.db, team, user)

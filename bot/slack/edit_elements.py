@@ -23,8 +23,9 @@ ACTION = "value"  # every input's action id
 MENU_MAX = 100  # static_select: at most 100 options
 OPTION_TEXT_MAX = 75
 OPTION_VALUE_MAX = 150
-SLACK_USER = re.compile(r"^[UW][A-Z0-9]{1,40}$")
-SLACK_CHANNEL = re.compile(r"^[CG][A-Z0-9]{1,40}$")
+# `\Z`, not `$`: `$` also matches before a final newline (a forged "UBOB\n").
+SLACK_USER = re.compile(r"^[UW][A-Z0-9]{1,40}\Z")
+SLACK_CHANNEL = re.compile(r"^[CG][A-Z0-9]{1,40}\Z")
 TYPED = {
     Kind.USER,
     Kind.USERS,

@@ -5,8 +5,9 @@ state shapes (`selected_user`, `selected_conversation`, `selected_date` "YYYY-MM
 
 The payload is whatever was sent: each value is read by the kind of field the modal offered
 (never by the type the payload claims), a value the control could not have produced (a choice
-not on the menu, a number out of range, a block the modal did not have) is refused on its field,
-and the schema still checks the result before anything changes.
+not on the menu, a number out of range, a block the modal did not have, one of its blocks left
+out, which would empty that field) is refused on its field, and the schema still checks the
+result before anything changes.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 from bot.slack.edit_elements import SLACK_CHANNEL, SLACK_USER, as_date, as_datetime, none_value
 from bot.slack.edit_form import CLEAR, EditField, part_id, parts_of, placed
-from bot.slack.edit_words import FOREIGN_BLOCK, MISSING, in_words
+from bot.slack.edit_words import FOREIGN_BLOCK, MISSING, MISSING_BLOCK, in_words
 from bot.tools.field_kinds import Kind
 from bot.tools.schema_arguments import from_strings
 
@@ -181,8 +182,11 @@ def read_submission(
     errors: dict[str, str] = {}
     on_form = placed(fields)
     first = next((f.name[:255] for f in fields if f.name in on_form), "arguments")
-    if set(state) - _block_ids(fields, on_form):
+    expected = _block_ids(fields, on_form)
+    if set(state) - expected:
         errors[first] = FOREIGN_BLOCK
+    elif expected - set(state):  # Slack sends every input's state (an empty one as null)
+        errors[first] = MISSING_BLOCK
     for f in fields:
         if f.name not in on_form:
             unchanged.add(f.name)  # no input for it: kept as it is

@@ -10,6 +10,7 @@ from bot.tools.field_kinds import FieldKind, Kind
 
 MISSING = "missing"
 FOREIGN_BLOCK = "This form held a field Countersign did not make, so nothing changed."
+MISSING_BLOCK = "This form came back without some of its fields, so nothing changed."
 ERROR_MAX = 150
 _REQUIRED = re.compile(r"^'([^']{1,255})' is a required property")
 _CHOOSE = {

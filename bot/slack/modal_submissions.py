@@ -16,11 +16,13 @@ from bot.approvals.ruling import Authorise, Ruling, Step
 from bot.approvals.service import ApprovalError, ApprovalsService, CardChanged
 from bot.db.models import Proposal
 from bot.errors import plain_error
+from bot.membership import reach_of
 from bot.metrics import DECISIONS
 from bot.slack.card_publisher import CardPublisher
 from bot.slack.card_rerouting import announce_reroute
 from bot.slack.door_at_clicks import forbidden
 from bot.slack.edit_form import edit_fields, placed, schema_of
+from bot.slack.edit_reach import out_of_reach
 from bot.slack.edit_values import read_submission
 from bot.slack.edit_words import schema_errors
 from bot.slack.note_forms import NOTE_MAX
@@ -137,11 +139,13 @@ class ModalSubmissions:
         read = read_submission(form.state, fields, schema_of(tool))
         kept = {f: proposal.arguments[f] for f in read.unchanged if f in proposal.arguments}
         kinds = [f.kind for f in fields]
+        reach = reach_of(self.cards.slack)
+        unreachable = await out_of_reach(reach, fields, read.values, form.user)
         try:  # every field's problem at once: the schema's, and the form's over them
             arguments = tool.parse({**read.values, **kept})
-            errors = dict(read.errors)
+            errors = {**read.errors, **unreachable}
         except ToolArgumentsError as exc:
-            errors = {**schema_errors(str(exc), kinds, first), **read.errors}
+            errors = {**schema_errors(str(exc), kinds, first), **read.errors, **unreachable}
         if errors:
             DECISIONS.labels(action="edit", result="bad_input").inc()
             await ack(response_action="errors", errors=errors)
