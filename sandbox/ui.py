@@ -254,12 +254,16 @@ class Ui:
         return web.json_response({"ok": True})
 
     async def _home(self, request: web.Request) -> web.Response:
-        user = self._person(await request.json())
+        """The person opened the app: its Home tab, or its DM (Slack's Messages tab)."""
+        body = await request.json()
+        user, tab = self._person(body), body.get("tab") or "home"
+        if tab not in ("home", "messages"):
+            raise web.HTTPBadRequest(text="no such tab")
         event = {
             "type": "app_home_opened",
             "user": user,
             "channel": self.ws.dm_of(user),
-            "tab": "home",
+            "tab": tab,
             "event_ts": self.ws.next_ts(),
         }
         await self.hub.event(event)
