@@ -6,7 +6,7 @@ requests, enough to show the flows, and says what it is in the footer of every r
   it to that sandbox person, "… by 2026-12-04" sets its due date);
 * "summarise #general" (or any "#channel") reads the channel's recent messages, then answers;
 * "read #exec" tries the private channel (refused for someone who is not a member);
-* "what's on the board" (or "list the open tasks") lists the board's open tasks;
+* "list the open tasks" (or "show … tasks") lists the board's open tasks;
 * "what can you do" says what it can do and which of it needs an approval;
 * anything else gets a plain answer of a few sentences, streamed over a few seconds.
 """
@@ -29,7 +29,8 @@ CHANNELS = {"general": "C0GENERAL", "exec": "C0EXEC"}
 CREATE = re.compile(r"\bcreate (?:a )?task\b[\s:,-]*(?:to\s+)?(?P<rest>.*)", re.I | re.S)
 CHANNEL = re.compile(r"(?:<#(?P<id>[A-Z0-9]+)(?:\|[^>]*)?>|#(?P<name>[a-z0-9_-]+))", re.I)
 READ = re.compile(r"\b(summari[sz]e|read|catch me up|what'?s (new|happening))\b", re.I)
-BOARD = re.compile(r"\b(list|show)\b.*\btasks\b|\bon the board\b|\bopen tasks\b", re.I)
+BOARD = re.compile(r"\b(list|show)\b[^.?!]*\btasks\b", re.I)
+SOME_CHANNEL = re.compile(r"\bchannel\b", re.I)
 CAN_DO = re.compile(r"\bwhat can you do\b", re.I)
 TOKEN_DELAY = 0.09  # a plain answer of ~70 words streams over about six seconds
 
@@ -74,7 +75,7 @@ def decide(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
         return ABILITIES, []
     if BOARD.search(request):
         return "", [_call("list_tasks", {"status": "open"})]
-    if READ.search(request):
+    if READ.search(request) and SOME_CHANNEL.search(request):
         return WHICH_CHANNEL, []
     return PLAIN, []
 

@@ -118,7 +118,7 @@ class Ui:
         if channel is None or user not in channel.members or not text:
             raise web.HTTPForbidden(text="not a member of that channel")
         thread_ts = str(body.get("thread_ts") or "") or None
-        if text.split()[0] in COMMANDS:
+        if text.split()[0] in COMMANDS and not body.get("prompt"):  # a prompt is only words
             await self._command(request, user, channel_id, text)
             return web.json_response({"ok": True})
         mention = bool(MENTION.match(text)) and not channel.is_im

@@ -166,6 +166,21 @@ def test_prompts_for_a_thread_show_in_it_and_reply_there(page: Page, sandbox: st
     assert [m["text"] for m in mine] == ["Tell me more about <!here>"]
 
 
+def test_a_prompt_that_looks_like_a_command_is_sent_as_words(page: Page, sandbox: str) -> None:
+    """Slack sends a prompt's message as a message; it never runs it as a slash command."""
+    act_as(page, "Gail (guest)")
+    page.get_by_role("link", name="Assistant").click()
+    main = page.get_by_role("main")
+    expect(main.get_by_role("group", name="Try asking")).to_be_visible()  # the bot's, first
+    slack(sandbox).assistant_threads_setSuggestedPrompts(
+        channel_id="DGAIL", prompts=[{"title": "Waiting", "message": "/approvals please"}]
+    )
+    main.get_by_role("button", name="Waiting", exact=True).click()
+    # Stored as her message: a slash command never is.
+    expect(main.get_by_role("article", name="Gail: message")).to_contain_text("/approvals please")
+    act_as(page, "Alice (requester)")
+
+
 @pytest.mark.parametrize(
     ("arguments", "error"),
     [
@@ -191,10 +206,11 @@ def test_bad_prompts_are_refused_as_slack_does(
     sandbox: str, arguments: dict[str, Any], error: str
 ) -> None:
     body = {"prompts": [{"title": "Hi", "message": "Hello"}], **arguments}
+    before = state(sandbox)["prompts"]
     with pytest.raises(SlackApiError) as refused:
         slack(sandbox).api_call("assistant.threads.setSuggestedPrompts", json=body)
     assert refused.value.response["error"] == error
-    assert "DGAIL:" not in state(sandbox)["prompts"]  # nothing stored by a refused call
+    assert state(sandbox)["prompts"] == before  # nothing stored by a refused call
 
 
 def test_prompts_arrive_as_a_form_too(sandbox: str) -> None:

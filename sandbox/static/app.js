@@ -113,7 +113,7 @@ function promptsOf(where, thread) {
     b.textContent = p.title; b.title = p.message;
     b.addEventListener("click", async () => {
       usedPrompts.add(key); render();
-      const answer = await post("/ui/message", { user: me, channel: where, text: p.message, thread_ts: thread || null });
+      const answer = await post("/ui/message", { user: me, channel: where, text: p.message, thread_ts: thread || null, prompt: true });
       if (!answer.ok) { usedPrompts.delete(key); render(); }
     });
     box.append(b);
