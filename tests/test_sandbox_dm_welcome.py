@@ -15,13 +15,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot.suggested_prompts import DEFAULT_PROMPTS
-from tests.sandbox_browser import TIMEOUT_MS, chromium_path, running_sandbox, state
+from tests.sandbox_browser import TIMEOUT_MS, running_sandbox, state
 from tests.test_sandbox_browser import DOCS, SHOTS, act_as, send
+from tests.test_sandbox_browser import browser as browser
 
 pytestmark = pytest.mark.timeout(240)
 expect.set_options(timeout=TIMEOUT_MS)
@@ -36,18 +37,15 @@ def sandbox() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def page(sandbox: str) -> Iterator[Page]:
+def page(browser: Browser, sandbox: str) -> Iterator[Page]:
     """One page for the module: the tests build on each other's work."""
-    with sync_playwright() as playwright:
-        browser: Browser = playwright.chromium.launch(executable_path=chromium_path())
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
-        context.set_default_timeout(TIMEOUT_MS)
-        opened = context.new_page()
-        opened.goto(sandbox)
-        expect(opened.get_by_label("Acting as")).to_have_value("UALICE")
-        yield opened
-        context.close()
-        browser.close()
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
+    opened = context.new_page()
+    opened.goto(sandbox)
+    expect(opened.get_by_label("Acting as")).to_have_value("UALICE")
+    yield opened
+    context.close()
 
 
 def slack(base: str) -> WebClient:
