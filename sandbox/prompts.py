@@ -10,9 +10,7 @@ from typing import Any
 from sandbox.views import loads
 from sandbox.workspace import Workspace
 
-PROMPTS_MAX = 4
-TITLE_MAX = 75  # Slack cuts longer titles; the sandbox refuses them so the bot sees it
-MESSAGE_MAX = 1000
+PROMPTS_MAX = 4  # "up to four suggested prompts" (Slack's usage notes); lengths: none given
 
 
 def _checked(raw: Any) -> list[dict[str, str]] | None:
@@ -27,8 +25,6 @@ def _checked(raw: Any) -> list[dict[str, str]] | None:
         if not (isinstance(title, str) and isinstance(message, str)):
             return None
         if not (title.strip() and message.strip()):
-            return None
-        if len(title) > TITLE_MAX or len(message) > MESSAGE_MAX:
             return None
         found.append({"title": title, "message": message})
     return found
@@ -46,7 +42,7 @@ def set_suggested(ws: Workspace, args: dict[str, Any]) -> dict[str, Any]:
     if prompts is None:
         return {"ok": False, "error": "invalid_arguments"}
     title = args.get("title")
-    if title is not None and (not isinstance(title, str) or len(title) > TITLE_MAX):
+    if title is not None and not isinstance(title, str):
         return {"ok": False, "error": "invalid_arguments"}
     key = f"{channel_id}:{thread_ts}"
     ws.prompts[key] = {"title": title or "", "prompts": prompts}
