@@ -6,6 +6,8 @@ requests, enough to show the flows, and says what it is in the footer of every r
   it to that sandbox person, "… by 2026-12-04" sets its due date);
 * "summarise #general" (or any "#channel") reads the channel's recent messages, then answers;
 * "read #exec" tries the private channel (refused for someone who is not a member);
+* "list the open tasks" (or "show … tasks") lists the board's open tasks;
+* "what can you do" says what it can do and which of it needs an approval;
 * anything else gets a plain answer of a few sentences, streamed over a few seconds.
 """
 
@@ -16,6 +18,7 @@ import json
 import re
 import time
 import uuid
+from datetime import date, timedelta
 from typing import Any
 
 from aiohttp import web
@@ -26,6 +29,9 @@ CHANNELS = {"general": "C0GENERAL", "exec": "C0EXEC"}
 CREATE = re.compile(r"\bcreate (?:a )?task\b[\s:,-]*(?:to\s+)?(?P<rest>.*)", re.I | re.S)
 CHANNEL = re.compile(r"(?:<#(?P<id>[A-Z0-9]+)(?:\|[^>]*)?>|#(?P<name>[a-z0-9_-]+))", re.I)
 READ = re.compile(r"\b(summari[sz]e|read|catch me up|what'?s (new|happening))\b", re.I)
+BOARD = re.compile(r"\b(list|show)\b[^.?!]*\btasks\b", re.I)
+SOME_CHANNEL = re.compile(r"\bchannel\b", re.I)
+CAN_DO = re.compile(r"\bwhat can you do\b", re.I)
 TOKEN_DELAY = 0.09  # a plain answer of ~70 words streams over about six seconds
 
 PLAIN = (
@@ -35,6 +41,13 @@ PLAIN = (
     'read #exec. In #general, try "@Countersign create a task to review the release notes", '
     "then switch to Bob to approve it."
 )
+ABILITIES = (
+    "I can look things up on my own: the recent messages of a channel you are in, and the "
+    "tasks on the team's board. Anything that writes (creating or changing a task, posting "
+    "for you) first becomes an approval card: nothing happens until an approver clicks "
+    "*Approve* (in this sandbox, Bob, and never for his own requests)."
+)
+WHICH_CHANNEL = 'Which channel? Say for example "summarise #general".'
 
 
 def _text(message: dict[str, Any]) -> str:
@@ -52,11 +65,18 @@ def decide(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
     request = _text(last)
     created = CREATE.search(request)
     if created and created.group("rest").strip():
-        return "", [_call("create_task", _task_args(created.group("rest")))]
+        asker = str(last.get("name") or "")
+        return "", [_call("create_task", _task_args(created.group("rest"), asker))]
     named = CHANNEL.search(request)
     if named and READ.search(request):
         channel = named.group("id") or CHANNELS.get(named.group("name").lower(), "")
         return "", [_call("get_recent_messages", {"channel": channel, "limit": 20})]
+    if CAN_DO.search(request):
+        return ABILITIES, []
+    if BOARD.search(request):
+        return "", [_call("list_tasks", {"status": "open"})]
+    if READ.search(request) and SOME_CHANNEL.search(request):
+        return WHICH_CHANNEL, []
     return PLAIN, []
 
 
@@ -64,9 +84,28 @@ ASSIGNEE = re.compile(r"\s+for @(?P<name>[a-z]+)\b", re.I)
 DUE = re.compile(r"\s+by (?P<day>\d{4}-\d{2}-\d{2})\b")
 
 
-def _task_args(rest: str) -> dict[str, Any]:
+FOR_ME = re.compile(r"^for me\b[\s,]*(?:to\s+)?", re.I)
+DUE_DAY = re.compile(r",?\s+(?:due|by) (?P<day>monday|tuesday|wednesday|thursday|friday)\b", re.I)
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday")
+
+
+def _next(weekday: str, today: date | None = None) -> str:
+    """The next such weekday after today, as a date."""
+    today = today or date.today()
+    ahead = (WEEKDAYS.index(weekday.lower()) - today.weekday() - 1) % 7 + 1
+    return (today + timedelta(days=ahead)).isoformat()
+
+
+def _task_args(rest: str, asker: str = "") -> dict[str, Any]:
     rest = " ".join(rest.split()).rstrip(".")
     extra: dict[str, Any] = {}
+    if found := FOR_ME.search(rest):  # "for me": the person asking (the request's `name`)
+        if re.fullmatch(r"U[A-Z0-9]+", asker):
+            extra["assignee"] = asker
+        rest = rest[found.end() :]
+    if found := DUE_DAY.search(rest):
+        extra["due_date"] = _next(found.group("day"))
+        rest = rest[: found.start()] + rest[found.end() :]
     if found := ASSIGNEE.search(rest):  # the sandbox's people are U + their name (UBOB)
         extra["assignee"] = f"U{found.group('name').upper()}"
         rest = rest[: found.start()] + rest[found.end() :]
@@ -105,6 +144,9 @@ def _after_tool(messages: list[dict[str, Any]]) -> str:
     if status in ("failed", "error", "invalid_arguments") or "error" in result:
         why = result.get("error") or result.get("message") or "it did not work"
         return f"I couldn't do that: {why}"
+    tasks = result.get("tasks")
+    if isinstance(tasks, list):
+        return _board(tasks)
     found = result.get("messages")
     if isinstance(found, list):
         said = [
@@ -114,6 +156,22 @@ def _after_tool(messages: list[dict[str, Any]]) -> str:
         lines = [f"• {text[:120]}" for text in said if "<@UBOT>" not in text][:6]
         return f"Here are the latest {len(lines)} message(s) I can see there:\n" + "\n".join(lines)
     return "Done."
+
+
+def _board(tasks: list[Any]) -> str:
+    """The open tasks, a line each (the title, who does it, when it is due)."""
+    shown = [t for t in tasks if isinstance(t, dict)][:10]
+    if not shown:
+        return 'The board has no open tasks. Try "create a task to review the release notes".'
+    lines = []
+    for task in shown:
+        line = f"• {str(task.get('title') or 'untitled')[:120]}"
+        if task.get("assignee"):
+            line += f", for <@{task['assignee']}>"
+        if task.get("due_date"):
+            line += f", due {task['due_date']}"
+        lines.append(line)
+    return f"{len(shown)} open task(s) on the board:\n" + "\n".join(lines)
 
 
 def _arguments_of(messages: list[dict[str, Any]], call_id: str) -> dict[str, Any]:

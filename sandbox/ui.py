@@ -118,7 +118,7 @@ class Ui:
         if channel is None or user not in channel.members or not text:
             raise web.HTTPForbidden(text="not a member of that channel")
         thread_ts = str(body.get("thread_ts") or "") or None
-        if text.split()[0] in COMMANDS:
+        if text.split()[0] in COMMANDS and not body.get("prompt"):  # a prompt is only words
             await self._command(request, user, channel_id, text)
             return web.json_response({"ok": True})
         mention = bool(MENTION.match(text)) and not channel.is_im
@@ -254,12 +254,16 @@ class Ui:
         return web.json_response({"ok": True})
 
     async def _home(self, request: web.Request) -> web.Response:
-        user = self._person(await request.json())
+        """The person opened the app: its Home tab, or its DM (Slack's Messages tab)."""
+        body = await request.json()
+        user, tab = self._person(body), body.get("tab") or "home"
+        if tab not in ("home", "messages"):
+            raise web.HTTPBadRequest(text="no such tab")
         event = {
             "type": "app_home_opened",
             "user": user,
             "channel": self.ws.dm_of(user),
-            "tab": "home",
+            "tab": tab,
             "event_ts": self.ws.next_ts(),
         }
         await self.hub.event(event)

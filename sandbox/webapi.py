@@ -11,7 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
-from sandbox import streams
+from sandbox import prompts, streams
 from sandbox.views import Views, loads
 from sandbox.workspace import BOT_ID, BOT_USER_ID, TEAM_ID, Message, Workspace
 
@@ -52,7 +52,7 @@ class WebApi:
             "chat.stopStream": lambda a, r: streams.stop(self.ws, a),
             "agents.sessions.setStatus": lambda a, r: {"ok": True},
             "assistant.threads.setStatus": self._status,
-            "assistant.threads.setSuggestedPrompts": lambda a, r: {"ok": True},
+            "assistant.threads.setSuggestedPrompts": lambda a, r: prompts.set_suggested(self.ws, a),
             "assistant.threads.setTitle": lambda a, r: {"ok": True},
             "reactions.add": lambda a, r: {"ok": True},
         }

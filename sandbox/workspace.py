@@ -89,6 +89,8 @@ class Workspace:
         self.views: dict[str, list[dict[str, Any]]] = {p.id: [] for p in PEOPLE}  # modal stacks
         self.homes: dict[str, dict[str, Any]] = {}
         self.statuses: dict[str, str] = {}  # "channel:thread_ts" -> "is thinking…"
+        # "channel:thread_ts" ("channel:" for the DM itself) -> {"title", "prompts"}
+        self.prompts: dict[str, dict[str, Any]] = {}
         self.listeners: list[asyncio.Queue[dict[str, Any]]] = []
         self.bot_connected = False
         self._last_ts = 0.0
@@ -185,6 +187,7 @@ class Workspace:
             "homes": self.homes,
             "views": self.views,
             "statuses": self.statuses,
+            "prompts": self.prompts,
         }
 
     def page_message(self, m: Message) -> dict[str, Any]:

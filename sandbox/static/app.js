@@ -7,6 +7,7 @@ let state = null;
 let me = localStorage.getItem("sandbox-person") || "UALICE";
 let current = "C0GENERAL";
 let threadTs = null;
+const usedPrompts = new Set(); // prompt lists ("channel:thread_ts") used since the DM was opened
 
 function channel(id) { return state.channels.find((c) => c.id === id); }
 function dmOf(user) { return "D" + user.replace(/^U/, ""); }
@@ -91,6 +92,38 @@ function threadOf(where, ts) {
   return c ? c.messages.filter((m) => m.thread_ts === ts && m.ts !== ts && visible(m)) : [];
 }
 
+// Suggested prompts (assistant.threads.setSuggestedPrompts): the title above, one button each;
+// a click sends the prompt's message as the person's own, and the list goes, as in Slack.
+function promptsOf(where, thread) {
+  const key = `${where}:${thread || ""}`;
+  const set = (state.prompts || {})[key];
+  if (!set || !set.prompts.length || usedPrompts.has(key)) return [];
+  const box = document.createElement("div");
+  box.className = "prompts";
+  box.setAttribute("role", "group");
+  box.setAttribute("aria-label", set.title || "Suggested prompts");
+  if (set.title) {
+    const title = document.createElement("div");
+    title.className = "prompts-title"; title.textContent = set.title;
+    box.append(title);
+  }
+  for (const p of set.prompts) {
+    const b = document.createElement("button");
+    b.type = "button"; b.className = "prompt";
+    b.textContent = p.title; b.title = p.message;
+    b.addEventListener("click", async () => {
+      usedPrompts.add(key); render();
+      const answer = await post("/ui/message", { user: me, channel: where, text: p.message, thread_ts: thread || null, prompt: true });
+      if (!answer.ok) { usedPrompts.delete(key); render(); }
+    });
+    box.append(b);
+  }
+  return [box];
+}
+
+// Opening the DM is Slack's Messages tab: `app_home_opened` with `tab: "messages"`.
+function openDm() { usedPrompts.clear(); if (state) render(); post("/ui/home", { user: me, tab: "messages" }); }
+
 function fill(box, nodes) {
   const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 60;
   box.replaceChildren(...nodes);
@@ -116,7 +149,8 @@ function render() {
     $("not-member").textContent = member ? "" : `You are not a member of #${c.name}: its messages are hidden from you.`;
     $("composer").hidden = !member;
     const top = member ? c.messages.filter((m) => (!m.thread_ts || m.thread_ts === m.ts) && visible(m)) : [];
-    fill($("messages"), top.map((m) => article(m, where, false)));
+    const prompts = member && c.is_im ? promptsOf(where, null) : [];
+    fill($("messages"), [...top.map((m) => article(m, where, false)), ...prompts]);
   }
   renderThread();
 }
@@ -130,6 +164,7 @@ function renderThread() {
   const status = state.statuses[`${where}:${threadTs}`];
   const nodes = [article(parent, where, true), ...threadOf(where, threadTs).map((m) => article(m, where, true))];
   if (status) { const s = document.createElement("div"); s.className = "status"; s.textContent = `Countersign ${status}`; nodes.push(s); }
+  if (c.is_im) nodes.push(...promptsOf(where, threadTs));
   fill($("thread-messages"), nodes);
 }
 
@@ -203,6 +238,9 @@ function apply(change) {
     state.bot.connected = change.connected;
   } else if (change.type === "status") {
     state.statuses[change.key] = change.status;
+  } else if (change.type === "prompts") {
+    state.prompts[change.key] = change.prompts;
+    usedPrompts.delete(change.key); // a new list shows again
   }
   render();
 }
@@ -235,6 +273,7 @@ function setup() {
     if (wanted.is_im && wanted.members[0] in names) me = wanted.members[0];
     threadTs = asked.get("thread") || null;
   }
+  if (current === "DM") openDm();
   select.value = me;
   select.addEventListener("change", () => {
     me = select.value;
@@ -242,6 +281,7 @@ function setup() {
     threadTs = null;
     render(); renderModals();
     if (current === "HOME") post("/ui/home", { user: me });
+    if (current === "DM") openDm();
   });
 }
 
@@ -251,6 +291,7 @@ document.querySelectorAll(".sidebar a").forEach((a) => a.addEventListener("click
   threadTs = null;
   render();
   if (current === "HOME") post("/ui/home", { user: me });
+  if (current === "DM") openDm();
 }));
 
 function composer(textarea, threaded) {
@@ -261,6 +302,7 @@ function composer(textarea, threaded) {
     if (!text) return;
     if (threaded && !threadTs) return; // a reply needs an open thread: never post it to the channel
     textarea.value = "";
+    usedPrompts.add(`${currentId()}:${threaded ? threadTs : ""}`); // writing one's own: the prompts go
     const answer = await post("/ui/message", { user: me, channel: currentId(), text, thread_ts: threaded ? threadTs : null });
     if (!answer.ok) textarea.value = text;
   });
