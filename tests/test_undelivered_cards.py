@@ -11,6 +11,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from bot.db.models import ProposalState
 from bot.slack import cards
 from tests.fakes.openai import FakeOpenAI, Script
@@ -20,16 +22,16 @@ from tests.test_approvals_flow import CREATE, call, proposals, tasks_in_db
 from tests.test_audience import SECRET, private_exec, read_exec
 from tests.test_policy import ask_for
 from tests.test_records import answer, text_of
-from tests.test_routing import DM, latest, routed
+from tests.test_routing import DM, LADDER, latest, routed
 
 __all__ = ["routed"]  # the fixture, shared with test_routing
 
-NOT_SENT = "could not be sent"
+NOT_SENT = re.compile(r"the approval card .*could not be (sent|posted)")
 
 
 def misses(slack: FakeSlack, channel: str = "C1") -> list[str]:
     """The bot's notes in `channel` saying a card did not arrive."""
-    return [m.text for m in slack.bot_messages(channel) if NOT_SENT in m.text]
+    return [m.text for m in slack.bot_messages(channel) if NOT_SENT.search(m.text)]
 
 
 def assert_reads_as_words(note: str) -> None:
@@ -107,10 +109,9 @@ async def test_a_server_error_the_client_retries_away_says_nothing(
     assert [len(fake_slack.cards(d)) for d in ("DBOB", "DCAT")] == [1, 1]
     assert [c.status for c in fake_slack.calls_to("conversations.open")].count(500) == 2
     assert misses(fake_slack) == []
-    waiting = [m.text for m in fake_slack.bot_messages("C1") if "(notified" in m.text]
-    assert waiting == [
-        ":hourglass_flowing_sand: Waiting for <@UBOB>, <@UCAT> (notified by direct message)."
-    ]
+    (waiting,) = [m.text for m in fake_slack.bot_messages("C1") if "(notified" in m.text]
+    assert "<@UBOB>" in waiting  # in the order their DMs answered
+    assert "<@UCAT>" in waiting
 
 
 async def test_a_private_card_the_requester_cannot_be_sent_is_said_without_its_secret(
@@ -179,3 +180,41 @@ async def test_two_replicas_say_a_missed_card_once(
     finally:
         await stop_bot(second)
         await stop_bot(first)
+
+
+CHANNEL_RULE = DM.replace("route: dm", "route: channel:CAPPROVERS")
+
+
+@pytest.mark.parametrize("routed", [CHANNEL_RULE], indirect=True)
+async def test_an_archived_approvers_channel_is_said_in_the_thread(
+    routed: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    bot = routed
+    fake_slack.channel_info["CAPPROVERS"] = {"id": "CAPPROVERS", "name": "approvers"}
+    fake_slack.archived.add("CAPPROVERS")
+    await ask_for(bot, fake_slack, fake_model, CREATE)
+    assert fake_slack.cards("CAPPROVERS") == []
+    (note,) = misses(fake_slack)
+    assert "could not be posted in the approvers' channel (that channel is archived)" in note
+    assert_reads_as_words(note)
+    (proposal,) = await proposals(bot)
+    assert proposal.state == ProposalState.PROPOSED
+
+
+@pytest.mark.parametrize("routed", [LADDER.format(outcome="deny")], indirect=True)
+async def test_an_escalation_to_someone_slack_cannot_reach_is_said_not_claimed(
+    routed: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """The ladder adds Carol, whose account Slack cannot find: the thread is not told she was
+    notified; it is told, once, that the card did not reach her."""
+    bot = routed
+    fake_slack.unknown_users.add("UCAROL")
+    await ask_for(bot, fake_slack, fake_model, CREATE)
+    await wait_until(lambda: any("<@UCAROL>" in n for n in misses(fake_slack)), timeout=10)
+    await wait_until(lambda: "Nobody answered" in json.dumps(latest(fake_slack, "DBOB").blocks), 10)
+    await bot.idle()
+    (note,) = misses(fake_slack)
+    assert "could not be sent to <@UCAROL> (Slack cannot find that account)" in note
+    claimed = [m.text for m in fake_slack.bot_messages("C1") if "escalated" in m.text]
+    assert not [t for t in claimed if "<@UCAROL>" in t]
+    assert fake_slack.cards("DCAROL") == []

@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 THREAD = "thread"  # the card's own thread refused it
 CHANNEL = "channel"  # the approvers' channel of `route: channel:…` refused it
+REQUESTER = "requester"  # the requester's DM refused a card only they may read
 
 # Slack's error codes, in words a teammate (or the admin they ask) can act on.
 WORDS = {
@@ -138,7 +139,7 @@ class CardMisses:
         await self._note(proposal, text, carries=NOTHING_PRIVATE)
 
     async def tell_unplaced(self, proposal: Proposal, target: str, reason: str) -> None:
-        """The card found no place at all (`target`: THREAD, CHANNEL or the requester)."""
+        """The card found no place at all (`target`: THREAD, CHANNEL or REQUESTER)."""
         if not await self._fresh(proposal, {target: reason}):
             return
         text = place_note(proposal.requester, target, reason)

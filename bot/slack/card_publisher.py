@@ -31,7 +31,7 @@ from bot.keyed_messages import find_keyed, keyed
 from bot.membership import reach_of
 from bot.poster import NOTHING_PRIVATE, poster_of
 from bot.slack.card_fan_out import CARD_EVENT, CardFanOut
-from bot.slack.card_misses import CHANNEL, THREAD
+from bot.slack.card_misses import CHANNEL, REQUESTER, THREAD
 from bot.slack.card_people import PeopleNames, kinds_of
 from bot.slack.card_routing import SLACK_FAILURES, carried_by, reason_of, waiting_note
 from bot.slack.cards import CardView, approval_card, slack_date
@@ -156,7 +156,7 @@ class CardPublisher(ThreadNotes, CardFanOut):
             elif await self._thread_may_read(proposal):
                 where, thread_ts = proposal.channel_id, proposal.thread_ts
             else:  # for the requester alone, by DM
-                target = proposal.requester
+                target = REQUESTER
                 where, thread_ts = await self._requester_dm(proposal), None
             earlier = (
                 await find_keyed(
