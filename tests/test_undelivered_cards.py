@@ -218,3 +218,23 @@ async def test_an_escalation_to_someone_slack_cannot_reach_is_said_not_claimed(
     claimed = [m.text for m in fake_slack.bot_messages("C1") if "escalated" in m.text]
     assert not [t for t in claimed if "<@UCAROL>" in t]
     assert fake_slack.cards("DCAROL") == []
+
+
+async def test_a_thread_archived_meanwhile_is_said_to_the_requester_by_dm(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """The channel was archived while the model worked: neither the answer nor the card can
+    go there, so the requester hears it in their DM with the bot."""
+    fake_model.script(
+        Script(tool_calls=[call("create_task", CREATE)], time_to_first_token=1.0),
+        Script(text="noted"),
+    )
+    asking = asyncio.create_task(bot.mention("C1", "track it", fake_slack))
+    await wait_until(lambda: len(fake_model.requests) == 1, timeout=5)
+    fake_slack.archived.add("C1")
+    await asking
+    await bot.idle()
+    assert fake_slack.cards("C1") == []
+    (note,) = misses(fake_slack, "DALICE")
+    assert "could not be posted in its thread in <#C1> (that channel is archived)" in note
+    assert_reads_as_words(note)

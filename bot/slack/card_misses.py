@@ -89,14 +89,14 @@ def approvers_note(requester: str, missed: dict[str, str], named: bool) -> str:
     return f":warning: <@{requester}>, the approval card could not be sent to {whom}. {WAITS}"
 
 
-def place_note(requester: str, target: str, reason: str) -> str:
+def place_note(requester: str, target: str, reason: str, channel: str) -> str:
     """The note when the card itself found no place: the thread, the approvers' channel, or
     the requester's own DM (a card only they may read)."""
     why = in_words(reason)
     if target == CHANNEL:
         what = f"could not be posted in the approvers' channel ({why})"
     elif target == THREAD:
-        what = f"could not be posted in its thread ({why})"
+        what = f"could not be posted in its thread in <#{channel}> ({why})"
     else:
         what = f"was meant for you alone, by direct message, and could not be sent ({why})"
     return f":warning: <@{requester}>, the approval card for your request {what}. {WAITS}"
@@ -125,7 +125,12 @@ class CardMisses:
         fresh = {}
         for who, reason in missed.items():
             log.warning("card of proposal %s not delivered to %s: %s", proposal.id, who, reason)
-            if await self.approvals.first_miss(proposal.id, who, reason):
+            try:
+                first = await self.approvals.first_miss(proposal.id, who, reason)
+            except Exception as exc:  # unrecorded: say nothing rather than on every retry
+                log.warning("miss of proposal %s not recorded: %s", proposal.id, type(exc).__name__)
+                continue
+            if first:
                 fresh[who] = reason
         return fresh
 
@@ -142,7 +147,7 @@ class CardMisses:
         """The card found no place at all (`target`: THREAD, CHANNEL or REQUESTER)."""
         if not await self._fresh(proposal, {target: reason}):
             return
-        text = place_note(proposal.requester, target, reason)
+        text = place_note(proposal.requester, target, reason, proposal.channel_id)
         if target != THREAD:
             await self._note(proposal, text, carries=NOTHING_PRIVATE)
             return
