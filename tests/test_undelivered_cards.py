@@ -71,6 +71,15 @@ async def test_a_bot_without_im_write_tells_the_requester_once_that_no_approver_
     (proposal,) = await proposals(bot)
     assert proposal.state == ProposalState.PROPOSED
     assert "Create task" in await listed_for(bot, fake_slack, "UBOB")
+    home = {"type": "app_home_opened", "user": "UBOB", "channel": "DUBOB", "tab": "home"}
+    assert await bot.send_event(home) == 200
+    await wait_until(
+        lambda: any(
+            p.get("user_id") == "UBOB" and "Create task" in json.dumps(p)
+            for p in fake_slack.published
+        ),
+        timeout=5,
+    )
     # Once the scope is granted, the sweeper delivers the cards, and nothing more is said.
     fake_slack.scopes = manifest_scopes()
     await wait_until(
@@ -94,6 +103,7 @@ async def test_an_approver_slack_cannot_find_is_named_and_the_other_still_decide
     assert "could not be sent to <@UCAT> (Slack cannot find that account)" in note
     assert "<@UBOB>" not in note
     assert_reads_as_words(note)
+    assert "Create task" in await listed_for(bot, fake_slack, "UCAT")  # where it waits
     assert await bot.click(latest(fake_slack, "DBOB"), cards.APPROVE, "UBOB", "DBOB") == 200
     await bot.idle()
     assert len(await tasks_in_db(bot)) == 1
