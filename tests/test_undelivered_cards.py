@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import update
 
-from bot.db.models import ProposalState
+from bot.db.models import Proposal, ProposalState, utcnow
 from bot.slack import cards
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack, manifest_scopes, wait_until
@@ -248,3 +250,42 @@ async def test_a_thread_archived_meanwhile_is_said_to_the_requester_by_dm(
     (note,) = misses(fake_slack, "DALICE")
     assert "could not be posted in its thread in <#C1> (that channel is archived)" in note
     assert_reads_as_words(note)
+
+
+async def test_a_refusal_the_sweeper_cures_says_nothing(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
+) -> None:
+    bot = await start_bot(
+        make_settings(fake_slack, fake_model, sqlite_url, sweep_interval_seconds=0.1)
+    )
+    try:
+        fake_slack.refuse_cards = 1  # Slack's internal_error, once: the sweeper posts it
+        await ask_for(bot, fake_slack, fake_model, CREATE)
+        await wait_until(lambda: len(fake_slack.cards("C1")) == 1, timeout=20)
+        await bot.idle()
+        assert misses(fake_slack) == []
+        assert misses(fake_slack, "DALICE") == []
+    finally:
+        await stop_bot(bot)
+
+
+async def test_an_outage_that_lasts_is_said_once(
+    routed: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """Slack answers 500 to every DM, past the client's retries: the sweeper keeps trying
+    and says nothing at first (it may pass); once the card has waited long, the thread is told
+    once."""
+    bot = routed
+    fake_slack.server_errors["conversations.open"] = 10_000
+    await ask_for(bot, fake_slack, fake_model, CREATE)
+    tries = len(fake_slack.calls_to("conversations.open"))
+    await wait_until(lambda: len(fake_slack.calls_to("conversations.open")) > tries, 10)
+    assert misses(fake_slack) == []
+    async with bot.countersign.db.transaction() as session:
+        await session.execute(update(Proposal).values(created_at=utcnow() - timedelta(minutes=3)))
+    await wait_until(lambda: len(misses(fake_slack)) == 1, timeout=10)
+    tries = len(fake_slack.calls_to("conversations.open"))
+    await wait_until(lambda: len(fake_slack.calls_to("conversations.open")) > tries + 3, 10)
+    (note,) = misses(fake_slack)
+    assert "<@UBOB> and <@UCAT> (Slack did not answer in time)" in note
+    fake_slack.server_errors.clear()

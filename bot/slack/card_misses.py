@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from bot.approvals.service import ApprovalsService
-from bot.db.models import Proposal
+from bot.db.models import Proposal, utcnow
 from bot.poster import NOTHING_PRIVATE, Poster
 from bot.slack.card_routing import NAMED_IN_NOTE, REFUSED_BY_POSTER, carried_by, reason_of
 
@@ -45,6 +46,9 @@ WORDS = {
     REFUSED_BY_POSTER: "what it carries may not be shown there",
 }
 TRANSIENT = "Slack did not answer in time"
+# A card the sweeper will try again is not said missing for a passing outage: only once it
+# has waited this long without a place (a refusal no retry cures is said at once).
+PATIENCE = timedelta(minutes=2)
 OTHER = "Slack refused it"
 WAITS = (
     "The action still waits for a decision: whoever may approve it finds it under "
@@ -124,19 +128,24 @@ class CardMisses:
     async def _fresh(self, proposal: Proposal, missed: dict[str, str]) -> dict[str, str]:
         fresh = {}
         for who, reason in missed.items():
-            log.warning("card of proposal %s not delivered to %s: %s", proposal.id, who, reason)
             try:
                 first = await self.approvals.first_miss(proposal.id, who, reason)
             except Exception as exc:  # unrecorded: say nothing rather than on every retry
                 log.warning("miss of proposal %s not recorded: %s", proposal.id, type(exc).__name__)
                 continue
+            # A retry's miss is logged quietly: the first said what failed.
+            level = logging.WARNING if first else logging.DEBUG
+            log.log(level, "card of proposal %s not delivered to %s: %s", proposal.id, who, reason)
             if first:
                 fresh[who] = reason
         return fresh
 
-    async def tell_missed(self, proposal: Proposal, missed: dict[str, str]) -> None:
-        """Approvers the card's copies did not reach, said in the thread once each."""
-        fresh = await self._fresh(proposal, missed)
+    async def tell_missed(
+        self, proposal: Proposal, missed: dict[str, str], retried: bool = False
+    ) -> None:
+        """Approvers the card's copies did not reach, said in the thread once each
+        (`retried`: the sweeper tries them again, so a passing outage is not said)."""
+        fresh = await self._fresh(proposal, _lasting(proposal, missed) if retried else missed)
         if not fresh:
             return
         named = await self._thread_may_know(proposal)
@@ -144,8 +153,9 @@ class CardMisses:
         await self._note(proposal, text, carries=NOTHING_PRIVATE)
 
     async def tell_unplaced(self, proposal: Proposal, target: str, reason: str) -> None:
-        """The card found no place at all (`target`: THREAD, CHANNEL or REQUESTER)."""
-        if not await self._fresh(proposal, {target: reason}):
+        """The card found no place at all (`target`: THREAD, CHANNEL or REQUESTER); the
+        sweeper tries it again, so a passing outage is not said."""
+        if not await self._fresh(proposal, _lasting(proposal, {target: reason})):
             return
         text = place_note(proposal.requester, target, reason, proposal.channel_id)
         if target != THREAD:
@@ -166,3 +176,15 @@ class CardMisses:
         except Exception as exc:  # unknown: count, do not name
             log.warning("audience of %s unknown: %s", proposal.channel_id, reason_of(exc))
             return False
+
+
+def _lasting(proposal: Proposal, missed: dict[str, str]) -> dict[str, str]:
+    """The misses worth saying now: refusals no retry cures, and outages that lasted."""
+    waited = utcnow() - proposal.created_at >= PATIENCE
+    lasting = {}
+    for who, why in missed.items():
+        if waited or not why.startswith("transient:"):
+            lasting[who] = why
+        else:
+            log.info("card of proposal %s not yet delivered to %s: %s", proposal.id, who, why)
+    return lasting

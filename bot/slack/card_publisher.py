@@ -217,7 +217,7 @@ class CardPublisher(ThreadNotes, CardFanOut):
         copies = await self.approvals.copies_of(proposal.id)
         if not copies:
             await self.approvals.release_card(proposal.id)
-            await self.tell_missed(proposal, sent.missed)  # once; the sweeper tries again
+            await self.tell_missed(proposal, sent.missed, retried=True)  # the sweeper will
             return False
         self._remember(proposal.id, text, blocks)
         await self.approvals.set_card(proposal.id, copies[0].channel, copies[0].ts)
