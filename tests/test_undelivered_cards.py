@@ -105,7 +105,12 @@ async def test_an_approver_slack_cannot_find_is_named_and_the_other_still_decide
     assert "could not be sent to <@UCAT> (Slack cannot find that account)" in note
     assert "<@UBOB>" not in note
     assert_reads_as_words(note)
-    assert "Create task" in await listed_for(bot, fake_slack, "UCAT")  # where it waits
+    # Where it waits: each approver's list links to the card they can open, none to
+    # another person's DM (which would open nothing).
+    for_cat = await listed_for(bot, fake_slack, "UCAT")
+    assert "Create task" in for_cat
+    assert "archives/D" not in for_cat
+    assert "archives/DBOB/" in await listed_for(bot, fake_slack, "UBOB")
     assert await bot.click(latest(fake_slack, "DBOB"), cards.APPROVE, "UBOB", "DBOB") == 200
     await bot.idle()
     assert len(await tasks_in_db(bot)) == 1

@@ -10,11 +10,12 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy import select
 
 from bot.approvals.policy import GroupMembers, Policies, may_approve
 from bot.approvals.questions import question_of
 from bot.approvals.ruling import Authorise, Step
-from bot.db.models import Proposal, utcnow
+from bot.db.models import CardCopy, Proposal, utcnow
 from bot.db.session import Database
 from bot.records import queries
 from bot.slack import grant_views
@@ -94,14 +95,26 @@ class ApprovalsAndHome:
                 waiting.append(proposal)
         return waiting
 
-    async def _with_links(self, proposals: list[Proposal]) -> list[tuple[Proposal, str | None]]:
+    async def _with_links(
+        self, proposals: list[Proposal], user: str
+    ) -> list[tuple[Proposal, str | None]]:
+        """Each proposal with a link to the card `user` can open: their own copy if it was
+        sent to them; none if the card lives only in other people's DMs (a link there would
+        open nothing); else the card in its thread or channel."""
+        async with self.db.transaction() as session:
+            ids = [p.id for p in proposals]
+            copies = list(
+                await session.scalars(select(CardCopy).where(CardCopy.proposal_id.in_(ids)))
+            )
+
         async def link(p: Proposal) -> str | None:
-            if not p.card_channel or not p.card_ts:
+            mine = [c for c in copies if c.proposal_id == p.id and c.recipient == user]
+            where = (mine[0].channel, mine[0].ts) if mine else (p.card_channel, p.card_ts)
+            in_dms = {c.channel for c in copies if c.proposal_id == p.id}
+            if not where[0] or not where[1] or (not mine and where[0] in in_dms):
                 return None
             try:
-                found = await self.slack.chat_getPermalink(
-                    channel=p.card_channel, message_ts=p.card_ts
-                )
+                found = await self.slack.chat_getPermalink(channel=where[0], message_ts=where[1])
             except SlackApiError:
                 return None
             return str(found.get("permalink") or "") or None
@@ -116,7 +129,7 @@ class ApprovalsAndHome:
         async with self.db.transaction() as session:
             recent = await queries.my_recent_proposals(session, team, user)
         recent = [p for p in recent if await self.access.may_read(user, p.audience)]
-        return await self._with_links(waiting), await self._with_links(recent)
+        return await self._with_links(waiting, user), await self._with_links(recent, user)
 
     async def approvals(self, team: str, user: str) -> list[dict[str, Any]]:
         waiting, recent = await self.approvals_lists(team, user)
