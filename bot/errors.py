@@ -30,6 +30,13 @@ PERMANENT_SLACK_ERRORS = frozenset(
         "invalid_auth",
         "token_revoked",
         "missing_scope",
+        "not_allowed_token_type",
+        # a DM Slack will not open: the person is gone, deactivated or not visible to the bot
+        "user_not_found",
+        "users_not_found",
+        "user_not_visible",
+        "user_disabled",
+        "cannot_dm_bot",
     }
 )
 

@@ -8,7 +8,7 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from bot.approvals.ledger import Ledger
-from bot.db.models import CardCopy, Proposal
+from bot.db.models import CardCopy, CardMiss, Proposal
 
 
 class CardCopies(Ledger):
@@ -34,6 +34,18 @@ class CardCopies(Ledger):
                         reason=reason,
                         shown_version=version,
                     )
+                )
+        except IntegrityError:
+            return False
+        return True
+
+    async def first_miss(self, proposal_id: int, recipient: str, reason: str) -> bool:
+        """Record that the card could not reach `recipient`; True only for the first poster
+        (of any replica) to record it, who tells the thread."""
+        try:
+            async with self.db.transaction() as session:
+                session.add(
+                    CardMiss(proposal_id=proposal_id, recipient=recipient, reason=reason[:64])
                 )
         except IntegrityError:
             return False

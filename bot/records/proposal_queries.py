@@ -10,6 +10,7 @@ from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.db.models import (
+    CardCopy,
     Conversation,
     Participant,
     Proposal,
@@ -89,3 +90,11 @@ async def my_recent_proposals(
             )
         ).all()
     )
+
+
+async def card_copies_of(session: AsyncSession, proposal_ids: list[int]) -> list[CardCopy]:
+    """The copies of these proposals' cards sent to people (their DMs)."""
+    if not proposal_ids:
+        return []
+    found = await session.scalars(select(CardCopy).where(CardCopy.proposal_id.in_(proposal_ids)))
+    return list(found)

@@ -107,17 +107,25 @@ class ApprovalsAndHome:
             ids = [p.conversation_id for p in proposals if p.conversation_id is not None]
             titles = await proposal_queries.titles_of(session, ids)
             mine = await proposal_queries.taking_part(session, user, ids)
+            copies = await proposal_queries.card_copies_of(session, [p.id for p in proposals])
+
+        async def card_link(p: Proposal) -> str | None:
+            """A link to the card `user` can open: their own copy if it was sent to them;
+            none if the card lives only in other people's DMs (a link there would open
+            nothing); else the card in its thread or channel."""
+            own = [c for c in copies if c.proposal_id == p.id and c.recipient == user]
+            where = (own[0].channel, own[0].ts) if own else (p.card_channel, p.card_ts)
+            in_dms = {c.channel for c in copies if c.proposal_id == p.id}
+            if not where[0] or not where[1] or (not own and where[0] in in_dms):
+                return None
+            try:
+                found = await self.slack.chat_getPermalink(channel=where[0], message_ts=where[1])
+            except SlackApiError:
+                return None
+            return str(found.get("permalink") or "") or None
 
         async def listed(p: Proposal) -> Listed:
-            link = None
-            if p.card_channel and p.card_ts:
-                try:
-                    found = await self.slack.chat_getPermalink(
-                        channel=p.card_channel, message_ts=p.card_ts
-                    )
-                    link = str(found.get("permalink") or "") or None
-                except SlackApiError:
-                    pass
+            link = await card_link(p)
             # A DM is its own person's; a channel's thread is for who may read it now.
             readable = (
                 p.conversation_id in mine

@@ -25,6 +25,7 @@ from bot.errors import retryable, slack_error
 from bot.keyed_messages import find_keyed, keyed
 from bot.metrics import SLACK_EDITS
 from bot.poster import NOTHING_PRIVATE, Poster, PostRefused
+from bot.slack.card_misses import CardMisses, Delivery
 from bot.slack.card_routing import SLACK_FAILURES, CardRouting, carried_by, waiting_note
 from bot.slack.edit_budget import EditBudget, Editor
 from bot.states import State
@@ -45,22 +46,12 @@ class _CopyEdit:
     lane: str = "copies"
 
 
-class CardFanOut(CardRouting):
+class CardFanOut(CardMisses, CardRouting):
     slack: AsyncWebClient
     approvals: ApprovalsService
     budget: EditBudget
 
     poster: Poster
-
-    async def _note(
-        self,
-        proposal: Proposal,
-        text: str,
-        where: tuple[str, str | None] | None = None,
-        *,
-        carries: str,
-    ) -> None:
-        raise NotImplementedError  # ThreadNotes'
 
     async def post_copies(
         self,
@@ -70,8 +61,9 @@ class CardFanOut(CardRouting):
         blocks: list[dict[str, Any]],
         reason: str,
         takeover: bool = False,
-    ) -> list[str]:
-        """Send the card to each recipient without one yet; everyone who now has a copy."""
+    ) -> Delivery:
+        """Send the card to each recipient without one yet: everyone who now has a copy, and
+        whom Slack refused (the caller says so, once, after its own note)."""
         have = {c.recipient for c in await self.approvals.copies_of(proposal.id)}
         oldest = f"{proposal.created_at.timestamp() - 60:.6f}"
 
@@ -94,8 +86,9 @@ class CardFanOut(CardRouting):
                 channel, ts = str(posted["channel"]), str(posted["ts"])
             await self.approvals.add_copy(proposal.id, user, channel, ts, reason, proposal.version)
 
-        await self.fan_out([u for u in recipients if u not in have], post)
-        return [c.recipient for c in await self.approvals.copies_of(proposal.id)]
+        missed = await self.fan_out([u for u in recipients if u not in have], post)
+        reached = [c.recipient for c in await self.approvals.copies_of(proposal.id)]
+        return Delivery(reached, {u: why for u, why in missed.items() if u not in reached})
 
     async def edit_copies(
         self, proposal: Proposal, text: str, blocks: list[dict[str, Any]]
@@ -157,14 +150,16 @@ class CardFanOut(CardRouting):
         try:
             if step.step.kind == "notify":
                 added = await self.people(step.step.to, proposal)
-                await self.post_copies(proposal, added, text, blocks, "escalation")
-                if added:
+                sent = await self.post_copies(proposal, added, text, blocks, "escalation")
+                told = [u for u in added if u not in sent.missed]
+                if told:
                     await self._note(
                         proposal,
                         f":arrow_up: Nobody answered in {after}: escalated. "
-                        + waiting_note(added)[len(":hourglass_flowing_sand: ") :],
+                        + waiting_note(told)[len(":hourglass_flowing_sand: ") :],
                         carries=NOTHING_PRIVATE,
                     )
+                await self.tell_missed(proposal, sent.missed)
             elif step.step.kind == "remind":
                 await self._remind_approvers(proposal, after)
         except SLACK_FAILURES as exc:  # the step is taken; its notice is best effort

@@ -16,7 +16,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -30,10 +29,11 @@ from bot.db.models import Proposal
 from bot.errors import slack_error
 from bot.keyed_messages import find_keyed, keyed
 from bot.membership import reach_of
-from bot.poster import NOTHING_PRIVATE, PostRefused, poster_of
+from bot.poster import NOTHING_PRIVATE, poster_of
 from bot.slack.card_fan_out import CARD_EVENT, CardFanOut
+from bot.slack.card_misses import CHANNEL, REQUESTER, THREAD
 from bot.slack.card_people import PeopleNames, kinds_of
-from bot.slack.card_routing import SLACK_FAILURES, carried_by, waiting_note
+from bot.slack.card_routing import SLACK_FAILURES, carried_by, reason_of, waiting_note
 from bot.slack.cards import CardView, approval_card, slack_date
 from bot.slack.edit_budget import EditBudget
 from bot.slack.thread_notes import ThreadNotes
@@ -145,15 +145,19 @@ class CardPublisher(ThreadNotes, CardFanOut):
         if claim is None:
             return True  # posted (or being posted) by someone else
         text, blocks = approval_card(await self.view(proposal))
+        target = THREAD  # where the card was going, for the note if Slack refuses it
         try:
             route = await self.route(proposal)
             if route is not None and route.channel is None:
                 return await self._post_routed(proposal, list(route.recipients), text, blocks,
                                                claim.takeover)  # fmt: skip
-            where, thread_ts = (
-                (route.channel, None) if route and route.channel
-                else await self._destination(proposal)
-            )  # fmt: skip
+            if route is not None and route.channel:
+                where, thread_ts, target = route.channel, None, CHANNEL
+            elif await self._thread_may_read(proposal):
+                where, thread_ts = proposal.channel_id, proposal.thread_ts
+            else:  # for the requester alone, by DM
+                target = REQUESTER
+                where, thread_ts = await self._requester_dm(proposal), None
             earlier = (
                 await find_keyed(
                     self.slack,
@@ -189,10 +193,10 @@ class CardPublisher(ThreadNotes, CardFanOut):
                     await self._note(proposal, waiting_note(names, where), carries=NOTHING_PRIVATE)
                 elif where != proposal.channel_id:
                     await self._say_sent_privately(proposal)
-        except (SlackApiError, aiohttp.ClientError, TimeoutError, PostRefused) as exc:
-            reason = slack_error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
-            log.error("could not post the card of proposal %s: %s", proposal.id, reason)
+        except SLACK_FAILURES as exc:
+            log.error("could not post the card of proposal %s: %s", proposal.id, reason_of(exc))
             await self.approvals.release_card(proposal.id)
+            await self.tell_unplaced(proposal, target, reason_of(exc))
             return False
         self._remember(proposal.id, text, blocks)
         await self.approvals.set_card(proposal.id, channel, ts)
@@ -209,15 +213,17 @@ class CardPublisher(ThreadNotes, CardFanOut):
     ) -> bool:
         """One copy per approver by DM; the first is the card of record. The thread is told
         who was notified."""
-        reached = await self.post_copies(proposal, recipients, text, blocks, "route", takeover)
+        sent = await self.post_copies(proposal, recipients, text, blocks, "route", takeover)
         copies = await self.approvals.copies_of(proposal.id)
         if not copies:
             await self.approvals.release_card(proposal.id)
+            await self.tell_missed(proposal, sent.missed, retried=True)  # the sweeper will
             return False
         self._remember(proposal.id, text, blocks)
         await self.approvals.set_card(proposal.id, copies[0].channel, copies[0].ts)
         await self.approvals.card_shown(proposal.id, proposal.version)
-        await self._note(proposal, waiting_note(reached), carries=NOTHING_PRIVATE)
+        await self._note(proposal, waiting_note(sent.reached), carries=NOTHING_PRIVATE)
+        await self.tell_missed(proposal, sent.missed)
         return True
 
     async def remind(self, proposal: Proposal) -> None:
@@ -239,11 +245,13 @@ class CardPublisher(ThreadNotes, CardFanOut):
         """Where the card goes: its thread, unless what the action carries may not be read by
         everyone there (a private channel's text proposed in a public thread); then to the
         requester alone, by DM, and only people who may read it can decide on it."""
-        where = audience.place(proposal.channel_id, proposal.requester, is_dm=False)
-        if await reach_of(self.slack).covers(where, proposal.audience):
+        if await self._thread_may_read(proposal):
             return proposal.channel_id, proposal.thread_ts
-        opened = await self.slack.conversations_open(users=proposal.requester)
-        return str((opened.get("channel") or {}).get("id")), None
+        return await self._requester_dm(proposal), None
+
+    async def _thread_may_read(self, proposal: Proposal) -> bool:
+        where = audience.place(proposal.channel_id, proposal.requester, is_dm=False)
+        return await reach_of(self.slack).covers(where, proposal.audience)
 
     async def _requester_dm(self, proposal: Proposal) -> str:
         return await self.dm_of(proposal.requester)

@@ -25,11 +25,14 @@ async def announce_reroute(cards: CardPublisher, proposal: Proposal) -> None:
         route = await cards.route(proposal)
         if route is not None and route.channel is None and route.recipients:
             text, blocks = approval_card(await cards.view(proposal))
-            await cards.post_copies(proposal, list(route.recipients), text, blocks, "reroute")
-            where = " (notified by direct message)"
+            sent = await cards.post_copies(
+                proposal, list(route.recipients), text, blocks, "reroute"
+            )
+            missed, where = sent.missed, " (notified by direct message)"
         else:
-            where = ""
+            missed, where = {}, ""
         shown = ", ".join(f"<@{p}>" for p in people[:10]) or "nobody who may read it"
         await cards.note_in_thread(proposal, f"{CHANGED}this action now waits for {shown}{where}.")
+        await cards.tell_missed(proposal, missed)
     except SLACK_FAILURES as exc:
         log.warning("reroute notice for %s failed: %s", proposal.id, type(exc).__name__)

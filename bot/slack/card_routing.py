@@ -27,6 +27,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import audience
 from bot.approvals.policy import GroupMembers, Policies, Policy
 from bot.db.models import Proposal
+from bot.errors import retryable, slack_error
 from bot.membership import members_of, reach_of
 from bot.poster import PostRefused
 from bot.tools.catalog import ToolRegistry
@@ -38,6 +39,16 @@ POSTING_AT_ONCE = 4  # DMs in flight together (each is its own channel for Slack
 NAMED_IN_NOTE = 10  # people named in the thread's note; the rest are counted
 # What a post may end in besides success (the poster's refusal included: never retried).
 SLACK_FAILURES = (SlackApiError, aiohttp.ClientError, TimeoutError, PostRefused)
+REFUSED_BY_POSTER = "not_readable_there"  # the poster's refusal, as a reason code
+
+
+def reason_of(exc: BaseException) -> str:
+    """Why a post failed, as a short code for the log and the record (never shown to people):
+    Slack's error code, prefixed `transient:` where trying again may cure it."""
+    if isinstance(exc, PostRefused):
+        return REFUSED_BY_POSTER
+    code = slack_error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
+    return f"transient:{code}" if retryable(exc) else code
 
 
 @dataclass(frozen=True)
@@ -152,18 +163,17 @@ class CardRouting:
 
     async def fan_out(
         self, recipients: list[str], post: Callable[[str, str], Awaitable[None]]
-    ) -> list[str]:
-        """Post to each recipient (a few at a time); the recipients reached."""
+    ) -> dict[str, str]:
+        """Post to each recipient (a few at a time); those not reached, with why (a code)."""
         gate = asyncio.Semaphore(POSTING_AT_ONCE)
+        missed: dict[str, str] = {}
 
-        async def one(user: str) -> str | None:
+        async def one(user: str) -> None:
             async with gate:
                 try:
                     await post(user, await self.dm_of(user))
-                    return user
                 except SLACK_FAILURES as exc:
-                    log.warning("card copy for %s not posted: %s", user, type(exc).__name__)
-                    return None
+                    missed[user] = reason_of(exc)
 
-        reached = await asyncio.gather(*(one(u) for u in recipients))
-        return [u for u in reached if u is not None]
+        await asyncio.gather(*(one(u) for u in recipients))
+        return {u: missed[u] for u in recipients if u in missed}  # in the policy's order

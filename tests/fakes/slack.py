@@ -227,6 +227,11 @@ class FakeSlack:
     refuse_cards: int = 0  # how many of the next posts with blocks answer internal_error
     # users Slack will not open a DM with (deactivated: conversations.open says user_disabled)
     disabled_users: set[str] = field(default_factory=set)
+    # users Slack does not know (removed from the workspace: conversations.open says
+    # user_not_found, as its documentation lists)
+    unknown_users: set[str] = field(default_factory=set)
+    # archived channels: chat.postMessage there says is_archived
+    archived: set[str] = field(default_factory=set)
     # method -> how many of its next calls are carried out, then their answer is lost (the
     # connection drops before Slack's answer reaches the caller)
     lose_answers: dict[str, int] = field(default_factory=dict)
@@ -472,6 +477,8 @@ class FakeSlack:
         channel = str(args.get("channel") or "")
         if not channel:
             return {"ok": False, "error": "channel_not_found"}
+        if channel in self.archived:
+            return {"ok": False, "error": "is_archived"}
         if len(text) > MAX_TEXT:
             return {"ok": False, "error": "msg_too_long"}
         blocks = args.get("blocks")
@@ -503,6 +510,8 @@ class FakeSlack:
             return {"ok": False, "error": "message_not_found"}
         if self._streaming(ts):
             return {"ok": False, "error": "streaming_state_conflict"}
+        if channel in self.archived:
+            return {"ok": False, "error": "is_archived"}
         if len(text) > MAX_TEXT:
             return {"ok": False, "error": "msg_too_long"}
         blocks = args.get("blocks")
@@ -760,6 +769,8 @@ class FakeSlack:
             return {"ok": False, "error": "users_list_not_supplied" if not users else "not_found"}
         if users in self.disabled_users:
             return {"ok": False, "error": "user_disabled"}
+        if users in self.unknown_users:
+            return {"ok": False, "error": "user_not_found"}
         dm = "D" + users.lstrip("UW")
         self.members.setdefault(dm, [users, BOT_USER_ID])
         self.channel_info.setdefault(dm, {"id": dm, "is_im": True, "user": users})

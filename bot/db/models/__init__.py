@@ -23,7 +23,7 @@ from bot.db.models.proposals import (
     ProposalState,
     ResumeRequest,
 )
-from bot.db.models.routing import CardCopy
+from bot.db.models.routing import CardCopy, CardMiss
 from bot.db.models.stops import StopEntry
 from bot.db.models.tasks import Task, TaskComment
 from bot.db.models.welcomes import Welcome
@@ -35,6 +35,7 @@ __all__ = [
     "AuditEntry",
     "Base",
     "CardCopy",
+    "CardMiss",
     "Conversation",
     "ConversationSummary",
     "Grant",

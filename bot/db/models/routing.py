@@ -27,3 +27,21 @@ class CardCopy(Base):
     # The proposal `version` the copy last showed (behind: it still needs an edit).
     shown_version: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class CardMiss(Base):
+    """A person (or place) a proposal's card could not be delivered to, recorded when the
+    thread was told so: told once per proposal and recipient, however many times a poster on
+    any replica tries again."""
+
+    __tablename__ = "card_misses"
+    __table_args__ = (UniqueConstraint("proposal_id", "recipient"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    proposal_id: Mapped[int] = mapped_column(
+        ForeignKey("proposals.id", ondelete="CASCADE"), index=True
+    )
+    # an approver's user id, or where the card itself should have gone (`thread`, `channel`)
+    recipient: Mapped[str] = mapped_column(String(32))
+    reason: Mapped[str] = mapped_column(String(64))  # Slack's error code, or the failure's kind
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
