@@ -72,12 +72,16 @@ def test_the_app_home_shows_sections_titles_and_the_cards_link(sandbox_page: Pag
 def test_history_reads_as_a_record_and_pages(sandbox_page: Page) -> None:
     page = sandbox_page
     page.get_by_role("link", name="#general").click()
+    # Ten conversations, then the summary: eleven at least (two pages), the summary newest.
+    for n in range(10):
+        send(page, f"@Countersign hello number {n}")
+        expect(page.get_by_role("main")).to_contain_text(f"hello number {n}")
+    for n in range(10):  # each answered, so each conversation is stored before the lists
+        asked = page.get_by_role("main").get_by_role("article").filter(has_text=f"number {n}")
+        expect(asked.get_by_role("button", name=re.compile(r"\d+ repl"))).to_be_visible()
     send(page, "@Countersign summarise #general")
     thread = open_thread_of(page, "summarise #general")
     expect(thread.get_by_role("article").filter(has_text="Here are the latest")).to_be_visible()
-    for n in range(9):  # eleven conversations: two pages
-        send(page, f"@Countersign hello number {n}")
-        expect(page.get_by_role("main")).to_contain_text(f"hello number {n}")
     send(page, "/history")
     answer = page.get_by_role("main").get_by_role("article").filter(has_text="Only visible to you")
     history = answer.last
