@@ -9,13 +9,18 @@ since; `MAX_PAGES` only bounds a runaway (a channel with a hundred thousand mess
 
 from __future__ import annotations
 
+import asyncio
 import copy
-from collections.abc import AsyncIterator
-from datetime import datetime
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
+from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 PAGE = 200  # Slack's advice for conversations.history/replies pages
 MAX_PAGES = 500
@@ -84,3 +89,54 @@ async def find_keyed(
         if metadata.get("event_type") == event_type and payload.get("key") == key:
             return str(message.get("ts"))
     return None
+
+
+POST_ATTEMPTS = 3
+POST_BACKOFF_SECONDS = 0.5
+
+
+def _answer_lost(exc: Exception) -> bool:
+    """Slack may have acted but its answer never arrived: a dropped connection, a time-out,
+    or a 5xx (Slack's own retry advice). Any other refusal is an answer."""
+    if isinstance(exc, SlackApiError):
+        return int(getattr(exc.response, "status_code", 0) or 0) >= 500
+    return isinstance(exc, aiohttp.ClientError | TimeoutError | ConnectionError)
+
+
+async def post_keyed(
+    send: Callable[[dict[str, Any]], Awaitable[AsyncSlackResponse]],
+    slack: AsyncWebClient,
+    channel: str,
+    thread_ts: str | None,
+    event_type: str,
+) -> dict[str, Any]:
+    """Post at most once although Slack's answer may be lost on the way: `send(metadata)`
+    makes one attempt (through a `single_attempt` client) marked with a fresh key; after a lost
+    answer, the thread is read for that key before trying again. slack_sdk's retry handlers
+    would re-send at once, and Slack would carry the message out twice (a second "Thinking…"
+    that nothing ever edits).
+
+    Returns Slack's answer, or `{"ok": True, "ts": …}` of the message found again."""
+    key = uuid.uuid4().hex
+    since = slack_ts(datetime.now(UTC))
+    lost: Exception | None = None
+    for attempt in range(POST_ATTEMPTS):
+        if attempt:
+            await asyncio.sleep(POST_BACKOFF_SECONDS * attempt)
+        try:
+            answer = await send(keyed(event_type, key))
+            return dict(answer.data) if isinstance(answer.data, dict) else {"ok": True}
+        except Exception as exc:
+            if not _answer_lost(exc):
+                raise
+            lost = exc
+        try:
+            found = await find_keyed(
+                slack, channel, event_type, key, thread_ts=thread_ts, oldest=since
+            )
+        except (SlackApiError, aiohttp.ClientError, TimeoutError):
+            found = None  # cannot tell now: try again (a later look finds the key)
+        if found is not None:
+            return {"ok": True, "ts": found, "channel": channel}
+    assert lost is not None
+    raise lost

@@ -32,10 +32,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot import audience
+from bot.keyed_messages import post_keyed, single_attempt
 from bot.membership import Reach, reach_of
 from bot.text import defuse, defuse_blocks
 
 log = logging.getLogger(__name__)
+
+REPLY_MESSAGE = "countersign_reply"  # the metadata event type of a reply's messages
 
 # What a message made only of the bot's own words (and ids, names, links) carries.
 NOTHING_PRIVATE = audience.WORKSPACE
@@ -225,15 +228,24 @@ class Outlet:
         if not await self.cleared(carries):
             raise PostRefused(self.channel, carries)
 
-    async def post(self, text: str, *, carries: str) -> AsyncSlackResponse:
-        """A message of the reply in its thread (a continuation, or its first post)."""
+    async def post(self, text: str, *, carries: str) -> dict[str, Any]:
+        """A message of the reply in its thread (a continuation, or its first post), posted
+        once although Slack's answer may be lost (`post_keyed`)."""
         await self._allow(carries)
-        return await self.poster.slack.chat_postMessage(
-            channel=self.channel,
-            thread_ts=self.thread_ts,
-            text=defuse(text),
-            unfurl_links=False,  # Slack would fetch a model-written URL unclicked
-            unfurl_media=False,
+        once = single_attempt(self.poster.slack)
+        return await post_keyed(
+            lambda metadata: once.chat_postMessage(
+                channel=self.channel,
+                thread_ts=self.thread_ts,
+                text=defuse(text),
+                metadata=metadata,
+                unfurl_links=False,  # Slack would fetch a model-written URL unclicked
+                unfurl_media=False,
+            ),
+            self.poster.slack,
+            self.channel,
+            self.thread_ts,
+            REPLY_MESSAGE,
         )
 
     async def update(

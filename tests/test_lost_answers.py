@@ -5,19 +5,11 @@ for what the first attempt did."""
 
 from __future__ import annotations
 
-import pytest
-
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack
 from tests.harness import RunningBot
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the reply's placeholder is posted through the retrying client: a lost answer posts "
-    "it twice and the first copy keeps 'Thinking…' forever (promise 4); the fix is a keyed, "
-    "single-attempt placeholder found again with bot.keyed_messages.find_keyed (streamer)",
-)
 async def test_a_reply_whose_placeholder_answer_was_lost_leaves_no_thinking_behind(
     bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
@@ -28,3 +20,33 @@ async def test_a_reply_whose_placeholder_answer_was_lost_leaves_no_thinking_behi
     texts = [m.text for m in fake_slack.bot_messages("C1")]
     assert "Hello there." in texts
     assert not any("Thinking" in t for t in texts), texts
+
+
+async def test_a_reply_refused_with_a_server_error_is_posted_once_after_all(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """A 5xx where Slack did nothing: the thread holds no message with the post's key, so the
+    post is tried again, once, and the reply lands."""
+    fake_model.script(Script(text="Hello again."))
+    fake_slack.server_errors["chat.postMessage"] = 1
+    await bot.mention("C1", "hi", fake_slack)
+    await bot.idle()
+    texts = [m.text for m in fake_slack.bot_messages("C1")]
+    assert texts.count("Hello again.") == 1, texts
+    assert not any("Thinking" in t for t in texts), texts
+
+
+async def test_a_long_reply_whose_continuation_answer_was_lost_is_continued_once(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    words = " ".join(f"word{i}" for i in range(1200))  # past one message: a continuation
+    fake_model.script(Script(text=words))
+    fake_slack.lose_answers["chat.postMessage"] = 2  # the placeholder's and a continuation's
+    await bot.mention("C1", "a long one please", fake_slack)
+    await bot.idle()
+    shown = [m.text for m in fake_slack.bot_messages("C1")]
+    assert len(shown) >= 2, shown  # it did continue
+    tokens = " ".join(shown).split()
+    for i in range(1200):  # every word once: nothing posted twice, nothing lost
+        assert tokens.count(f"word{i}") == 1, (i, shown)
+    assert not any("Thinking" in t for t in shown), shown
