@@ -92,6 +92,7 @@ async def find_keyed(
 
 
 POST_ATTEMPTS = 3
+MESSAGE_EVENT = "countersign_message"  # the metadata event type of an unkeyed post
 POST_BACKOFF_SECONDS = 0.5
 
 
@@ -104,27 +105,30 @@ def _answer_lost(exc: Exception) -> bool:
 
 
 async def post_keyed(
-    send: Callable[[dict[str, Any]], Awaitable[AsyncSlackResponse]],
+    send: Callable[[dict[str, Any] | None], Awaitable[AsyncSlackResponse]],
     slack: AsyncWebClient,
     channel: str,
     thread_ts: str | None,
-    event_type: str,
+    metadata: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Post at most once although Slack's answer may be lost on the way: `send(metadata)`
-    makes one attempt (through a `single_attempt` client) marked with a fresh key; after a lost
-    answer, the thread is read for that key before trying again. slack_sdk's retry handlers
-    would re-send at once, and Slack would carry the message out twice (a second "Thinking…"
-    that nothing ever edits).
+    makes one attempt (through a `single_attempt` client) marked with `metadata`'s key, or a
+    fresh one; after a lost answer, the thread is read for that key before trying again.
+    slack_sdk's retry handlers would re-send at once, and Slack would carry the message out
+    twice (a second "Thinking…" that nothing ever edits, a second card nobody updates).
 
     Returns Slack's answer, or `{"ok": True, "ts": …}` of the message found again."""
-    key = uuid.uuid4().hex
+    payload = (metadata or {}).get("event_payload") or {}
+    if not metadata or not isinstance(payload, dict) or not payload.get("key"):
+        metadata = keyed(MESSAGE_EVENT, uuid.uuid4().hex)
+    event_type, key = str(metadata["event_type"]), str(metadata["event_payload"]["key"])
     since = slack_ts(datetime.now(UTC))
     lost: Exception | None = None
     for attempt in range(POST_ATTEMPTS):
         if attempt:
             await asyncio.sleep(POST_BACKOFF_SECONDS * attempt)
         try:
-            answer = await send(keyed(event_type, key))
+            answer = await send(metadata)
             return dict(answer.data) if isinstance(answer.data, dict) else {"ok": True}
         except Exception as exc:
             if not _answer_lost(exc):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,8 +38,6 @@ from bot.membership import Reach, reach_of
 from bot.text import defuse, defuse_blocks
 
 log = logging.getLogger(__name__)
-
-REPLY_MESSAGE = "countersign_reply"  # the metadata event type of a reply's messages
 
 # What a message made only of the bot's own words (and ids, names, links) carries.
 NOTHING_PRIVATE = audience.WORKSPACE
@@ -130,18 +129,29 @@ class Poster:
         metadata: dict[str, Any] | None = None,
         reader: str | None = None,
         approved: ApprovedWrite | None = None,
-    ) -> AsyncSlackResponse:
-        """A new message (link previews off: Slack must not fetch what the bot shows)."""
+    ) -> dict[str, Any]:
+        """A new message (link previews off: Slack must not fetch what the bot shows), posted
+        once although Slack's answer may be lost (`post_keyed`, under the metadata's key when
+        it carries one). An approved write's own post is left to its executor, which tells a
+        lost answer as an unknown outcome and finds the earlier write on Retry."""
         await self._allow(channel, carries, reader, approved)
-        return await self.slack.chat_postMessage(
-            channel=channel,
-            thread_ts=thread_ts,
-            text=defuse(text),
-            blocks=defuse_blocks(blocks) if blocks is not None else None,
-            metadata=metadata,
-            unfurl_links=False,
-            unfurl_media=False,
-        )
+        once = self.slack if approved is not None else single_attempt(self.slack)
+
+        def send(marked: dict[str, Any] | None) -> Awaitable[AsyncSlackResponse]:
+            return once.chat_postMessage(
+                channel=channel,
+                thread_ts=thread_ts,
+                text=defuse(text),
+                blocks=defuse_blocks(blocks) if blocks is not None else None,
+                metadata=marked,
+                unfurl_links=False,
+                unfurl_media=False,
+            )
+
+        if approved is not None:
+            answer = await send(metadata)
+            return dict(answer.data) if isinstance(answer.data, dict) else {"ok": True}
+        return await post_keyed(send, self.slack, channel, thread_ts, metadata)
 
     async def update(
         self,
@@ -234,18 +244,17 @@ class Outlet:
         await self._allow(carries)
         once = single_attempt(self.poster.slack)
         return await post_keyed(
-            lambda metadata: once.chat_postMessage(
+            lambda marked: once.chat_postMessage(
                 channel=self.channel,
                 thread_ts=self.thread_ts,
                 text=defuse(text),
-                metadata=metadata,
+                metadata=marked,
                 unfurl_links=False,  # Slack would fetch a model-written URL unclicked
                 unfurl_media=False,
             ),
             self.poster.slack,
             self.channel,
             self.thread_ts,
-            REPLY_MESSAGE,
         )
 
     async def update(
