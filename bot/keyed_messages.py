@@ -118,9 +118,14 @@ async def post_keyed(
     twice (a second "Thinking…" that nothing ever edits, a second card nobody updates).
 
     Returns Slack's answer, or `{"ok": True, "ts": …}` of the message found again."""
-    payload = (metadata or {}).get("event_payload") or {}
-    if not metadata or not isinstance(payload, dict) or not payload.get("key"):
+    if metadata is None:
         metadata = keyed(MESSAGE_EVENT, uuid.uuid4().hex)
+    payload = metadata.get("event_payload")
+    if not isinstance(payload, dict) or not payload.get("key"):
+        # Metadata of its own (an audit checkpoint's rows) is kept as it is: posted once,
+        # with nothing to find it again by.
+        answer = await send(metadata)
+        return dict(answer.data) if isinstance(answer.data, dict) else {"ok": True}
     event_type, key = str(metadata["event_type"]), str(metadata["event_payload"]["key"])
     since = slack_ts(datetime.now(UTC))
     lost: Exception | None = None

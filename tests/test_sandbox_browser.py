@@ -127,7 +127,7 @@ def card_reads_as_words(card: Locator) -> None:
 
 def test_four_eyes_alice_is_refused_bob_approves_and_the_thread_resumes(page: Page) -> None:
     send(page, "@Countersign create a task to review the release notes for @bob by 2026-12-04")
-    thread = open_thread_of(page, "review the release notes")
+    thread = open_thread_of(page, "task to review the release notes")
     card = thread.get_by_role("article").filter(has_text="Approval needed")
     expect(card.get_by_role("button", name="Approve")).to_be_visible()
     card_reads_as_words(card)
@@ -139,7 +139,7 @@ def test_four_eyes_alice_is_refused_bob_approves_and_the_thread_resumes(page: Pa
 
     act_as(page, "Bob (approver)")
     expect(page.get_by_text("Only visible to you")).to_have_count(0)  # it was Alice's alone
-    thread = open_thread_of(page, "review the release notes")
+    thread = open_thread_of(page, "task to review the release notes")
     card = thread.get_by_role("article").filter(has_text="Approval needed")
     card.get_by_role("button", name="Approve").click()
     expect(bot_reply(thread, "Done: the task “review the release notes”")).to_be_visible()
