@@ -27,14 +27,12 @@ from bot.conversation.live_replies import LiveReplies
 from bot.conversation.resume import ResumeWorker
 from bot.conversation.stop_signals import StopSignals
 from bot.conversation.stopping import Authority, Stopper
-from bot.conversation.titles import Titles
 from bot.conversation.tokens import TokenCounter
 from bot.conversation.tool_round import ActionDesk
 from bot.conversation.turn import Conversations
 from bot.conversation.turn_settings import TurnSettings
 from bot.coordination import redis_client
 from bot.db.migrate import upgrade_to_head
-from bot.db.models import Proposal
 from bot.db.session import Database
 from bot.heartbeat import Heartbeat, freeze_start_up_objects
 from bot.links import LinkSigner
@@ -48,7 +46,6 @@ from bot.slack.agent_threads import AgentThreads
 from bot.slack.budgets import Limits, WorkspaceBudgets
 from bot.slack.card_publisher import CardPublisher
 from bot.slack.commands import Records
-from bot.slack.dm_welcome import DmWelcome
 from bot.slack.edit_budget import EditBudget
 from bot.slack.interactions import Interactions
 from bot.slack.show_all import ShowAll
@@ -58,9 +55,16 @@ from bot.tasks import TaskGroup, new_worker_id
 from bot.thread_locks import ThreadLocks
 from bot.tools.catalog import ToolRegistry
 from bot.tools.integrations import Integrations
-from bot.tools.registry import ToolContext
-from bot.welcome_text import welcome_text
-from bot.wiring import checkpoint_job, link_signer, one_door, policy_source, reconsidering
+from bot.wiring import (
+    checkpoint_job,
+    dm_welcome,
+    link_signer,
+    one_door,
+    policy_source,
+    reconsidering,
+    titles,
+    tool_contexts,
+)
 
 log = logging.getLogger(__name__)
 
@@ -145,19 +149,7 @@ class Countersign:
             budgets,
         )
 
-        def tool_context(proposal: Proposal) -> ToolContext:
-            return ToolContext(
-                db=db,
-                slack=slack,
-                team_id=proposal.team_id,
-                channel_id=proposal.channel_id,
-                requester=proposal.requester,
-                idempotency_key=proposal.idempotency_key,
-                pin=proposal.pin,
-                links=links,
-                audience=proposal.audience,
-            )
-
+        tool_context = tool_contexts(db, slack, links)
         resumer = ResumeWorker(db, conversations, tasks, worker, settings.lease_seconds)
         executor = Executor(
             approvals,
@@ -197,23 +189,9 @@ class Countersign:
         records.door = door
         cards.on_change = records.proposal_changed
         threads = AgentThreads(slack, settings.suggested_prompts)
-        followups = settings.thread_followups
-        welcome = DmWelcome(
-            db,
-            slack,
-            threads,
-            lambda user: welcome_text(user, registry.offered(), policy.current.policy, followups),
-            tasks,
-        )
+        welcome = dm_welcome(settings, db, slack, threads, registry, policy, tasks)
         records.on_messages_tab = welcome.messages_tab
-        titler = None if settings.title_model == "off" else settings.title_model
-        conversations.titles = Titles(
-            db,
-            None if titler is None else LLM(llm.client, titler or settings.llm_model),
-            settings.title_timeout_seconds,
-            tasks,
-        )
-        conversations.titles.threads = threads
+        conversations.titles = titles(settings, db, llm, threads, tasks)
         interactions = Interactions(
             approvals,
             registry,

@@ -11,18 +11,25 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.approvals.policy import GroupMembers
 from bot.approvals.service import ApprovalsService
 from bot.config import Settings
+from bot.conversation.titles import Titles
 from bot.db.models import Proposal
 from bot.db.session import Database
 from bot.links import LinkSigner
+from bot.llm import LLM
 from bot.membership import reach_of
 from bot.policy.one_door import OneDoor
 from bot.policy.reconsider import reconsider
 from bot.policy.source import PolicySource
 from bot.records.audit_checkpoints import CheckpointJob
+from bot.slack.agent_threads import AgentThreads
 from bot.slack.audit_checkpoints import poster as checkpoint_poster
 from bot.slack.card_publisher import CardPublisher
 from bot.slack.card_rerouting import announce_reroute
+from bot.slack.dm_welcome import DmWelcome
+from bot.tasks import TaskGroup
 from bot.tools.catalog import ToolRegistry
+from bot.tools.context import ToolContext
+from bot.welcome_text import welcome_text
 
 
 def link_signer(settings: Settings) -> LinkSigner | None:
@@ -94,3 +101,60 @@ def reconsidering(
         return await reconsider(door, approvals, rerouted, closed)
 
     return run
+
+
+def dm_welcome(
+    settings: Settings,
+    db: Database,
+    slack: AsyncWebClient,
+    threads: AgentThreads,
+    registry: ToolRegistry,
+    policy: PolicySource,
+    tasks: TaskGroup,
+) -> DmWelcome:
+    """The DM's first-open welcome, said from the tools offered and the policy in force."""
+    followups = settings.thread_followups
+    return DmWelcome(
+        db,
+        slack,
+        threads,
+        lambda user: welcome_text(user, registry.offered(), policy.current.policy, followups),
+        tasks,
+    )
+
+
+def titles(
+    settings: Settings, db: Database, llm: LLM, threads: AgentThreads, tasks: TaskGroup
+) -> Titles:
+    """Conversation titles: `TITLE_MODEL` (default the chat model; `off`: first words)."""
+    model = None if settings.title_model == "off" else settings.title_model
+    made = Titles(
+        db,
+        None if model is None else LLM(llm.client, model or settings.llm_model),
+        settings.title_timeout_seconds,
+        tasks,
+    )
+    made.threads = threads
+    return made
+
+
+def tool_contexts(
+    db: Database, slack: AsyncWebClient, links: LinkSigner | None
+) -> Callable[[Proposal], ToolContext]:
+    """What an approved proposal's tool runs with: its workspace, channel, requester, key,
+    pinned target and audience."""
+
+    def context(proposal: Proposal) -> ToolContext:
+        return ToolContext(
+            db=db,
+            slack=slack,
+            team_id=proposal.team_id,
+            channel_id=proposal.channel_id,
+            requester=proposal.requester,
+            idempotency_key=proposal.idempotency_key,
+            pin=proposal.pin,
+            links=links,
+            audience=proposal.audience,
+        )
+
+    return context
