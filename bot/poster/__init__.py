@@ -1,7 +1,8 @@
 """The one way the bot posts to Slack: every message about a turn or a proposal (replies and
 their edits and streams, cards, notes, reminders, escalation notices, private words, approved
-writes) goes through `Poster`, and no other module calls Slack's post, update, ephemeral,
-schedule or streaming methods (tests/test_one_poster.py reads the source to hold it).
+writes) goes through `Poster` (a live reply through its `Outlet`, `bot.poster.outlet`), and no
+other module calls Slack's post, update, ephemeral, schedule or streaming methods
+(tests/test_one_poster.py reads the source to hold it).
 
 Every call states what it carries (an audience of `bot.audience`, or `NOTHING_PRIVATE`) and
 where it goes. Before Slack is called the poster checks that everyone who reads the destination
@@ -22,11 +23,8 @@ and nothing the bot sends has a reason to ping a channel.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import weakref
-from collections.abc import Awaitable
-from dataclasses import dataclass
 from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
@@ -35,29 +33,13 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from bot import audience
 from bot.keyed_messages import post_keyed, single_attempt
 from bot.membership import Reach, reach_of
+from bot.poster.checks import NOTHING_PRIVATE, ApprovedWrite, PostRefused
+from bot.poster.outlet import Outlet
 from bot.text import defuse, defuse_blocks
 
 log = logging.getLogger(__name__)
 
-# What a message made only of the bot's own words (and ids, names, links) carries.
-NOTHING_PRIVATE = audience.WORKSPACE
-
-
-class PostRefused(Exception):
-    """What a message carries may not be read by everyone where it would go."""
-
-    def __init__(self, channel: str, carries: str) -> None:
-        super().__init__(f"not posted to {channel}: it carries what not all its readers may read")
-        self.channel = channel
-        self.carries = carries
-
-
-@dataclass(frozen=True)
-class ApprovedWrite:
-    """A person approved exactly this text for exactly this destination: the card of the
-    proposal whose idempotency key this is. Only an approved write's tool passes one."""
-
-    proposal_key: str
+__all__ = ["NOTHING_PRIVATE", "ApprovedWrite", "Outlet", "PostRefused", "Poster", "poster_of"]
 
 
 class Poster:
@@ -135,23 +117,32 @@ class Poster:
         it carries one). An approved write's own post is left to its executor, which tells a
         lost answer as an unknown outcome and finds the earlier write on Retry."""
         await self._allow(channel, carries, reader, approved)
-        once = self.slack if approved is not None else single_attempt(self.slack)
-
-        def send(marked: dict[str, Any] | None) -> Awaitable[AsyncSlackResponse]:
-            return once.chat_postMessage(
-                channel=channel,
-                thread_ts=thread_ts,
-                text=defuse(text),
-                blocks=defuse_blocks(blocks) if blocks is not None else None,
-                metadata=marked,
-                unfurl_links=False,
-                unfurl_media=False,
+        if approved is not None:  # already one attempt: its executor's `single_attempt` client
+            answer = await self.slack.chat_postMessage(
+                **_message(channel, thread_ts, text, blocks), metadata=metadata
             )
-
-        if approved is not None:
-            answer = await send(metadata)
             return dict(answer.data) if isinstance(answer.data, dict) else {"ok": True}
-        return await post_keyed(send, self.slack, channel, thread_ts, metadata)
+        return await self.post_once(channel, text, thread_ts, blocks, metadata)
+
+    async def post_once(
+        self,
+        channel: str,
+        text: str,
+        thread_ts: str | None,
+        blocks: list[dict[str, Any]] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Post, checked already, one attempt at a time under a key (`post_keyed`)."""
+        once = single_attempt(self.slack)
+        return await post_keyed(
+            lambda marked: once.chat_postMessage(
+                **_message(channel, thread_ts, text, blocks), metadata=marked
+            ),
+            self.slack,
+            channel,
+            thread_ts,
+            metadata,
+        )
 
     async def update(
         self,
@@ -208,108 +199,19 @@ class Poster:
         return Outlet(self, channel, thread_ts, reader)
 
 
-class Outlet:
-    """One live reply's destination. The check is decided once per audience the reply carries
-    (a reply carries one or two in its life) and remembered: its edits, appends and stops
-    cost no look-up."""
-
-    def __init__(self, poster: Poster, channel: str, thread_ts: str | None, reader: str | None):
-        self.poster = poster
-        self.channel = channel
-        self.thread_ts = thread_ts
-        self.reader = reader
-        self._decided: dict[str, bool] = {}
-        self._deciding = asyncio.Lock()  # the reply's pump and its owner may ask at once
-
-    async def cleared(self, carries: str) -> bool:
-        found = self._decided.get(carries)
-        if found is not None:
-            return found
-        async with self._deciding:  # one look-up per audience, however many ask at once
-            found = self._decided.get(carries)
-            if found is None:
-                found = await self.poster.cleared(self.channel, carries, self.reader)
-                self._decided[carries] = found
-                if not found:
-                    self.poster.refuse(self.channel, carries)  # logged once per reply
-        return found
-
-    async def _allow(self, carries: str) -> None:
-        if not await self.cleared(carries):
-            raise PostRefused(self.channel, carries)
-
-    async def post(self, text: str, *, carries: str) -> dict[str, Any]:
-        """A message of the reply in its thread (a continuation, or its first post), posted
-        once although Slack's answer may be lost (`post_keyed`)."""
-        await self._allow(carries)
-        once = single_attempt(self.poster.slack)
-        return await post_keyed(
-            lambda marked: once.chat_postMessage(
-                channel=self.channel,
-                thread_ts=self.thread_ts,
-                text=defuse(text),
-                metadata=marked,
-                unfurl_links=False,  # Slack would fetch a model-written URL unclicked
-                unfurl_media=False,
-            ),
-            self.poster.slack,
-            self.channel,
-            self.thread_ts,
-        )
-
-    async def update(
-        self, ts: str, text: str, *, carries: str, blocks: list[dict[str, Any]] | None = None
-    ) -> AsyncSlackResponse:
-        await self._allow(carries)
-        if blocks is None:
-            return await self.poster.slack.chat_update(
-                channel=self.channel, ts=ts, text=defuse(text)
-            )
-        return await self.poster.slack.chat_update(
-            channel=self.channel, ts=ts, text=defuse(text), blocks=defuse_blocks(blocks)
-        )
-
-    async def start_stream(
-        self, recipient_user: str, recipient_team: str, *, carries: str
-    ) -> AsyncSlackResponse:
-        """A native stream in the reply's thread (no text yet)."""
-        await self._allow(carries)
-        return await self.poster.slack.chat_startStream(
-            channel=self.channel,
-            thread_ts=self.thread_ts or "",
-            recipient_user_id=recipient_user,
-            recipient_team_id=recipient_team,
-            task_display_mode="timeline",
-        )
-
-    async def append_stream(
-        self, ts: str, markdown_text: str | None, chunks: list[Any] | None, *, carries: str
-    ) -> AsyncSlackResponse:
-        await self._allow(carries)
-        return await self.poster.slack.chat_appendStream(
-            channel=self.channel,
-            ts=ts,
-            markdown_text=defuse(markdown_text) if markdown_text else None,
-            chunks=chunks,
-        )
-
-    async def stop_stream(
-        self,
-        ts: str,
-        *,
-        carries: str,
-        markdown_text: str | None = None,
-        chunks: list[Any] | None = None,
-        blocks: list[dict[str, Any]] | None = None,
-    ) -> AsyncSlackResponse:
-        await self._allow(carries)
-        return await self.poster.slack.chat_stopStream(
-            channel=self.channel,
-            ts=ts,
-            blocks=defuse_blocks(blocks) if blocks is not None else None,
-            markdown_text=defuse(markdown_text) if markdown_text else None,
-            chunks=chunks,
-        )
+def _message(
+    channel: str, thread_ts: str | None, text: str, blocks: list[dict[str, Any]] | None
+) -> dict[str, Any]:
+    """A new message's arguments: link previews off (Slack must not fetch what the bot
+    shows, a model-written URL included), broadcast pings defused."""
+    return {
+        "channel": channel,
+        "thread_ts": thread_ts,
+        "text": defuse(text),
+        "blocks": defuse_blocks(blocks) if blocks is not None else None,
+        "unfurl_links": False,
+        "unfurl_media": False,
+    }
 
 
 _POSTERS: weakref.WeakKeyDictionary[AsyncWebClient, Poster] = weakref.WeakKeyDictionary()
