@@ -11,7 +11,6 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
 
 from redis.asyncio import Redis
 from slack_bolt.async_app import AsyncApp
@@ -40,7 +39,6 @@ from bot.llm import LLM, make_client
 from bot.logs import bolt_logger
 from bot.policy.gate import PolicyGate
 from bot.policy.source import PolicySource
-from bot.records.retention import Retention
 from bot.slack import feedback
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.budgets import Limits, WorkspaceBudgets
@@ -62,6 +60,7 @@ from bot.wiring import (
     one_door,
     policy_source,
     reconsidering,
+    sweeper_of,
     titles,
     tool_contexts,
 )
@@ -166,24 +165,8 @@ class Countersign:
             tasks.spawn(executor.run(proposal_id), name=f"execute-{proposal_id}")
 
         desk.execute = execute
-        reminder = settings.proposal_reminder_minutes
-
-        async def resume_settled() -> None:
-            resumer.kick()
-
-        async def finish_cut_off_replies() -> None:
-            finished = await live_replies.recover(slack)
-            if finished:
-                log.warning("finished %d reply(ies) cut off by a crash", finished)
-
-        sweeper = Sweeper(
-            approvals,
-            cards,
-            executor,
-            tasks,
-            settings.sweep_interval_seconds,
-            timedelta(minutes=reminder) if reminder else None,
-            jobs=[resume_settled, finish_cut_off_replies, Retention(db, settings.retention_days)],
+        sweeper = sweeper_of(
+            settings, db, slack, approvals, cards, executor, tasks, resumer, live_replies
         )
         records = Records(db, slack, registry, policies, groups, tasks)
         records.door = door

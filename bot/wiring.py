@@ -3,14 +3,20 @@ choices (is it configured, which secret signs it) that `Countersign.build` need 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Coroutine
+from datetime import timedelta
 from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.approvals.executor import Executor
 from bot.approvals.policy import GroupMembers
 from bot.approvals.service import ApprovalsService
+from bot.approvals.sweeper import Sweeper
 from bot.config import Settings
+from bot.conversation.live_replies import LiveReplies
+from bot.conversation.resume import ResumeWorker
 from bot.conversation.titles import Titles
 from bot.db.models import Proposal
 from bot.db.session import Database
@@ -21,6 +27,7 @@ from bot.policy.one_door import OneDoor
 from bot.policy.reconsider import reconsider
 from bot.policy.source import PolicySource
 from bot.records.audit_checkpoints import CheckpointJob
+from bot.records.retention import Retention
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.audit_checkpoints import poster as checkpoint_poster
 from bot.slack.card_publisher import CardPublisher
@@ -30,6 +37,8 @@ from bot.tasks import TaskGroup
 from bot.tools.catalog import ToolRegistry
 from bot.tools.context import ToolContext
 from bot.welcome_text import welcome_text
+
+log = logging.getLogger(__name__)
 
 
 def link_signer(settings: Settings) -> LinkSigner | None:
@@ -158,3 +167,37 @@ def tool_contexts(
         )
 
     return context
+
+
+def sweeper_of(
+    settings: Settings,
+    db: Database,
+    slack: AsyncWebClient,
+    approvals: ApprovalsService,
+    cards: CardPublisher,
+    executor: Executor,
+    tasks: TaskGroup,
+    resumer: ResumeWorker,
+    live_replies: LiveReplies,
+) -> Sweeper:
+    """The sweeper, with its recurring jobs: resume settled turns, finish replies a crash cut
+    off, and retention."""
+
+    async def resume_settled() -> None:
+        resumer.kick()
+
+    async def finish_cut_off_replies() -> None:
+        finished = await live_replies.recover(slack)
+        if finished:
+            log.warning("finished %d reply(ies) cut off by a crash", finished)
+
+    reminder = settings.proposal_reminder_minutes
+    return Sweeper(
+        approvals,
+        cards,
+        executor,
+        tasks,
+        settings.sweep_interval_seconds,
+        timedelta(minutes=reminder) if reminder else None,
+        jobs=[resume_settled, finish_cut_off_replies, Retention(db, settings.retention_days)],
+    )

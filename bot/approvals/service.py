@@ -9,7 +9,8 @@ from __future__ import annotations
 from bot.approvals.card_copies import CardCopies
 from bot.approvals.card_state import CardState
 from bot.approvals.clock import Clock
-from bot.approvals.decisions import Decisions, VoteResult
+from bot.approvals.decisions import VoteResult
+from bot.approvals.editing import Editing
 from bot.approvals.errors import (
     AlreadyHandled,
     ApprovalError,
@@ -42,7 +43,7 @@ __all__ = [
 
 
 class ApprovalsService(
-    Decisions, Executions, Clock, Escalations, CardState, CardCopies, Withdrawals, Rerouting
+    Editing, Executions, Clock, Escalations, CardState, CardCopies, Withdrawals, Rerouting
 ):
     """Propose, decide, execute under a lease, expire, withdraw and recover: see each base
     class."""

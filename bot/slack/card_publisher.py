@@ -20,9 +20,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import audience
-from bot.approvals import grants
 from bot.approvals.escalation import Escalated
-from bot.approvals.machine import State
 from bot.approvals.policy import GroupMembers, Policies
 from bot.approvals.service import ApprovalsService, UnknownProposal
 from bot.db.models import Proposal
@@ -32,14 +30,14 @@ from bot.membership import reach_of
 from bot.poster import NOTHING_PRIVATE, poster_of
 from bot.slack.card_fan_out import CARD_EVENT, CardFanOut
 from bot.slack.card_misses import CHANNEL, REQUESTER, THREAD
-from bot.slack.card_people import PeopleNames, kinds_of
+from bot.slack.card_people import PeopleNames
 from bot.slack.card_routing import SLACK_FAILURES, carried_by, reason_of, waiting_note
+from bot.slack.card_view import card_view
 from bot.slack.cards import CardView, approval_card, slack_date
 from bot.slack.edit_budget import EditBudget
 from bot.slack.thread_notes import ThreadNotes
 from bot.tasks import TaskGroup
 from bot.tools.catalog import ToolRegistry
-from bot.tools.shown_notes import mentions_of
 
 log = logging.getLogger(__name__)
 
@@ -103,38 +101,7 @@ class CardPublisher(ThreadNotes, CardFanOut):
         self, proposal: Proposal, approvers: list[str], people: dict[str, str] | None = None
     ) -> CardView:
         tool = self.registry.get(proposal.tool_name)
-        policy = self.policy_of(proposal)
-        return CardView(
-            proposal_id=proposal.id,
-            revision=proposal.revision,
-            state=State(proposal.state.value),
-            description=proposal.description,
-            changes=list(proposal.preview),
-            requester=proposal.requester,
-            expires_at=proposal.expires_at,
-            approvers=approvers,
-            approvals_required=policy.approvals_required,
-            destructive=bool(tool and tool.destructive),
-            decided_by=proposal.decided_by,
-            decided_at=proposal.decided_at,
-            decline_reason=proposal.decline_reason,
-            result_summary=proposal.result_summary,
-            result_link=proposal.result_link,
-            error=proposal.error,
-            provenance=tuple(proposal.provenance or ()),
-            arguments=dict(proposal.arguments),
-            arguments_hash=proposal.arguments_hash,
-            mentions=mentions_of(tool).value,
-            kinds=kinds_of(tool),
-            people=people or {},
-            finds_earlier_write=bool(tool and tool.finds_earlier_write),
-            grants=grants.offered(
-                proposal.policy,
-                grants.self_approves(policy.approvers, policy.four_eyes, proposal.requester),
-            )
-            if policy.approvals_required == 1
-            else (),
-        )
+        return card_view(proposal, approvers, people or {}, tool, self.policy_of(proposal))
 
     async def post(self, proposal: Proposal) -> bool:
         """Post the card; False if Slack refused (the proposal then waits without a card, and
