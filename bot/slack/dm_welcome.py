@@ -5,9 +5,9 @@ suggested prompts (`AgentThreads`).
 
 Once means once: the person's row (`bot.db.welcomes`) is claimed before the post, so a second
 open, a second replica or a restart finds it; a post Slack refused releases it, to be tried at
-the next open. A post whose answer was lost (a dropped connection, a time-out, a 5xx) may have
-been posted: it is neither re-sent (one attempt, `single_attempt`) nor released, so a welcome
-may be missed but is never posted twice. Nothing here ever fails the event."""
+the next open. A post whose answer was lost is looked for before it is tried again (the
+poster posts once under a key); one that still cannot be told may have been posted, so it is not
+released: a welcome may be missed but is never posted twice. Nothing here ever fails the event."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.db.session import Database
 from bot.db.welcomes import claim_welcome, release_welcome
-from bot.keyed_messages import single_attempt
 from bot.membership import reach_of
 from bot.poster import NOTHING_PRIVATE, PostRefused, poster_of
 from bot.slack.agent_threads import AgentThreads
@@ -58,7 +57,6 @@ class DmWelcome:
         self.text_for = text_for
         self.tasks = tasks
         self._known: set[str] = set()  # users welcomed already (saves a database write)
-        self._once = single_attempt(slack)  # a lost answer is not re-sent: it may be posted
 
     async def messages_tab(self, channel: str, user: str) -> None:
         """The person opened the DM's Messages tab: the welcome in the DM, then prompts (in
@@ -91,7 +89,7 @@ class DmWelcome:
         if not claimed:
             return
         try:
-            await poster_of(self._once).post(
+            await poster_of(self.slack).post(
                 channel,
                 self.text_for(user),
                 carries=NOTHING_PRIVATE,
