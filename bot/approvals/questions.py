@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bot.approvals.ruling import Question, Ruling, Step
 from bot.db.models import Message, PolicyDecision, Proposal, Role
 from bot.metrics import POLICY_DECISIONS
+from bot.provenance import sources_of
 
 
 def question_of(
@@ -40,6 +41,7 @@ def question_of(
         counts=(int(counts[0]), int(counts[1])),
         created_at=proposal.created_at,
         recorded=kept,
+        sources=sources_of(proposal.provenance),
     )
 
 

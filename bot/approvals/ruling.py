@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from bot.approvals.errors import ApprovalError
+from bot.provenance import Source
 
 Outcome = Literal["deny", "allow", "grant", "ask"]
 
@@ -51,6 +52,13 @@ class Question:
     counts: tuple[int, int] = (0, 0)  # calls of the tool in the thread, and today
     created_at: datetime | None = None  # when the proposal was made (the ladder counts from it)
     recorded: dict[str, Any] | None = None  # the proposal's recorded ruling (escalated_to, …)
+    # What the turn had read before proposing the call, newest last (`bot.provenance`): the
+    # policy's facts `untrusted` and `sources`, the same at every step of the proposal.
+    sources: tuple[Source, ...] = ()
+
+    @property
+    def untrusted(self) -> bool:
+        return any(s.untrusted for s in self.sources)
 
 
 @dataclass(frozen=True)

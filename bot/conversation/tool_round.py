@@ -28,6 +28,7 @@ from bot.durations import parse_duration
 from bot.llm import Finished
 from bot.policy.gate import PolicyGate, counts
 from bot.policy.one_door import OneDoor
+from bot.provenance import Source, sources_of
 from bot.slack.streamer import ReplyStream
 from bot.tools.catalog import ToolRegistry
 from bot.tools.registry import Tool, ToolContext
@@ -101,7 +102,9 @@ async def tool_round(
     )
     stream.set_status("")
     where = narrowest(seen.place, seen.audience)
-    decided = await decide(desk, db, prepared, conversation, requester, where)
+    decided = await decide(
+        desk, db, prepared, conversation, requester, where, sources_of(seen.sources)
+    )
     proposals = []
     allowed = []
     granted: dict[int, Grant] = {}
@@ -169,7 +172,8 @@ async def tool_round(
                 )
             )
             proposals[-1].audience = where
-            proposals[-1].provenance = seen.sources[-PROVENANCE_KEPT:] or None
+            kept_sources = sources_of(seen.sources)[-PROVENANCE_KEPT:]
+            proposals[-1].provenance = [s.as_json() for s in kept_sources] or None
             if question is not None and ruling is not None:
                 record_ruling(session, question, ruling, Step.PROPOSE, None, proposals[-1].id)
                 if ruling.outcome == "allow":
@@ -228,6 +232,7 @@ async def decide(
     conversation: Conversation,
     requester: str,
     where: str | None,
+    sources: tuple[Source, ...] = (),
 ) -> dict[str, tuple[Question, Ruling]]:
     """The one door's answer on each write call waiting for approval, by call id; a call's
     counts include the calls before it in the same round."""
@@ -259,6 +264,7 @@ async def decide(
                 definition=grants.definition_of(p.tool, p.preview.pin),
                 turn=turn,
                 counts=(thread + before, today + before),
+                sources=sources[-PROVENANCE_KEPT:],
             )
             asked.append((p.call.id, question))
     return {

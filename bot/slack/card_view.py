@@ -10,6 +10,7 @@ from bot.approvals import grants
 from bot.approvals.machine import State
 from bot.approvals.policy import Policy
 from bot.db.models import Proposal
+from bot.provenance import sources_of
 from bot.slack.card_people import kinds_of
 from bot.slack.cards import CardView
 from bot.tools.registry import Tool
@@ -40,7 +41,7 @@ def card_view(
         result_summary=proposal.result_summary,
         result_link=proposal.result_link,
         error=proposal.error,
-        provenance=tuple(proposal.provenance or ()),
+        provenance=tuple(s.name for s in sources_of(proposal.provenance)),
         arguments=dict(proposal.arguments),
         arguments_hash=proposal.arguments_hash,
         mentions=mentions_of(tool).value,

@@ -64,7 +64,9 @@ class Proposal(Base):
     # Who may read what the proposal carries (`bot.audience`), and what its turn had read
     # before proposing it (shown on the card: text that could have steered the proposal).
     audience: Mapped[str | None] = mapped_column(Text)
-    provenance: Mapped[list[str] | None] = mapped_column(JSON)
+    # What the turn had read before proposing it (`bot.provenance.Source` as JSON; older
+    # rows hold plain labels of tool reads).
+    provenance: Mapped[list[Any] | None] = mapped_column(JSON)
     # The policy's decision that made it (outcome, rule, version; an ask's approvers, quorum,
     # four-eyes): who may approve is read from here. NULL: made before policy files.
     policy: Mapped[dict[str, Any] | None] = mapped_column(JSON)
