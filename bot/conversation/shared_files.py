@@ -20,7 +20,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.conversation.incoming import Incoming
+from bot.conversation.incoming import SLACK_ID, Incoming
 from bot.db.session import Database
 from bot.errors import slack_error
 from bot.files.download import Allowance, Downloader, FileHost
@@ -40,6 +40,8 @@ class FileMessage:
     content: str
     source: str  # `Source` JSON
     file_id: int | None
+    # Who shared it: its message is theirs (`/history forget` removes it with their words).
+    sharer: str | None = None
 
 
 def slack_files(message: Mapping[str, Any]) -> list[SlackFile]:
@@ -132,6 +134,11 @@ class TurnFiles:
         return out
 
     def message(self, read: ReadFile) -> FileMessage:
+        found = self._message(read)
+        sharer = read.file.user if read.file.user and SLACK_ID.fullmatch(read.file.user) else None
+        return FileMessage(found.content, found.source, found.file_id, sharer)
+
+    def _message(self, read: ReadFile) -> FileMessage:
         file, row = read.file, read.row
         source = Source("file", file.name, author=file.user, link=file.permalink).dumps()
         if row is None:

@@ -127,5 +127,7 @@ async def _store_files(
     session: Any, conversation: Conversation, files: Sequence[FileMessage] | None, where: str
 ) -> None:
     for file in files or ():
-        stored = await repo.add_message(session, conversation, Role.USER, file.content)
+        stored = await repo.add_message(
+            session, conversation, Role.USER, file.content, slack_user=file.sharer
+        )
         stored.audience, stored.source, stored.file_id = where, file.source, file.file_id

@@ -7,10 +7,11 @@ import asyncio
 import hashlib
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.db.models import SharedFile
+from bot.db.models import Message, SharedFile
 from bot.db.session import Database
 from bot.files.download import Allowance, Downloader, Refused
 from bot.files.extract import text_of
@@ -116,3 +117,12 @@ def _sign_in(content_type: str, kind: str, name: str, data: bytes) -> bool:
         return False
     head = data[:2048].lower()
     return b"<html" in head or b"<!doctype html" in head
+
+
+async def forget_unused_files(session: AsyncSession) -> int:
+    """Delete the files no stored message refers to any more (their conversations were
+    removed by retention, or their sharer's messages by `/history forget`): what was read from
+    a file is kept no longer than the messages that showed it."""
+    used = select(Message.file_id).where(Message.file_id.is_not(None))
+    gone = await session.execute(delete(SharedFile).where(SharedFile.id.not_in(used)))
+    return int(getattr(gone, "rowcount", 0) or 0)

@@ -44,10 +44,12 @@ def upgrade() -> None:
         batch_op.create_index(batch_op.f("ix_shared_files_sha256"), ["sha256"], unique=False)
     with op.batch_alter_table("messages", schema=None) as batch_op:
         batch_op.add_column(sa.Column("file_id", sa.Integer(), nullable=True))
+        batch_op.create_index(batch_op.f("ix_messages_file_id"), ["file_id"], unique=False)
 
 
 def downgrade() -> None:
     with op.batch_alter_table("messages", schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f("ix_messages_file_id"))
         batch_op.drop_column("file_id")
     with op.batch_alter_table("shared_files", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_shared_files_sha256"))
