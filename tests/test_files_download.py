@@ -24,6 +24,7 @@ from bot.files.download import (
 )
 from bot.files.kinds import sniff
 from bot.files.store import FileStore, SlackFile
+from bot.slack.scopes import gaps
 from tests.fakes.slack import BOT_TOKEN, FakeSlack, manifest_scopes
 from tests.fakes.slack_files import FakeFile
 from tests.files_samples import Evil, pdf, png
@@ -159,6 +160,13 @@ async def test_sizes_are_capped_while_streaming(fake_slack: FakeSlack) -> None:
     await small.fetch(url(exact), turn)
     with pytest.raises(Refused, match="together"):
         await small.fetch(url(exact), turn)
+
+
+def test_doctor_names_files_read_when_the_token_lacks_it() -> None:
+    (gap,) = gaps(manifest_scopes() - {"files:read"})
+    assert gap.any_of == {"files:read"}
+    assert "read the files shared in a thread" in gap.sentence()
+    assert "files:read" in manifest_scopes()
 
 
 def test_the_type_is_the_bytes_not_the_name() -> None:

@@ -167,7 +167,7 @@ async def test_vision_off_names_the_image_and_sends_no_part(
     no_vision_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
     shot = fake_slack.files.add("diagram.png", PICTURE, "image/png")
-    ts = fake_slack.files.share("DALICE", [shot], text="see this")
+    ts = fake_slack.files.share("DALICE", [shot], text="")  # a file alone is a message too
     await no_vision_bot.send_event(fake_slack.files.share_event("DALICE", ts))
     await no_vision_bot.idle()
     assert not image_parts(fake_model.requests[-1].body)

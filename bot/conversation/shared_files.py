@@ -30,6 +30,7 @@ from bot.provenance import Source
 log = logging.getLogger(__name__)
 
 MAX_FILES_PER_MESSAGE = 10
+MAX_FILES_PER_TURN = 20  # files not read before: past this, a turn names them unread
 KIND_WORDS = {"text": "text", "pdf": "a PDF"}
 
 
@@ -127,9 +128,15 @@ class TurnFiles:
         """Slack ts of a message -> its files as messages (ts without files are left out)."""
         allowance = Allowance()
         out: dict[str, list[FileMessage]] = {}
+        count = sum(len(files) for _, files in shared)
+        skip = max(0, count - MAX_FILES_PER_TURN)  # the oldest ones give way
         for ts, files in shared:
             for file in files:
-                read = await self.store.read(team_id, file, audience, allowance)
+                if skip:
+                    skip -= 1
+                    read = ReadFile(file, None, "too many files in one turn")
+                else:
+                    read = await self.store.read(team_id, file, audience, allowance)
                 out.setdefault(ts, []).append(self.message(read))
         return out
 
