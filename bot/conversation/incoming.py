@@ -25,8 +25,10 @@ class Incoming:
     # It mentions a person, a user group or the channel (`<!here>`…) and not the bot: it is
     # addressed to them, so a thread the bot is in keeps it as context and does not answer.
     addresses_others: bool = False
-    # Slack's `files` of the message (a `file_share` message event lists them); an
-    # `app_mention` lists none, so its message is read from Slack (`fetch_files`).
+    # Slack's `files` of the message (a `file_share` message event lists them). An
+    # `app_mention` is documented without them, so when it lists none its message is read
+    # from Slack (`fetch_files`); one that does list them (Slack often sends them) costs no
+    # call: `conversations.replies` may be Tier 1 (1 a minute) for some apps.
     files: tuple[dict[str, Any], ...] = field(default=(), compare=False, hash=False)
     fetch_files: bool = False
 
@@ -132,5 +134,5 @@ def parse_event(body: dict[str, Any], bot_user_id: str | None) -> Incoming | Non
         mentions_bot=mentions,
         addresses_others=not mentions and mentions_others(raw, bot_user_id),
         files=tuple(f for f in files if isinstance(f, dict)) if isinstance(files, list) else (),
-        fetch_files=event.get("type") == "app_mention",
+        fetch_files=event.get("type") == "app_mention" and not isinstance(files, list),
     )
