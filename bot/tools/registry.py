@@ -96,6 +96,10 @@ class Tool(Generic[A]):
     # outcome then runs at once. False: such a retry needs its clicker to confirm that it may
     # write twice.
     finds_earlier_write: bool = False
+    # True when the tool may reach anything outside the workspace's own services (an MCP
+    # tool that does not say `openWorldHint: false`): after untrusted input its calls carry
+    # data out, so the policy asks even on a read (`bot.policy.untrusted`).
+    open_world: bool = False
 
     @property
     def requires_approval(self) -> bool:
