@@ -31,7 +31,14 @@ from bot.logs import log_context
 from bot.metrics import EXECUTIONS, LEASE_LOST
 from bot.tools.catalog import ToolRegistry
 from bot.tools.pinning import moved
-from bot.tools.registry import Outcome, Tool, ToolArgumentsError, ToolContext, ToolError
+from bot.tools.registry import (
+    Outcome,
+    Tool,
+    ToolArgumentsError,
+    ToolContext,
+    ToolError,
+    read_label,
+)
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +46,12 @@ log = logging.getLogger(__name__)
 class CardRefresher(Protocol):
     def refresh(self, proposal_id: int) -> None:
         """Bring the card in line with its proposal soon, without waiting for it."""
+
+
+@dataclass(frozen=True)
+class ReadOutcome(Outcome):
+    """The outcome of a read that ran after approval (`Executions.succeed` gives its result
+    the read's audience and source)."""
 
 
 class StaleTarget(ToolError):
@@ -151,7 +164,8 @@ class Executor:
                 await fence
         try:
             if isinstance(result, Outcome):
-                settled = await self.approvals.succeed(proposal, self.worker, result)
+                read = isinstance(result, ReadOutcome)
+                settled = await self.approvals.succeed(proposal, self.worker, result, read)
             elif lost:
                 settled = await self.approvals.lose(proposal, self.worker, result)
             else:
@@ -218,7 +232,18 @@ class Executor:
             ctx.slack = single_attempt(ctx.slack)  # a lost answer is never sent again
             await self._check_fresh(tool, arguments, ctx, proposal)
             progress.running = True
-            return await tool.run(arguments, replace(ctx, use_pinned=True))
+            done = await tool.run(arguments, replace(ctx, use_pinned=True))
+            if tool.requires_approval:
+                return done
+            # A read a person approved: its result goes to the model with the audience it
+            # declared; the card says only that it ran (the result may be narrower than
+            # where the card is).
+            return ReadOutcome(
+                done.result,
+                "Ran; its result went to the assistant.",
+                audience=done.audience,
+                source=read_label(tool, arguments, done.source),
+            )
 
     @staticmethod
     async def _check_fresh(

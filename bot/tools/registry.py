@@ -174,6 +174,15 @@ def _problems(exc: ValidationError) -> str:
     )
 
 
+def read_label(tool: Tool[Any], arguments: Any, declared: str | None) -> str:
+    """What a read read, in a line (a later card's provenance, a tool result's source): the
+    tool's own words, else its name and arguments."""
+    if declared:
+        return f"{tool.name}: {declared}"[:300]
+    shown = json.dumps(arguments.model_dump(mode="json"), ensure_ascii=False, sort_keys=True)
+    return f"{tool.name} {shown}"[:300]
+
+
 def arguments_hash(arguments: dict[str, Any]) -> str:
     canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
