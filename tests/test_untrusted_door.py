@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from bot.approvals.questions import recorded_context
 from bot.db.models import Message, PolicyDecision
 from bot.slack import cards
 from tests.fakes.openai import FakeOpenAI, Script
@@ -126,7 +127,7 @@ async def test_grants_and_allows_do_not_cover_a_write_after_a_tool_result(
     assert still["urgent after the read"].state.value == "proposed"
     # The record says why, and `policy replay`'s inputs carry what the call followed.
     rows = [d for d in await decisions(bot) if d.proposal_id == made["low after the read"].id]
-    context: dict[str, Any] = next(g for g in rows[0].groups if isinstance(g, dict))
+    _groups, context = recorded_context(rows[0].groups)
     assert context["sources"][0]["kind"] == "tool"
 
 
