@@ -27,6 +27,7 @@ from tests.one_door_bot import OneDoorBot
 from tests.one_door_findings import Figures
 from tests.one_door_machine import one_door_machine
 from tests.one_door_policy import Policy
+from tests.one_door_steps import Approve, Ask, Propose
 
 SEQUENCES = 70  # per test function: 210 in the suite (the benchmark runs thousands)
 STEPS = 4  # at most, after the first request
@@ -76,3 +77,43 @@ def test_one_door_second_hundred(door: OneDoorBot) -> None:
 def test_one_door_third_hundred_with_restarts(door: OneDoorBot) -> None:
     figures = run(door, 3, restarts=True)
     assert figures.writes_judged > 0
+
+
+# Sequences the random ones reach rarely, told step by step (issue 27): a grant made before a
+# call that followed a tool result must not cover it; an allow must not either (a card the
+# requester decides instead, and their click runs it); a rule saying `after_untrusted: allow`
+# still allows; a member's message in the thread is covered as before.
+UNTRUSTED: list[tuple[list[str], Ask, list[object]]] = [
+    ([], Ask(), [Approve("an approver", "channel"), Propose(Ask(place="C1+read"))]),
+    ([], Ask(), [Approve("an approver", "me"), Propose(Ask(place="C1+read", thread=0))]),
+    (["allow low priority first"], Ask(place="C1+read", priority="low"), []),
+    (
+        ["allow low priority first"],
+        Ask(place="C1+read", priority="low"),
+        [Approve("the requester", "approve")],
+    ),
+    (["allow low priority, even after a tool result"], Ask(place="C1+read", priority="low"), []),
+    (
+        ["allow high priority, but deny it after untrusted input"],
+        Ask(place="C1+read", priority="high"),
+        [Approve("an approver", "approve")],
+    ),
+    (
+        ["allow low priority first"],
+        Ask(),
+        [Propose(Ask(place="C1+member", thread=0, priority="low"))],
+    ),
+]
+
+
+def test_one_door_after_untrusted_input(door: OneDoorBot) -> None:
+    figures = Figures()
+    machine = one_door_machine(door, figures)
+    for changes, first, steps in UNTRUSTED:
+        sequence = machine()
+        sequence.start(changes, first)
+        for step in steps:
+            sequence.step(step)
+        sequence.teardown()
+    assert figures.liveness_met == figures.liveness_expected
+    assert figures.liveness_expected >= 3  # the allows that must run did
