@@ -7,6 +7,7 @@ Decline is told to the model."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ from sqlalchemy import select
 
 from bot.approvals.questions import recorded_context
 from bot.db.models import Message, PolicyDecision
+from bot.policy.model import load_text
+from bot.policy.replay import compare
 from bot.slack import cards
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack
@@ -49,6 +52,7 @@ rules:
     outcome: ask
 """
 
+HOUR_AGO = datetime.now(UTC) - timedelta(hours=1)
 LIST = {"status": "open", "assignee": None, "text": None, "limit": 5}
 DONE = {**LIST, "status": "done"}
 
@@ -125,7 +129,23 @@ async def test_grants_and_allows_do_not_cover_a_write_after_a_tool_result(
     await bot.idle()
     still = {p.arguments["title"]: p for p in await proposals(bot)}
     assert still["urgent after the read"].state.value == "proposed"
+    # An Edit keeps what the call followed: Bob's revision is decided again, still routed to
+    # him, never to a rule the untrusted input would not reach.
+    assert await bot.click(urgent, cards.EDIT, "UBOB", "C1") == 200
+    await bot.idle()
+    modal = fake_slack.views[-1]["view"]
+    status, answer = await bot.submit_view(modal, "UBOB", {"title": "urgent, edited"})
+    assert status == 200, answer
+    await bot.idle()
+    edited = next(p for p in await proposals(bot) if p.id == made["urgent after the read"].id)
+    assert edited.revision == 2
+    assert (edited.policy or {})["rule"] == "urgent-after-a-tool-goes-to-bob"
+    edits = [d for d in await decisions(bot) if d.step == "edit" and d.proposal_id == edited.id]
+    assert edits
+    assert recorded_context(edits[-1].groups)[1]["sources"][0]["kind"] == "tool"
     # The record says why, and `policy replay`'s inputs carry what the call followed.
+    replayed = await compare(bot.countersign.db, load_text(POLICY), "1@x", since=HOUR_AGO)
+    assert (replayed.asks_removed, replayed.denials_allowed) == (0, [])  # reproduced
     rows = [d for d in await decisions(bot) if d.proposal_id == made["low after the read"].id]
     _groups, context = recorded_context(rows[0].groups)
     assert context["sources"][0]["kind"] == "tool"
