@@ -67,6 +67,7 @@ def lease_for(tool_timeout: float, margin: float = 30.0) -> float:
 @dataclass
 class _Progress:
     running: bool = False  # the tool's run began: a failure from here on may follow a write
+    read: bool = False  # a read a person approved: its failure never leaves a write behind
 
 
 class Executor:
@@ -151,7 +152,7 @@ class Executor:
             return None
         except Exception as exc:  # every failure becomes a plain-language error on the card
             log.info("proposal %s failed: %s", proposal.id, type(exc).__name__)
-            lost = progress.running and outcome_unknown(exc)
+            lost = progress.running and not progress.read and outcome_unknown(exc)
             result = (
                 unknown_error(exc, self._finds_earlier_write(proposal.tool_name))
                 if lost
@@ -231,7 +232,7 @@ class Executor:
             )
             ctx.slack = single_attempt(ctx.slack)  # a lost answer is never sent again
             await self._check_fresh(tool, arguments, ctx, proposal)
-            progress.running = True
+            progress.running, progress.read = True, not tool.requires_approval
             done = await tool.run(arguments, replace(ctx, use_pinned=True))
             if tool.requires_approval:
                 return done
