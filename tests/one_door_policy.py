@@ -87,11 +87,13 @@ class Rule:
     after_untrusted: Outcome | None = None
 
     def names(self, tool: str) -> bool:
-        return tool in self.tools or PACK in self.tools or "*" in self.tools
+        return self.names_read(tool) or "*" in self.tools
 
     def names_read(self, tool: str) -> bool:
-        """An allow or ask rule decides a read only when it names it (not by `*` alone)."""
-        return tool in self.tools or tool.split("__")[0] in self.tools
+        """An allow or ask rule decides a read only when it names it or its pack (an MCP
+        tool's server), not by `*` alone."""
+        pack = tool.split("__")[0] if "__" in tool else PACK
+        return tool in self.tools or pack in self.tools
 
     def as_yaml(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "tools": list(self.tools)}

@@ -60,6 +60,14 @@ FIRST: dict[str, Rule] = {  # a rule put in front of the others
         when=Cond("priority", "low"),
         after_untrusted="allow",
     ),
+    "every tool asks Carol": Rule("all-carol", "ask", tools=("*",), approvers=("UCAROL",)),
+    "ask on reads of tasks": Rule("reads-asked", "ask", tools=("list_tasks",), approvers=("UBOB",)),
+    "fetches run even after untrusted input": Rule(
+        "fetch-ok", "allow", tools=("web__fetch",), after_untrusted="allow"
+    ),
+    "no fetches of high priority": Rule(
+        "no-fetch", "deny", tools=("web__fetch",), when=Cond("priority", "high")
+    ),
     "allow high priority, but deny it after untrusted input": Rule(
         "high-careful",
         "allow",

@@ -85,11 +85,12 @@ Screen = Callable[[Tool[Any], dict[str, Any]], Awaitable[dict[str, Any] | Litera
 def read_preview(tool: Tool[Any], arguments: dict[str, Any]) -> Preview:
     """A read's card: what it asks of whom, and every argument in full (a URL carrying data
     is visible); it changes nothing, so there are no old values to check before it runs."""
-    where = f" on the MCP server {tool.pack}" if tool.input_schema is not None else ""
-    shown = tool.running_label or tool.name
+    mcp = tool.input_schema is not None
+    where = f" on the MCP server {tool.pack}" if mcp else ""
+    shown = tool.description.split(":")[0] if mcp else tool.running_label or tool.name
     return Preview(
-        f"Read{where}: {shown}. It changes nothing, but everything below is sent as shown, "
-        "and its result goes to the assistant.",
+        f"{shown}: a read{where}. It changes nothing, but every argument below is sent as "
+        "shown, and its result goes to the assistant.",
         tuple(
             Change(name, None, v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))
             for name, v in arguments.items()
