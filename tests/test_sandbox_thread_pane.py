@@ -5,7 +5,6 @@ people typing is all this needs."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,7 +14,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.harness import clean_env
-from tests.sandbox_browser import ROOT, TIMEOUT_MS, state
+from tests.sandbox_browser import ROOT, TIMEOUT_MS, address_in, state
 from tests.test_sandbox_browser import browser, page  # on this module's `sandbox`
 
 __all__ = ["browser", "page"]  # fixtures used by name
@@ -39,9 +38,7 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     )
     try:
         assert process.stdout is not None
-        found = re.search(r"http://127\.0\.0\.1:\d+", process.stdout.readline())
-        assert found, "the sandbox printed no address"
-        yield found.group(0)
+        yield address_in(process.stdout.readline())
     finally:
         process.terminate()
         process.wait(timeout=20)
