@@ -77,6 +77,7 @@ def bot_reply(thread: Locator, containing: str) -> Locator:
 
 
 def test_a_mention_streams_a_reply_that_grows_in_the_thread(page: Page, sandbox: str) -> None:
+    expect(page.get_by_role("banner").get_by_role("status")).to_have_text("Countersign: connected")
     page.get_by_role("link", name="#general").click()
     send(page, "@Countersign how does this sandbox work?")
     thread = open_thread_of(page, "how does this sandbox work?")

@@ -164,13 +164,17 @@ async def test_events_typed_before_the_bot_connects_wait_and_are_retried_until_a
 ) -> None:
     running, base = sandbox
     running.hub.ack_timeout, running.hub.retry_pause = 0.3, 0.0
+    running.workspace.bot_started = True  # as `python -m sandbox` does when it starts one
     async with aiohttp.ClientSession() as session:
         first = await post_as_alice(session, base, "typed while the bot starts")
         second = await post_as_alice(session, base, "and another")
         async with session.get(f"{base}/api/state", headers={"X-Sandbox-Key": KEY}) as answer:
             shown = await answer.json()
-        assert shown["bot"]["connected"] is False  # the page says "starting…" meanwhile
-        sock = await bot_socket(session, base)
+        assert (shown["bot"]["started"], shown["bot"]["connected"]) == (True, False)  # starting…
+        async with session.ws_connect(f"{base}/ui/live?key={KEY}") as page:
+            assert (await page.receive_json(timeout=5))["type"] == "state"
+            sock = await bot_socket(session, base)
+            assert await page.receive_json(timeout=5) == {"type": "bot", "connected": True}
         seen = [await sock.receive_json(timeout=5) for _ in range(2)]
         assert [e["payload"]["event"]["ts"] for e in seen] == [first["ts"], second["ts"]]
         assert {(e["retry_attempt"], e["retry_reason"]) for e in seen} == {(0, "")}

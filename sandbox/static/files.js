@@ -79,5 +79,8 @@ const Files = (() => {
     return list;
   }
 
+  // A file dropped anywhere else is not opened in place of the page.
+  for (const kind of ["dragover", "drop"]) document.addEventListener(kind, (e) => e.preventDefault());
+
   return { attach, shown, size };
 })();
