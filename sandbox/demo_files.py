@@ -21,6 +21,10 @@ FILE_BLOCK = re.compile(
     re.S,
 )
 ANY_BLOCK = re.compile(r"<data source=\"[^\"]*\">\n.*?\n</data>", re.S)
+# The bot's first line of a file message ("q3.csv (text, 34 bytes):"), inside the data block;
+# a prompt renderer that does not delimit yet sends it bare, with the sharer as `name`.
+# ("chart.png: an image (PNG, 1×1, 69 bytes).")
+HEADER = re.compile(r"\A(?P<name>[^\n]+?)(?: \([^,()\n]+, [^()\n]+\):|: an image\b[^\n]*)(?:\n|\Z)")
 ASKS = re.compile(
     r"\b(what'?s|what is|what does|describe|summari[sz]e|read|look at|tell me about|"
     r"what'?s in|open)\b[^.?!]*\b(files?|attachments?|images?|pictures?|screenshots?|photos?|"
@@ -74,9 +78,15 @@ def files_seen(messages: list[dict[str, Any]]) -> list[SeenFile]:
         if message.get("role") != "user":
             continue
         text, images = _parts(message)
-        for n, block in enumerate(FILE_BLOCK.finditer(text)):
+        blocks = [(b["name"], b["by"] or "", b["text"]) for b in FILE_BLOCK.finditer(text)]
+        bare = HEADER.match(text)
+        if not blocks and bare:
+            blocks = [(bare["name"], str(message.get("name") or ""), text)]
+        for n, (name, by, body) in enumerate(blocks):
             size = images[n] if n < len(images) else None
-            seen.append(SeenFile(block["name"], block["by"] or "", block["text"], size))
+            header = HEADER.match(body)
+            body = body[header.end() :] if header else body
+            seen.append(SeenFile(name, by, body, size))
     return seen
 
 
@@ -86,7 +96,7 @@ def request_of(messages: list[dict[str, Any]]) -> tuple[dict[str, Any], str]:
         if message.get("role") != "user":
             continue
         own = ANY_BLOCK.sub(" ", _parts(message)[0]).strip()
-        if own:
+        if own and not HEADER.match(own) and not _parts(message)[1]:  # a file's is no request
             return message, own
     return (messages[-1] if messages else {}), ""
 
