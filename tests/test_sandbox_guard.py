@@ -118,6 +118,9 @@ async def test_each_route_kind_refuses_a_foreign_host_origin_missing_key_or_form
             403,
             415,
         )
+        for path in ("/ui/live", "/socket-mode", "/demo-model/v1/chat/completions", "/"):
+            refused = await status(session, "POST", f"{base}{path}", {**FORM, **key}, form)
+            assert refused in (403, 415), path  # each route kind: no form gets through
         posted = await status(
             session, "POST", f"{base}/api/chat.postMessage", {**FORM, **bot}, "channel=C0GENERAL"
         )
