@@ -3,6 +3,9 @@
 Bounded: at most `limit` earlier messages (the newest ones) are kept, and paging stops once
 that many are read. Only this bot's own messages become assistant messages; other apps' and
 bots' messages are context from someone else, never the assistant's own words.
+
+Every message but the bot's own keeps its source (`bot.conversation.authors`): who wrote it, of
+what kind, and its permalink; a prompt delimits it as data unless it is its requester's words.
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.audience import place
+from bot.conversation.authors import authors_of
 from bot.conversation.incoming import Incoming
 from bot.db import repositories as repo
 from bot.db.models import Conversation, Role
 from bot.db.session import Database
 from bot.errors import slack_error
+from bot.provenance import Source
 from bot.text import unescape
 
 log = logging.getLogger(__name__)
@@ -35,6 +40,8 @@ async def earlier_thread_messages(
     limit: int,
 ) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
+    authors = authors_of(slack)
+    thread = incoming.thread_ts or incoming.ts
     if limit <= 0:
         return found
     cursor: str | None = None
@@ -56,15 +63,21 @@ async def earlier_thread_messages(
                     bot_id is not None and m.get("bot_id") == bot_id
                 )
                 other_app = not ours and bool(m.get("bot_id"))
+                ts, user = str(m.get("ts") or ""), m.get("user")
+                source: Source | None = None
                 if other_app:
                     name = (m.get("bot_profile") or {}).get("name") or m.get("username") or "an app"
                     text = f"[message from another app, {name}]: {text}"
+                    source = await authors.of_app(str(name), incoming.channel_id, ts, thread)
+                elif not ours and isinstance(user, str) and user:
+                    source = await authors.of_person(user, incoming.channel_id, ts, thread)
                 found.append(
                     {
                         "role": Role.ASSISTANT if ours else Role.USER,
                         "content": text,
                         "slack_ts": m.get("ts"),
                         "slack_user": None if ours or other_app else m.get("user"),
+                        "source": source,
                     }
                 )
             cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
@@ -75,18 +88,30 @@ async def earlier_thread_messages(
     return found[-limit:]
 
 
+async def source_of_incoming(slack: AsyncWebClient, incoming: Incoming) -> Source:
+    """Who wrote the new message, as its source (`bot.conversation.authors`)."""
+    return await authors_of(slack).of_person(
+        incoming.user_id, incoming.channel_id, incoming.ts, incoming.thread_ts
+    )
+
+
 async def store_user_message(
     db: Database,
     conversation: Conversation,
     incoming: Incoming,
     earlier: Sequence[dict[str, Any]] = (),
+    source: Source | None = None,
 ) -> None:
     """The thread's earlier messages (when just joined) and the new one, in one transaction;
-    each of the audience of the place it was said in."""
+    each of the audience of the place it was said in, with its source (who wrote it)."""
     where = place(incoming.channel_id, incoming.user_id, incoming.is_dm)
     async with db.transaction() as session:
         for message in earlier:
-            (await repo.add_message(session, conversation, **message)).audience = where
+            fields = {k: v for k, v in message.items() if k != "source"}
+            added = await repo.add_message(session, conversation, **fields)
+            added.audience = where
+            if isinstance(message.get("source"), Source):
+                added.source = message["source"].dumps()
         stored = await repo.add_message(
             session,
             conversation,
@@ -96,3 +121,4 @@ async def store_user_message(
             slack_user=incoming.user_id,
         )
         stored.audience = where
+        stored.source = source.dumps() if source is not None else None

@@ -17,6 +17,7 @@ from typing import Any
 from bot.errors import plain_error
 from bot.llm import ToolCall
 from bot.metrics import TOOL_READS
+from bot.provenance import Source
 from bot.tools.catalog import ToolRegistry
 from bot.tools.registry import Preview, Tool, ToolArgumentsError, ToolContext
 
@@ -77,8 +78,11 @@ def _invalid(exc: ToolArgumentsError) -> dict[str, Any]:
     }
 
 
-def _source(tool: Tool[Any], arguments: Any, declared: str | None) -> str:
-    """What a read read, in a line: the tool's own words, else its name and arguments."""
+def _source(tool: Tool[Any], arguments: Any, declared: str | Source | None) -> str:
+    """What a read read, in a line: the tool's own words, else its name and arguments (a
+    `Source` a tool gave is kept whole, as JSON: `bot.provenance.source_of` reads both)."""
+    if isinstance(declared, Source):
+        return declared.dumps()
     if declared:
         return f"{tool.name}: {declared}"[:300]
     shown = json.dumps(arguments.model_dump(mode="json"), ensure_ascii=False, sort_keys=True)

@@ -29,7 +29,11 @@ from bot.conversation.private_reply import TurnAudience, deliver_held
 from bot.conversation.replies import Replies
 from bot.conversation.resuming import Resuming
 from bot.conversation.running import RunningTurns
-from bot.conversation.thread_import import earlier_thread_messages, store_user_message
+from bot.conversation.thread_import import (
+    earlier_thread_messages,
+    source_of_incoming,
+    store_user_message,
+)
 from bot.conversation.titles import Titles
 from bot.conversation.tokens import TokenCounter
 from bot.conversation.tool_round import ActionDesk, Once, OnStored, tool_round
@@ -42,6 +46,7 @@ from bot.llm import LLM, Finished, LLMError, TextDelta, Usage
 from bot.logs import log_context
 from bot.membership import reach_of
 from bot.metrics import TURNS
+from bot.provenance import DATA_NOTE
 from bot.slack.budgets import WorkspaceBudgets
 from bot.slack.edit_budget import EditBudget
 from bot.slack.feedback import feedback_block
@@ -98,8 +103,9 @@ class Conversations(Resuming):
         if claimed is False:
             return
         if isinstance(claimed, Conversation):  # context only: stored, not answered
+            source = await source_of_incoming(self.slack, incoming)
             async with self.locks.hold(claimed.id):
-                await store_user_message(self.db, claimed, incoming)
+                await store_user_message(self.db, claimed, incoming, source=source)
             return
         stream = self.replies.new(
             incoming.channel_id, incoming.reply_thread_ts, incoming.user_id, incoming.team_id
@@ -130,7 +136,8 @@ class Conversations(Resuming):
                         earlier = await earlier_thread_messages(
                             self.slack, incoming, bot_user_id, bot_id, limit
                         )
-                        await store_user_message(self.db, conversation, incoming, earlier)
+                        source = await source_of_incoming(self.slack, incoming)
+                        await store_user_message(self.db, conversation, incoming, earlier, source)
                         await placeholder
                         await self._respond(conversation, stream, incoming.user_id)
             except asyncio.CancelledError:
@@ -165,7 +172,7 @@ class Conversations(Resuming):
         everyone in the thread is held back for them (`seen.held`)."""
         tools = self.desk.registry.schemas() if self.desk and len(self.desk.registry) else None
         notices = self.desk.registry.notices() if self.desk else []
-        system = "\n\n".join([self.settings.system_prompt, *notices])
+        system = "\n\n".join([self.settings.system_prompt, DATA_NOTE, *notices])
         finished: Finished | None = None
         reach = reach_of(self.slack)
         try:
@@ -175,6 +182,7 @@ class Conversations(Resuming):
                 tools,
                 self.settings.history_window,
                 lambda audience: reach.may_read(requester, audience, seen.place),
+                requester,
             )
             await seen.prompt_held(self.slack, prompt.audience, prompt.sources)
             if not seen.private:  # the thread may read it: the reply shows what it draws on

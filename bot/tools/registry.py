@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from bot.provenance import Source
 from bot.tools import schema_arguments
 from bot.tools.context import OutcomeUnknown as OutcomeUnknown
 from bot.tools.context import ToolArgumentsError as ToolArgumentsError
@@ -70,9 +71,11 @@ class Outcome:
     # A read's result: who may read it (`bot.audience`: "C:<channel>" for a channel read, one
     # person "U:<user>"); None: anyone in the workspace (what a workspace-wide credential reads).
     audience: str | None = None
-    # What was read, for the provenance line of a card proposed after it ("issue acme/api#7 by
-    # an outside contributor"); None: the tool's name and arguments say it.
-    source: str | None = None
+    # What was read, for the prompt's data marker, the policy and the card of a write proposed
+    # after it: a `Source("tool", "GitHub issue acme/api#7", author=…, link=…)`, or (older
+    # packs) words ("issue acme/api#7 by an outside contributor"); None: the tool's name and
+    # arguments say it.
+    source: str | Source | None = None
 
 
 @dataclass(frozen=True)
