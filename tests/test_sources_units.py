@@ -11,6 +11,7 @@ import pytest
 
 from bot.conversation.authors import kind_of, permalink
 from bot.conversation.history import to_openai
+from bot.conversation.memory import Memory
 from bot.conversation.sources import (
     newest_last,
     reclosed,
@@ -21,12 +22,17 @@ from bot.conversation.sources import (
     summary_untrusted,
     with_sources,
 )
+from bot.db import repositories as repo
+from bot.db.models import Role
+from bot.db.session import Database
+from bot.llm import LLM
 from bot.provenance import DATA_CLOSE, Source, delimit
 from bot.slack.card_sources import READ_BEFORE, reading_line
 from bot.slack.card_text import safe
 from bot.slack.unlinked import BREAK, unlinked, unlinked_pieces
 from tests.data_blocks import unwrapped
 from tests.fakes.slack_links import links_in
+from tests.test_memory import memory_parts as memory_parts
 
 
 @dataclass
@@ -55,6 +61,8 @@ def test_a_persons_words_are_trusted_only_in_their_own_turn() -> None:
     guest = Msg("user", "x", "UGINA", Source("guest", "message", "UGINA").dumps())
     assert shown_source(guest, "UALICE").kind == "guest"  # type: ignore[union-attr]
     assert shown_source(Msg("assistant", "ok"), "UALICE") is None
+    file_part = Source("file", "a.csv", "UALICE")
+    assert shown_source(Msg("system", "x", source=file_part.dumps()), "UALICE") == file_part
     assert shown_source(Msg("tool", '{"status": "ok"}'), "UALICE") is None
     # Stored before sources: a teammate's message, an imported app's, a read's plain label.
     assert shown_source(Msg("user", "x", "UBOB"), "UALICE") == Source("member", "message", "UBOB")
@@ -212,3 +220,28 @@ def test_a_long_value_full_of_dots_still_fits_its_text_objects() -> None:
     assert len(pieces) == 2
     assert "".join(pieces).replace(BREAK, "") == value
     assert all(links_in(p, mrkdwn=False) == [] for p in pieces)
+
+
+async def test_a_summary_of_others_messages_stays_data_and_keeps_their_sources(
+    memory_parts: tuple[Database, LLM, Memory],
+) -> None:
+    db, _, memory = memory_parts
+    bob = Source("member", "message", "UBOB", "https://test.slack.com/archives/C/p1")
+    async with db.transaction() as session:
+        conversation, _ = await repo.get_or_create_conversation(session, "T", "C", "1.0", "UA")
+        for turn in range(40):
+            who, source = ("UBOB", bob) if turn == 0 else ("UALICE", None)
+            added = await repo.add_message(
+                session, conversation, Role.USER, f"turn {turn}: " + "words " * 40, slack_user=who
+            )
+            added.source = source.dumps() if source else None
+            await repo.add_message(session, conversation, Role.ASSISTANT, f"ok {turn}")
+    alice = await memory.prompt_for(conversation.id, "system", None, 200, requester="UALICE")
+    summary = str(alice.messages[1]["content"])
+    assert summary.startswith("Summary of the earlier conversation:\n<data source=")
+    assert summary.endswith(DATA_CLOSE)
+    assert "sources:" not in summary  # the carried sources are not shown to the model
+    assert alice.sources[0] == bob  # Bob's message, folded into the summary, is still a source
+    # A prompt made later from the stored summary carries them too.
+    again = await memory.prompt_for(conversation.id, "system", None, 200, requester="UALICE")
+    assert again.sources[0] == bob

@@ -71,7 +71,7 @@ def to_openai(message: StoredMessage, requester: str | None = None) -> ChatCompl
         if message.slack_user:
             user["name"] = message.slack_user
         return user  # type: ignore[return-value]
-    return {"role": "system", "content": message.content or ""}
+    return {"role": "system", "content": shown_text(message, message.content or "", requester)}
 
 
 def is_valid_history(messages: Sequence[StoredMessage]) -> bool:

@@ -23,18 +23,9 @@ from sqlalchemy import select
 
 from bot.audience import narrowest_of
 from bot.caches import BoundedCache
+from bot.conversation import sources as src
 from bot.conversation.audiences import WITHHELD, Reader, readable
 from bot.conversation.history import StoredMessage, to_openai
-from bot.conversation.sources import (
-    newest_last,
-    reclosed,
-    split_summary,
-    summarised,
-    summary_source,
-    summary_untrusted,
-    untrusted_in,
-    with_sources,
-)
 from bot.conversation.tokens import TokenCounter
 from bot.db import repositories as repo
 from bot.db.models import ConversationSummary, Message
@@ -72,7 +63,7 @@ def _cap_tool_result(message: ChatCompletionMessageParam, counter: TokenCounter,
         return message
     kept = counter.truncate(content, cap)
     note = f"\n[truncated for the model: {cap} of {size} tokens shown]"
-    return {**message, "content": reclosed(kept, content, note)}
+    return {**message, "content": src.reclosed(kept, content, note)}
 
 
 def _withheld(message: Message) -> Any:
@@ -156,7 +147,7 @@ class Memory:
         if history_budget < 200:
             raise LLMError("the token budget is too small for the system prompt and tools")
         latest, loaded = await self._load(conversation_id)
-        summary, carried = split_summary(latest.summary) if latest else (None, ())
+        summary, carried = src.split_summary(latest.summary) if latest else (None, ())
         if latest is None or not await reader(latest.audience):
             summary, carried = None, ()
         summary_audience = latest.audience if summary is not None and latest else None
@@ -193,7 +184,7 @@ class Memory:
                 roomy = min(roomy, tail)
             older = [k for k in kept[:roomy] if k.shown]
             folded = narrowest_of([summary_audience, *(k.message.audience for k in older)])
-            folds = summarised(carried, [k.message for k in kept[:roomy] if k.shown])
+            folds = src.summarised(carried, [k.message for k in kept[:roomy] if k.shown])
             try:
                 summary = await self._summarise(
                     conversation_id, summary, stored[:roomy], rendered, folded, folds
@@ -203,17 +194,17 @@ class Memory:
                 pass  # no new summary this time: the older messages just drop out of view
         prompt: list[ChatCompletionMessageParam] = [{"role": "system", "content": system_prompt}]
         if summary is not None:
-            told = summary_source(carried, requester)
+            told = src.summary_source(carried, requester)
             text = summary if told is None else delimit(summary, told)
             prompt.append(
                 {"role": "system", "content": f"Summary of the earlier conversation:\n{text}"}
             )
         shown = [k.message for k in kept[start:] if k.shown]
-        read = summary_untrusted(carried, requester) if summary is not None else []
+        read = src.summary_untrusted(carried, requester) if summary is not None else []
         return Prompt(
             prompt + rendered[start:],
             narrowest_of([summary_audience, *(m.audience for m in shown)]),
-            newest_last([*read, *untrusted_in(shown, requester)]),
+            src.newest_last([*read, *src.untrusted_in(shown, requester)]),
         )
 
     def _result_share(self, tail: Sequence[Any], limit: int) -> int:
@@ -229,7 +220,8 @@ class Memory:
         size = self.counter.text(content)
         keep = max(50, limit - 60 - self.counter.message({**message, "content": ""}))
         note = f"\n[cut for the model: the first {keep} of {size} tokens of this message]"
-        return {**message, "content": reclosed(self.counter.truncate(content, keep), content, note)}
+        kept = self.counter.truncate(content, keep)
+        return {**message, "content": src.reclosed(kept, content, note)}
 
     def _fixed_cost(self, system_prompt: str, tools: list[dict[str, Any]] | None) -> int:
         """Tokens of the system prompt and tool schemas: the same on every request, so
@@ -296,7 +288,7 @@ class Memory:
                 ConversationSummary(
                     conversation_id=conversation_id,
                     upto_message_id=int(getattr(last, "id", 0)),
-                    summary=with_sources(summary, sources),
+                    summary=src.with_sources(summary, sources),
                     messages_summarised=len(older),
                     tokens_before=tokens_before,
                     tokens_after=self.counter.text(summary),

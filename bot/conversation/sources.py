@@ -35,8 +35,10 @@ def shown_source(message: Any, requester: str | None) -> Source | None:
     stored = source_of(getattr(message, "source", None))
     if role == "tool":
         return stored  # a read's result; a write's outcome or an error is the bot's own
-    if role != "user":
+    if role == "assistant":
         return None
+    if role != "user":  # a file or a tool's words stored in another shape stay untrusted
+        return stored if stored is not None and stored.kind not in PERSON_KINDS else None
     author = getattr(message, "slack_user", None)
     if stored is not None and stored.kind not in PERSON_KINDS:
         return stored  # a file, or a tool's words stored as a message: never trusted
