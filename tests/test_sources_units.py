@@ -229,10 +229,10 @@ async def test_a_summary_of_others_messages_stays_data_and_keeps_their_sources(
     bob = Source("member", "message", "UBOB", "https://test.slack.com/archives/C/p1")
     async with db.transaction() as session:
         conversation, _ = await repo.get_or_create_conversation(session, "T", "C", "1.0", "UA")
-        for turn in range(40):
+        for turn in range(24):
             who, source = ("UBOB", bob) if turn == 0 else ("UALICE", None)
             added = await repo.add_message(
-                session, conversation, Role.USER, f"turn {turn}: " + "words " * 40, slack_user=who
+                session, conversation, Role.USER, f"turn {turn}: " + "words " * 120, slack_user=who
             )
             added.source = source.dumps() if source else None
             await repo.add_message(session, conversation, Role.ASSISTANT, f"ok {turn}")
