@@ -95,10 +95,10 @@ class Authors:
     async def of_app(self, name: str, channel: str, ts: str, thread_ts: str | None) -> Source:
         """Another app's message (see the module's docstring: `external`)."""
         _, base = await self.workspace()
-        shown = " ".join(name.split())[:80] or "an app"
+        shown = " ".join(name.split())[:80]
         return Source(
             "external",
-            f"message from the app {shown}",
+            f"message from the app {shown}" if shown else "message from an app",
             link=permalink(base, channel, ts, thread_ts),
         )
 

@@ -68,7 +68,8 @@ async def earlier_thread_messages(
                 if other_app:
                     name = (m.get("bot_profile") or {}).get("name") or m.get("username") or "an app"
                     text = f"[message from another app, {name}]: {text}"
-                    source = await authors.of_app(str(name), incoming.channel_id, ts, thread)
+                    said = str((m.get("bot_profile") or {}).get("name") or m.get("username") or "")
+                    source = await authors.of_app(said, incoming.channel_id, ts, thread)
                 elif not ours and isinstance(user, str) and user:
                     source = await authors.of_person(user, incoming.channel_id, ts, thread)
                 found.append(

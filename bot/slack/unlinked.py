@@ -10,8 +10,9 @@ that came from the model or from outside (an argument, a description, a decline 
 one click away for everyone in the channel, a declined phishing link included.
 
 `unlinked` keeps every character where it is and adds a zero-width space (U+200B) where a
-link would form: after the `:` of `://`, after a `.` between two word characters (every domain
-label boundary, an IP address's too), and after an `@` between two word characters. None of
+link would form: after the `:` of `://`, after a `.` between a word character and a letter
+(a domain's labels: its last one is letters), after each dot of an IPv4 address, and after an
+`@` between two word characters. None of
 these may stand inside a scheme, a domain label or an address's domain, so no part of the
 text still reads as a link, and a person reads the same characters as before. A zero-width
 space that was in the text itself is already shown as its code (`bot.tools.invisible`), so the
@@ -27,7 +28,10 @@ import re
 
 BREAK = "\u200b"
 # Dots that other scripts' linkifiers read as a domain's dot (ideographic and full-width ones).
-_DOT = re.compile(r"(?<=\w)([.\u3002\uff0e\uff61])(?=\w)")
+# A dot before a letter (a domain's last label is letters: `4.2` or `v1.2` is no domain), and
+# every dot of an IPv4 address.
+_DOT = re.compile(r"(?<=\w)([.\u3002\uff0e\uff61])(?=[^\W\d_])")
+_IPV4 = re.compile(r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?![\w.])")
 _SCHEME = re.compile(r":(?=//)")
 _AT = re.compile(r"(?<=\w)@(?=\w)")
 SECTION_TEXT = 3000  # characters of a section's text object
@@ -38,6 +42,7 @@ def unlinked(text: str) -> str:
     if "." not in text and ":" not in text and "@" not in text and text.isascii():
         return text
     text = _SCHEME.sub(":" + BREAK, text)
+    text = _IPV4.sub(lambda m: m.group(0).replace(".", "." + BREAK), text)
     text = _DOT.sub(lambda m: m.group(1) + BREAK, text)
     return _AT.sub("@" + BREAK, text)
 
