@@ -18,6 +18,7 @@ the way Slack links a reply (with `thread_ts` and `cid`), so a card can link to 
 from __future__ import annotations
 
 import logging
+import time
 import weakref
 from typing import Any
 
@@ -30,6 +31,7 @@ from bot.provenance import Kind, Source
 log = logging.getLogger(__name__)
 
 MESSAGE = "message"
+KIND_SECONDS = 600.0
 
 
 def kind_of(user: dict[str, Any], team: str | None) -> Kind:
@@ -56,7 +58,7 @@ class Authors:
 
     def __init__(self, slack: AsyncWebClient) -> None:
         self.slack = slack
-        self._kinds: BoundedCache[str, Kind] = BoundedCache(5_000)
+        self._kinds: BoundedCache[str, tuple[float, Kind]] = BoundedCache(5_000)
         self._workspace: tuple[str | None, str | None] | None = None
 
     async def workspace(self) -> tuple[str | None, str | None]:
@@ -74,15 +76,18 @@ class Authors:
         return self._workspace
 
     async def kind(self, user: str) -> Kind:
-        if user in self._kinds:
-            return self._kinds[user]
+        """A person's kind now (asked of Slack again after `KIND_SECONDS`: a member may become
+        a guest)."""
+        if user in self._kinds and time.monotonic() - self._kinds[user][0] < KIND_SECONDS:
+            return self._kinds[user][1]
         try:
             found = dict((await self.slack.users_info(user=user)).get("user") or {})
         except Exception as exc:  # not remembered: asked again next time
             log.warning("could not tell who %s is: %s", user, type(exc).__name__)
             return "guest"
         team, _ = await self.workspace()
-        kind = self._kinds[user] = kind_of(found, team)
+        kind = kind_of(found, team)
+        self._kinds[user] = (time.monotonic(), kind)
         return kind
 
     async def of_person(self, user: str, channel: str, ts: str, thread_ts: str | None) -> Source:
