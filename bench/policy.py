@@ -63,7 +63,7 @@ from bot.db.session import Database
 from bot.llm import Finished, ToolCall
 from bot.membership import Reach
 from bot.policy.deciders import rule_hash
-from bot.policy.gate import PolicyGate, counts
+from bot.policy.gate import counts
 from bot.policy.one_door import OneDoor
 from bot.policy.replay import compare
 from bot.policy.source import PolicySource, read_file
@@ -182,14 +182,12 @@ class Setup:
 
 
 def desk(setup: Setup, source: PolicySource | None) -> ActionDesk:
-    gate = None if source is None else PolicyGate(source, FixedGroups(), setup.db)
     door = None if source is None else OneDoor(source, FixedGroups(), FixedReach(), setup.db)
     return ActionDesk(
         setup.registry,
         Policies(),
         setup.approvals,
         cast(CardPublisher, NullCards()),
-        gate,
         door,
     )
 

@@ -37,7 +37,6 @@ from bot.heartbeat import Heartbeat, freeze_start_up_objects
 from bot.links import LinkSigner
 from bot.llm import LLM, make_client
 from bot.logs import bolt_logger
-from bot.policy.gate import PolicyGate
 from bot.policy.source import PolicySource
 from bot.slack import feedback
 from bot.slack.agent_threads import AgentThreads
@@ -133,9 +132,7 @@ class Countersign:
         live_replies = LiveReplies(db, worker, settings.lease_seconds)
         cards = CardPublisher(slack, budget, approvals, registry, policies, tasks, groups)
         door = one_door(policy, groups, slack, db, registry, approvals)
-        desk = ActionDesk(
-            registry, policies, approvals, cards, PolicyGate(policy, groups, db), door
-        )
+        desk = ActionDesk(registry, policies, approvals, cards, door)
         conversations = Conversations(
             db,
             llm,

@@ -90,6 +90,9 @@ class Settings(IntegrationSettings, AuditSettings, ThreadSettings, BaseSettings)
     summary_tokens: Annotated[int, Field(ge=100, le=20_000)] = 600
 
     streaming: Literal["auto", "native", "edit"] = "auto"
+    # Images shared in a thread go to the model as image parts: `auto` until the model refuses
+    # one (then not, with a note), `on` always, `off` never (the model is told one was shared).
+    vision: Literal["auto", "on", "off"] = "auto"
     slack_edit_budget_per_minute: Annotated[int, Field(ge=1, le=600)] = 50
     # Where each method's learned budget starts: Slack's documented floors (Tier 4 appends
     # "100+", Tier 2 starts and stops "20+", chat.update ~50). The bot learns from there: a

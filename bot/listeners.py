@@ -60,7 +60,7 @@ def register(
     async def on_message_event(body: dict[str, Any], context: AsyncBoltContext) -> None:
         bot_user_id = context.bot_user_id
         incoming = parse_event(body, bot_user_id)
-        if incoming is None or (not incoming.text and not incoming.mentions_bot):
+        if incoming is None or not (incoming.text or incoming.files or incoming.mentions_bot):
             return
         if not incoming.is_dm and not incoming.mentions_bot and not incoming.thread_ts:
             return  # top-level channel chatter that does not address the bot

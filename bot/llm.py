@@ -13,6 +13,7 @@ reply's refreshes and finals.
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable
@@ -69,6 +70,31 @@ class LLMError(Exception):
     def __init__(self, user_message: str) -> None:
         super().__init__(user_message)
         self.user_message = user_message
+
+
+class ImagesRefused(LLMError):
+    """The model's server refused a request because of its image parts (a model that does not
+    take images): `bot.files.parts` then asks again without them."""
+
+
+# What OpenAI-compatible servers say when a model does not take an image part: OpenAI
+# ("Invalid content type. image_url is only supported by certain models."), vLLM ("… is not a
+# multimodal model"), others ("does not support image input", "vision").
+_ABOUT_IMAGES = re.compile(r"image|multimodal|vision|content type|modalit", re.IGNORECASE)
+
+
+def _refuses_images(exc: BaseException, messages: Iterable[Any]) -> bool:
+    if not isinstance(exc, openai.BadRequestError) or not _has_images(messages):
+        return False
+    return bool(_ABOUT_IMAGES.search(f"{exc.message} {exc.body}"))
+
+
+def _has_images(messages: Iterable[Any]) -> bool:
+    return any(
+        isinstance(m.get("content"), list)
+        and any(isinstance(p, dict) and p.get("type") == "image_url" for p in m["content"])
+        for m in messages
+    )
 
 
 @dataclass
@@ -206,6 +232,8 @@ class LLM:
                         usage = _usage(chunk["usage"])
         except Exception as exc:  # any failure, a malformed chunk included, is the model's
             MODEL_ERRORS.inc()
+            if _refuses_images(exc, messages):
+                raise ImagesRefused("the model does not take images") from exc
             raise LLMError(_explain(exc)) from exc
         if finish_reason is None:
             MODEL_ERRORS.inc()

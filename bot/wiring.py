@@ -23,7 +23,7 @@ from bot.db.session import Database
 from bot.links import LinkSigner
 from bot.llm import LLM
 from bot.membership import reach_of
-from bot.policy.one_door import OneDoor
+from bot.policy.one_door import OneDoor, tool_nature
 from bot.policy.reconsider import reconsider
 from bot.policy.source import PolicySource
 from bot.records.audit_checkpoints import CheckpointJob
@@ -87,7 +87,14 @@ def one_door(
 ) -> OneDoor:
     """The one door (`bot.policy.one_door`), given to the approvals service too (escalation
     steps and the start of execution ask it)."""
-    door = OneDoor(policy, groups, reach_of(slack), db, registry.with_defaults)
+    door = OneDoor(
+        policy,
+        groups,
+        reach_of(slack),
+        db,
+        registry.with_defaults,
+        lambda name: tool_nature(registry.get(name)),
+    )
     approvals.pack_of = lambda name: tool.pack if (tool := registry.get(name)) else ""
     approvals.door = door
     return door

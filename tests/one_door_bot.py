@@ -280,13 +280,16 @@ class OneDoorBot:
         args: dict[str, Any],
         read_exec_first: bool,
         words: str,
+        read_first: str | None = None,
     ) -> str:
         """The requester asks the bot in `channel` (a new thread, `thread`, or their DM) for
-        one write; the model makes it (after reading #exec, if asked to). Returns the ts of
+        one write; the model makes it (after reading #exec, or `read_first`'s channel, if
+        asked to). Returns the ts of
         the message that asked."""
         write = Script(tool_calls=[write_call(key, tool, args)], argument_fragment_size=4096)
-        if read_exec_first:
-            self.model.plan(key, Script(tool_calls=[read_exec(key)]), write)
+        if read_exec_first or read_first:
+            read = read_exec(key, read_first) if read_first else read_exec(key)
+            self.model.plan(key, Script(tool_calls=[read]), write)
         else:
             self.model.plan(key, write)
         said = f"job:{key} {words}"

@@ -35,6 +35,9 @@ class Observer:
         self.born: dict[str, int] = {}  # call -> the step it was asked in
         self.tasks: dict[int, str] = {}  # task id -> the call that created it
         self.read_exec: set[str | None] = set()  # threads whose turns read #exec
+        # Threads whose history holds a tool result: the bot counts it for every later call
+        # there (the reference, looser, only for the call whose turn read it).
+        self.read_outside: set[str | None] = set()
         self.expect: list[tuple[str, str]] = []  # (call, why) that must write this step
         self.pending_grants: list[tuple[Call, str, str, int]] = []  # made in this step
         figures.sequences += 1
@@ -62,6 +65,7 @@ class Observer:
             or call.tool != "create_task"
             or call.audience != frozenset({PUBLIC})
             or call.thread in self.read_exec  # its prompt held #exec's text: narrower
+            or call.thread in self.read_outside  # it followed a tool result
             or call.revision != 1
             or decided.outcome != "ask"
             or decided.fail_closed

@@ -55,9 +55,10 @@ def write_call(key: str, tool: str, args: dict[str, Any]) -> ScriptedToolCall:
     return ScriptedToolCall(f"w-{key}", tool, json.dumps(args))
 
 
-def read_exec(key: str) -> ScriptedToolCall:
+def read_exec(key: str, channel: str = EXEC) -> ScriptedToolCall:
+    """A read of `channel`'s recent messages (#exec by default): a tool result in the turn."""
     return ScriptedToolCall(
-        f"r-{key}", "get_recent_messages", json.dumps({"channel": EXEC, "limit": 5})
+        f"r-{key}", "get_recent_messages", json.dumps({"channel": channel, "limit": 5})
     )
 
 

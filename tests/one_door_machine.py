@@ -39,6 +39,7 @@ from tests.one_door_steps import (
     steps,
 )
 from tests.one_door_world import (
+    APPROVERS_CHANNEL,
     EXEC,
     EXEC_MARK,
     GROUP,
@@ -189,17 +190,32 @@ def one_door_machine(
                 sent["assignee"] = ask.assignee
             reads = place == "C1+exec"
             audience = frozenset({channel, EXEC} if reads else {channel})
+            read_public = place == "C1+read"  # a tool result from a public channel
+            if read_public:
+                audience = frozenset({channel, APPROVERS_CHANNEL})
             words = f"please{marks}"
-            ts = bot.run(bot.ask(key, requester, channel, thread, tool, sent, reads, words))
+            member = place == "C1+member" and thread is not None
+            if member:  # another full member wrote in the thread before the requester asks
+                other = "UCAROL" if requester != "UCAROL" else "UBOB"
+                bot.slack.add_user_message(channel, "ship it today", user=other, thread_ts=thread)
+            ts = bot.run(
+                bot.ask(
+                    key, requester, channel, thread, tool, sent, reads, words,
+                    APPROVERS_CHANNEL if read_public else None,
+                )
+            )  # fmt: skip
             if not dm and thread is None:
                 self.threads.setdefault(channel, []).append(ts)
             call = Call(
-                key, tool, requester, channel, None if dm else thread or ts, ts, audience, args
-            )
+                key, tool, requester, channel, None if dm else thread or ts, ts, audience, args,
+                outside=reads or read_public, member=member,
+            )  # fmt: skip
             ref.calls[key] = call
             self.born[key] = self.steps
             if reads:
                 self.read_exec.add(call.thread)
+            if reads or read_public:
+                self.read_outside.add(call.thread)
             snapshot = bot.run(bot.snapshot())
             for proposal_id, row in snapshot.proposals.items():
                 if key_of(row["arguments"].get("title")) == key and row["tool_name"] == tool:
@@ -208,13 +224,30 @@ def one_door_machine(
             ref.card_made(call)
             decided = ref.decision(call)
             where = "their DM" if dm else f"{channel} ({thread or 'a new thread'})"
+            after = {
+                "C1+exec": " after reading #exec",
+                "C1+read": f" after reading {APPROVERS_CHANNEL} (a tool result)",
+                "C1+member": " after a member's message",
+            }
             self.say(
                 f"{requester} asks in {where} for {tool} {shown(args)}"
-                f"{' after reading #exec' if place == 'C1+exec' else ''}: the reference says "
+                f"{after.get(place, '') if reads or read_public or member else ''}: the "
+                "reference says "
                 f"{decided.describe()}; the bot made proposal {call.proposal_id}"
             )
             allowed = decided.outcome == "allow" and not decided.fail_closed
-            if allowed and tool == "create_task" and place == PUBLIC and not self.toggled:
+            # An allow must run, also after a member's message (covered as before) unless
+            # its rule sets `after_untrusted`; not in a thread whose history holds #exec's
+            # read (a tool result the bot rightly counts).
+            explicit = decided.rule is not None and decided.rule.after_untrusted is not None
+            plain = place == PUBLIC or (place == "C1+member" and not explicit)
+            if (
+                allowed
+                and tool == "create_task"
+                and plain
+                and call.thread not in self.read_outside
+                and not self.toggled
+            ):
                 self.expect.append((key, "an allow rule decides it"))
 
         def click(self, call: Call, user: str, button: str, stale: bool) -> None:

@@ -5,6 +5,15 @@ Rules in file order; the first matching non-shadow rule decides, but any matchin
 wins. A condition that cannot be evaluated: a deny rule denies; otherwise the decision is a
 fail-closed ask (the approvers of the first matching ask rule, four-eyes forced, never covered
 by a grant or an allow). No match: `default`.
+
+After untrusted input (issue 27): a call that followed outside input (here: a tool result,
+the read of #exec) is not covered by an allow (it becomes an ask the requester decides, with
+no approvers named) nor by a grant, unless the deciding rule says `after_untrusted: allow`;
+`after_untrusted: deny` denies it; `ask` is the default made explicit. A full member's message
+is covered as before; a rule setting `after_untrusted` applies after it too, but whether the
+bot counts a member's message as a source is not this model's to say (the looser reading: it
+does not). A read runs unless a rule naming it (not through `*`) asks or denies; an open-world
+read after untrusted input asks.
 """
 
 from __future__ import annotations
@@ -75,9 +84,16 @@ class Rule:
     grants: tuple[str, ...] = ()
     escalate: tuple[Step, ...] = ()
     shadow: bool = False
+    after_untrusted: Outcome | None = None
 
     def names(self, tool: str) -> bool:
-        return tool in self.tools or PACK in self.tools or "*" in self.tools
+        return self.names_read(tool) or "*" in self.tools
+
+    def names_read(self, tool: str) -> bool:
+        """An allow or ask rule decides a read only when it names it or its pack (an MCP
+        tool's server), not by `*` alone."""
+        pack = tool.split("__")[0] if "__" in tool else PACK
+        return tool in self.tools or pack in self.tools
 
     def as_yaml(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "tools": list(self.tools)}
@@ -94,6 +110,8 @@ class Rule:
             out["reason"] = f"{self.name} says no"
         if self.shadow:
             out["shadow"] = True
+        if self.after_untrusted is not None:
+            out["after_untrusted"] = self.after_untrusted
         if self.outcome == "ask":
             if self.approvers:
                 out["approvers"] = list(self.approvers)
@@ -135,10 +153,13 @@ class Rule:
             bits.append(f"escalate={self.as_yaml()['escalate']}")
         if self.shadow:
             bits.append("shadow")
+        if self.after_untrusted:
+            bits.append(f"after_untrusted={self.after_untrusted}")
         return " ".join(bits)
 
 
 DEFAULT_ASK = Rule(name="(default)", outcome="ask")
+AFTER_OUTSIDE = Rule(name="(an allow after outside input)", outcome="ask")
 
 
 @dataclass(frozen=True)
@@ -170,14 +191,58 @@ class Decision:
     rule: Rule | None  # the deciding rule; for an ask, the ask rule (None: the default)
     fail_closed: bool = False
     unevaluable: bool = False  # a deny: its rule's condition could not be evaluated
+    no_grants: bool = False  # it followed input no grant of its rule covers
 
     def describe(self) -> str:
         name = self.rule.name if self.rule else "default"
-        return f"{self.outcome} ({'fail-closed, ' if self.fail_closed else ''}{name})"
+        closed = "fail-closed, " if self.fail_closed else ""
+        after = ", no grant covers it" if self.no_grants else ""
+        return f"{self.outcome} ({closed}{name}{after})"
 
 
 def decide(
-    policy: Policy, tool: str, args: dict[str, Any], channel: str, requester: str, world: World
+    policy: Policy,
+    tool: str,
+    args: dict[str, Any],
+    channel: str,
+    requester: str,
+    world: World,
+    outside: bool = False,
+    read: bool = False,
+    open_world: bool = False,
+    untrusted: bool = False,
+) -> Decision:
+    """`outside`: the call followed outside input (a tool result); `untrusted`: any untrusted
+    input the bot surely counts (outside input, here); `read`, `open_world`: the tool's."""
+    untrusted = untrusted or outside
+    made = _decide(policy, tool, args, channel, requester, world, read)
+    if made.outcome == "deny" or made.fail_closed:
+        return made
+    rule = made.rule if made.rule not in (None, DEFAULT_ASK) else None
+    explicit = rule.after_untrusted if rule is not None else None
+    if explicit is not None:
+        mode = explicit if untrusted else None
+    elif read:
+        mode = "ask" if open_world and untrusted else None
+    else:
+        mode = "ask" if outside else None
+    if mode is None or mode == "allow":
+        return made
+    if mode == "deny":
+        return Decision("deny", made.rule)
+    if made.outcome == "allow":
+        return Decision("ask", AFTER_OUTSIDE, no_grants=True)
+    return Decision("ask", made.rule, no_grants=True)
+
+
+def _decide(
+    policy: Policy,
+    tool: str,
+    args: dict[str, Any],
+    channel: str,
+    requester: str,
+    world: World,
+    read: bool = False,
 ) -> Decision:
     groups = world.groups_of(requester)
     first: Rule | None = None
@@ -185,6 +250,8 @@ def decide(
     broken = False
     for rule in policy.rules:
         if rule.shadow or not rule.names(tool):
+            continue
+        if read and rule.outcome != "deny" and not rule.names_read(tool):
             continue
         if rule.channels and channel not in rule.channels:
             continue
@@ -194,7 +261,7 @@ def decide(
             continue
         holds = True if rule.when is None else rule.when.holds(args, groups)
         if holds is None:
-            if rule.outcome == "deny":
+            if rule.outcome == "deny" or read:  # a read fails closed to deny
                 return Decision("deny", rule, unevaluable=True)
             broken = True
             continue
@@ -208,6 +275,8 @@ def decide(
             first = rule
     if broken:
         return Decision("ask", first_ask, fail_closed=True)
+    if first is None and read:
+        return Decision("allow", None)  # a read no rule names runs
     if first is None:
         return Decision(policy.default, DEFAULT_ASK if policy.default == "ask" else None)
     return Decision(first.outcome, first)

@@ -21,8 +21,10 @@ The rules it checks (the specification, in short):
    four-eyes: the requester alone decides); or (b) a live grant covers it: made from a card of
    the same rule, unchanged since, same requester and tool, scope thread (same thread; in a DM
    the same turn only) / channel / me, the granter still an approver able to read the call's
-   audience, quorum 1, not fail-closed; or (c) the rule in force has an escalation step with
-   outcome allow that is due.
+   audience, quorum 1, not fail-closed, and the call did not follow outside input (a tool
+   result) unless its rule says `after_untrusted: allow`; or (c) the rule in force has an
+   escalation step with outcome allow that is due. After outside input an allow is an ask the
+   requester decides, and `after_untrusted: deny` denies (tests/one_door_policy.py).
 3. Every message the bot posts is readable by everyone who can see where it is posted.
 """
 
@@ -55,6 +57,8 @@ class Call:
     card_approvers: tuple[str, ...] = ()  # who that rule named (ids and groups) then
     card_outcome: str = ""  # what the policy said when the current card was made
     proposal_id: int | None = None  # the bot's proposal, once seen
+    outside: bool = False  # proposed after outside input (the read of #exec: a tool result)
+    member: bool = False  # proposed after another full member's message in its thread
 
     @property
     def is_dm(self) -> bool:
@@ -111,7 +115,15 @@ class Reference:
         return sorted(changed)
 
     def decision(self, call: Call) -> Decision:
-        return decide(self.policy, call.tool, call.args, call.channel, call.requester, self.world)
+        return decide(
+            self.policy,
+            call.tool,
+            call.args,
+            call.channel,
+            call.requester,
+            self.world,
+            outside=call.outside,
+        )
 
     def card_made(self, call: Call) -> None:
         """The call's card (its current revision) is made now: remember under which rule."""
@@ -189,6 +201,11 @@ class Reference:
         label = f"grant by {grant.granter} ({grant.scope}, from {grant.from_call})"
         if decided.fail_closed:
             return ("the decision is fail-closed", f"{label}: the decision is fail-closed")
+        if decided.no_grants:
+            return (
+                "it followed outside input",
+                f"{label}: the call was proposed after outside input, which no grant covers",
+            )
         if grant.rule is None:
             return (
                 "made from a card that was no rule's ask",

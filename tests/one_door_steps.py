@@ -53,6 +53,28 @@ FIRST: dict[str, Rule] = {  # a rule put in front of the others
     "leads may do anything": Rule("leads-ok", "allow", groups=(GROUP,)),
     "#exec asks Carol": Rule("exec", "ask", channels=(EXEC,), approvers=("UCAROL",), grants=SCOPES),
     "no updates": Rule("no-updates", "deny", tools=("update_task",)),
+    "allow low priority, even after a tool result": Rule(
+        "low-any",
+        "allow",
+        tools=("create_task",),
+        when=Cond("priority", "low"),
+        after_untrusted="allow",
+    ),
+    "every tool asks Carol": Rule("all-carol", "ask", tools=("*",), approvers=("UCAROL",)),
+    "ask on reads of tasks": Rule("reads-asked", "ask", tools=("list_tasks",), approvers=("UBOB",)),
+    "fetches run even after untrusted input": Rule(
+        "fetch-ok", "allow", tools=("web__fetch",), after_untrusted="allow"
+    ),
+    "no fetches of high priority": Rule(
+        "no-fetch", "deny", tools=("web__fetch",), when=Cond("priority", "high")
+    ),
+    "allow high priority, but deny it after untrusted input": Rule(
+        "high-careful",
+        "allow",
+        tools=("create_task",),
+        when=Cond("priority", "high"),
+        after_untrusted="deny",
+    ),
 }
 MAIN_CHANGES: dict[str, dict[str, Any]] = {  # changes to the main ask rule
     "drop the first approver": {},
@@ -77,6 +99,9 @@ MAIN_CHANGES: dict[str, dict[str, Any]] = {  # changes to the main ask rule
     "no escalation": {"escalate": ()},
     "route by DM": {"route": "dm"},
     f"route to {APPROVERS_CHANNEL}": {"route": f"channel:{APPROVERS_CHANNEL}"},
+    "grants cover after untrusted input too": {"after_untrusted": "allow"},
+    "no grant covers after any untrusted input": {"after_untrusted": "ask"},
+    "after untrusted input: the default": {"after_untrusted": None},
 }
 OTHER_CHANGES = ("allow urgent", "default deny", "default allow", "a shadow deny")
 ALL_CHANGES = (*MAIN_CHANGES, *FIRST, *OTHER_CHANGES)
@@ -93,6 +118,7 @@ AMENDMENTS = (*LEADING, *(c for c in ALL_CHANGES if c not in LEADING))
 # The policy a sequence starts with: the base, with changes that open other paths first.
 OPENING = (
     "Alice approves too",
+    "allow low priority, even after a tool result",
     "escalate to allow after 1h",
     "nobody named: the requester decides",
     "route by DM",
@@ -167,7 +193,9 @@ class Ask:
     thread (None: a new one; n: the n-th earlier thread there), the tool and its fields."""
 
     requester: str = "UALICE"
-    place: str = PUBLIC  # C1 | C1+exec | GEXEC | DM
+    # C1 | C1+read (after reading CAPPROVE, public: a tool result) | C1+exec (after reading #exec) |
+    # C1+member (after another full member's message in the thread) | GEXEC | DM
+    place: str = PUBLIC
     thread: int | None = None
     tool: str = "create_task"
     priority: str | None = None
@@ -253,7 +281,7 @@ backs = st.sampled_from([0, 0, 0, 1, 2])
 asks = st.builds(
     Ask,
     requester=st.sampled_from(["UALICE", "UDANA"]),
-    place=st.sampled_from([PUBLIC, PUBLIC, PUBLIC, "C1+exec", EXEC, "DM"]),
+    place=st.sampled_from([PUBLIC, "C1+read", PUBLIC, "C1+exec", "C1+member", EXEC, "DM"]),
     thread=st.sampled_from([None, None, 0, 1]),
     tool=st.sampled_from(["create_task", "create_task", "create_task", "update_task"]),
     priority=st.sampled_from([None, None, None, None, "low", "high", "high", "urgent"]),

@@ -12,7 +12,7 @@ from pathlib import Path
 import bot
 
 ROOT = Path(bot.__file__).parent
-LOWER = ("approvals", "tools", "db", "records", "policy")
+LOWER = ("approvals", "tools", "db", "records", "policy", "files")
 
 
 def node_of(module: str) -> str:

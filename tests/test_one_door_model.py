@@ -18,15 +18,24 @@ shortest sequence, told step by step. A longer run:
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, seed, settings
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
 from hypothesis.stateful import run_state_machine_as_test
 
+from bot.policy.engine import Facts, decide
+from bot.policy.model import load_text
+from bot.policy.untrusted import with_context
+from bot.provenance import Source
 from tests.one_door_bot import OneDoorBot
 from tests.one_door_findings import Figures
 from tests.one_door_machine import one_door_machine
 from tests.one_door_policy import Policy
+from tests.one_door_policy import decide as reference_decide
+from tests.one_door_steps import INITIAL, Approve, Ask, Propose, amended
+from tests.one_door_world import PUBLIC, World
 
 SEQUENCES = 70  # per test function: 210 in the suite (the benchmark runs thousands)
 STEPS = 4  # at most, after the first request
@@ -76,3 +85,95 @@ def test_one_door_second_hundred(door: OneDoorBot) -> None:
 def test_one_door_third_hundred_with_restarts(door: OneDoorBot) -> None:
     figures = run(door, 3, restarts=True)
     assert figures.writes_judged > 0
+
+
+# Sequences the random ones reach rarely, told step by step (issue 27): a grant made before a
+# call that followed a tool result must not cover it; an allow must not either (a card the
+# requester decides instead, and their click runs it); a rule saying `after_untrusted: allow`
+# still allows; a member's message in the thread is covered as before.
+UNTRUSTED: list[tuple[list[str], Ask, list[object]]] = [
+    ([], Ask(), [Approve("an approver", "channel"), Propose(Ask(place="C1+read"))]),
+    ([], Ask(), [Approve("an approver", "me"), Propose(Ask(place="C1+read", thread=0))]),
+    (["allow low priority first"], Ask(place="C1+read", priority="low"), []),
+    (
+        ["allow low priority first"],
+        Ask(place="C1+read", priority="low"),
+        [Approve("the requester", "approve")],
+    ),
+    (["allow low priority, even after a tool result"], Ask(place="C1+read", priority="low"), []),
+    (
+        ["allow high priority, but deny it after untrusted input"],
+        Ask(place="C1+read", priority="high"),
+        [Approve("an approver", "approve")],
+    ),
+    (
+        ["allow low priority first"],
+        Ask(),
+        [Propose(Ask(place="C1+member", thread=0, priority="low"))],
+    ),
+]
+
+
+def test_one_door_after_untrusted_input(door: OneDoorBot) -> None:
+    figures = Figures()
+    machine = one_door_machine(door, figures)
+    for changes, first, steps in UNTRUSTED:
+        sequence: Any = machine()  # the generated class: its `start` and `step`, by hand
+        sequence.start(changes, first)
+        for step in steps:
+            sequence.step(step)
+        sequence.teardown()
+    assert figures.liveness_met == figures.liveness_expected
+    assert figures.liveness_expected >= 3  # the allows that must run did
+
+
+# Reads and open-world tools beside writes, after no input, a member's message or a tool
+# result: the bot's decision (`bot.policy.engine`, given the sources explicitly) against the
+# reference's, over the generated policies. Pure functions: cheap enough for many examples.
+TOOLS = {  # name -> (pack, a read, open-world)
+    "create_task": ("tasks", False, False),
+    "list_tasks": ("tasks", True, False),
+    "web__fetch": ("web", True, True),
+    "web__lookup": ("web", True, False),
+}
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(
+    changes=st.lists(st.sampled_from(INITIAL), max_size=3),
+    tool=st.sampled_from(sorted(TOOLS)),
+    followed=st.sampled_from(["nothing", "member", "tool"]),
+    priority=st.sampled_from(["normal", "low", "high", "urgent"]),
+    assignee=st.sampled_from([None, "UDANA", "UBOB"]),
+    requester=st.sampled_from(["UALICE", "UCAROL"]),
+)
+def test_reads_and_open_world_tools_decide_as_the_reference_says(
+    changes: list[str],
+    tool: str,
+    followed: str,
+    priority: str,
+    assignee: str | None,
+    requester: str,
+) -> None:
+    policy = amended(changes)
+    world = World.initial()
+    pack, read, open_world = TOOLS[tool]
+    args = {"title": "t", "priority": priority, "assignee": assignee}
+    sources = {"member": [Source("member", "message", "UBOB")], "tool": [Source("tool", "x")]}
+    facts = Facts(
+        tool, pack, args, PUBLIC, requester, tuple(sorted(world.groups_of(requester))),
+        read_only=read, open_world=open_world,
+    )  # fmt: skip
+    bot = decide(load_text(policy.text(1)), "1@x", with_context(facts, sources.get(followed, [])))
+    ref = reference_decide(
+        policy, tool, args, PUBLIC, requester, world, outside=followed == "tool", read=read,
+        open_world=open_world, untrusted=followed != "nothing",
+    )  # fmt: skip
+    story = f"{policy.describe()}; {tool} after {followed} with {args}: reference {ref.describe()}"
+    assert bot.outcome == ref.outcome, f"{story}; the bot: {bot}"
+    if bot.outcome == "ask":
+        named = ref.rule.approvers if ref.rule is not None else ()
+        assert tuple(bot.record().get("approvers") or ()) == named, story
+        assert bot.failed_closed == ref.fail_closed, story
+        if not ref.fail_closed:
+            assert (bot.after_untrusted == "ask") == ref.no_grants, story

@@ -24,8 +24,7 @@ from tests.fakes.slack import DEFAULT_MEMBERS, FakeSlack
 from tests.harness import RunningBot, make_settings, start_bot, stop_bot
 from tests.test_approvals_flow import CREATE, call, proposals, tasks_in_db
 from tests.test_audience import SECRET, private_exec, read_exec
-from tests.test_grants import POLICY as GRANTS
-from tests.test_grants import THREAD, grant_bot, granted
+from tests.test_grants import POLICY, THREAD, grant_bot, granted
 
 __all__ = ["grant_bot"]  # the fixture, used below by name
 
@@ -36,7 +35,12 @@ rules:
   - name: prep-tasks
     tools: [create_task]
     outcome: allow
+    after_untrusted: allow  # it runs after reading #exec (a tool result), as these tests need
 """
+# Grants that cover a call after reading #exec (by default none covers one after a tool result).
+GRANTS = POLICY.replace(
+    "    grant_expiry: 2h\n", "    grant_expiry: 2h\n    after_untrusted: allow\n"
+)
 PREPARE = CREATE | {"title": f"Prepare: {SECRET}", "description": SECRET}
 LINK = re.compile(r"<(https://[^|>]+)\|the details>")
 

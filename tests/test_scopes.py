@@ -113,8 +113,8 @@ def unneeded(scopes: frozenset[str]) -> set[str]:
 def test_the_manifest_asks_for_no_scope_nothing_needs() -> None:
     assert unneeded(manifest_scopes()) == set()
     # A scope added "to be safe" is caught (least privilege: a token that leaks reads less).
-    assert unneeded(manifest_scopes() | {"files:read", "chat:write.public"}) == {
-        "files:read",
+    assert unneeded(manifest_scopes() | {"files:write", "chat:write.public"}) == {
+        "files:write",
         "chat:write.public",
     }
 

@@ -21,7 +21,8 @@ from bot.approvals.ledger import Ledger
 from bot.approvals.machine import TRANSITIONS, Event, State
 from bot.approvals.questions import question_of, record_ruling, turn_key
 from bot.approvals.ruling import Authorise, Question, Ruling, Step
-from bot.db.models import AuditEntry, Proposal, ProposalApproval, utcnow
+from bot.audience import narrowest
+from bot.db.models import AuditEntry, Message, Proposal, ProposalApproval, utcnow
 from bot.tools.registry import Outcome, arguments_hash
 
 # The (state, event) pairs that claim execution, as the transition table has them.
@@ -251,12 +252,19 @@ class Executions(Ledger):
             raise TamperedApproval("the approvals on record are for other arguments")
         return arguments
 
-    async def succeed(self, proposal: Proposal, worker: str, outcome: Outcome) -> Proposal:
+    async def succeed(
+        self, proposal: Proposal, worker: str, outcome: Outcome, read: bool = False
+    ) -> Proposal:
+        """`read`: the outcome of a read a person approved: its `tool` message takes the
+        audience the read declared and says what it read (untrusted input for what follows),
+        in the transaction that gives the model its result."""
+        message = {"audience": narrowest(outcome.audience), "source": outcome.source}
         return await self._finish(
             proposal,
             worker,
             Event.SUCCEED,
             {"summary": outcome.summary, "link": outcome.link},
+            message if read else None,
             result=outcome.result,
             result_link=outcome.link,
             result_summary=outcome.summary,
@@ -275,11 +283,13 @@ class Executions(Ledger):
         worker: str,
         event: Event,
         detail: dict[str, Any],
+        message: dict[str, Any] | None = None,
         **values: Any,
     ) -> Proposal:
+        """`message`: values for the proposal's `tool` message, set with its result."""
         try:
             async with self.db.transaction() as session:
-                return await self._apply(
+                settled = await self._apply(
                     session,
                     proposal,
                     event,
@@ -290,5 +300,12 @@ class Executions(Ledger):
                     lease_expires_at=None,
                     **values,
                 )
+                if message and settled.result_message_id is not None:
+                    await session.execute(
+                        update(Message)
+                        .where(Message.id == settled.result_message_id)
+                        .values(**message)
+                    )
+                return settled
         except AlreadyHandled as exc:
             raise LeaseLost(f"proposal {proposal.id}: {exc.user_message}") from None

@@ -31,7 +31,14 @@ from bot.logs import log_context
 from bot.metrics import EXECUTIONS, LEASE_LOST
 from bot.tools.catalog import ToolRegistry
 from bot.tools.pinning import moved
-from bot.tools.registry import Outcome, Tool, ToolArgumentsError, ToolContext, ToolError
+from bot.tools.registry import (
+    Outcome,
+    Tool,
+    ToolArgumentsError,
+    ToolContext,
+    ToolError,
+    read_label,
+)
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +46,12 @@ log = logging.getLogger(__name__)
 class CardRefresher(Protocol):
     def refresh(self, proposal_id: int) -> None:
         """Bring the card in line with its proposal soon, without waiting for it."""
+
+
+@dataclass(frozen=True)
+class ReadOutcome(Outcome):
+    """The outcome of a read that ran after approval (`Executions.succeed` gives its result
+    the read's audience and source)."""
 
 
 class StaleTarget(ToolError):
@@ -54,6 +67,7 @@ def lease_for(tool_timeout: float, margin: float = 30.0) -> float:
 @dataclass
 class _Progress:
     running: bool = False  # the tool's run began: a failure from here on may follow a write
+    read: bool = False  # a read a person approved: its failure never leaves a write behind
 
 
 class Executor:
@@ -138,7 +152,7 @@ class Executor:
             return None
         except Exception as exc:  # every failure becomes a plain-language error on the card
             log.info("proposal %s failed: %s", proposal.id, type(exc).__name__)
-            lost = progress.running and outcome_unknown(exc)
+            lost = progress.running and not progress.read and outcome_unknown(exc)
             result = (
                 unknown_error(exc, self._finds_earlier_write(proposal.tool_name))
                 if lost
@@ -151,7 +165,8 @@ class Executor:
                 await fence
         try:
             if isinstance(result, Outcome):
-                settled = await self.approvals.succeed(proposal, self.worker, result)
+                read = isinstance(result, ReadOutcome)
+                settled = await self.approvals.succeed(proposal, self.worker, result, read)
             elif lost:
                 settled = await self.approvals.lose(proposal, self.worker, result)
             else:
@@ -217,8 +232,19 @@ class Executor:
             )
             ctx.slack = single_attempt(ctx.slack)  # a lost answer is never sent again
             await self._check_fresh(tool, arguments, ctx, proposal)
-            progress.running = True
-            return await tool.run(arguments, replace(ctx, use_pinned=True))
+            progress.running, progress.read = True, not tool.requires_approval
+            done = await tool.run(arguments, replace(ctx, use_pinned=True))
+            if tool.requires_approval:
+                return done
+            # A read a person approved: its result goes to the model with the audience it
+            # declared; the card says only that it ran (the result may be narrower than
+            # where the card is).
+            return ReadOutcome(
+                done.result,
+                "Ran; its result went to the assistant.",
+                audience=done.audience,
+                source=read_label(tool, arguments, done.source),
+            )
 
     @staticmethod
     async def _check_fresh(

@@ -84,7 +84,7 @@ def record_ruling(
             tool_name=question.tool,
             pack=question.pack,
             arguments=question.arguments,
-            groups=list(ruling.record.get("groups") or ()),
+            groups=[*(ruling.record.get("groups") or ()), *context_of(question, ruling)],
             calls_in_thread=counts[0],
             calls_today=counts[1],
             outcome=ruling.outcome,
@@ -98,3 +98,24 @@ def record_ruling(
             actor=actor[:64] if actor else None,
         )
     )
+
+
+def context_of(question: Question, ruling: Ruling) -> list[dict[str, Any]]:
+    """What the decision knew beyond the requester's groups, kept after them in the row's
+    `groups` (one mapping, only when there is any): the untrusted sources the call followed
+    and whether the tool was a read or open-world, so `policy replay` decides it the same."""
+    context: dict[str, Any] = {}
+    untrusted = [s.fact() for s in question.sources if s.untrusted]
+    if untrusted:
+        context["sources"] = untrusted
+    for key in ("read", "open_world"):
+        if ruling.record.get(key):
+            context[key] = True
+    return [context] if context else []
+
+
+def recorded_context(groups: list[Any] | None) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """A row's `groups` split into the requester's groups and the context (`context_of`)."""
+    names = tuple(g for g in groups or () if isinstance(g, str))
+    found = next((g for g in groups or () if isinstance(g, dict)), {})
+    return names, found

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bot.slack.render import unescape
@@ -25,6 +25,12 @@ class Incoming:
     # It mentions a person, a user group or the channel (`<!here>`…) and not the bot: it is
     # addressed to them, so a thread the bot is in keeps it as context and does not answer.
     addresses_others: bool = False
+    # Slack's `files` of the message (a `file_share` message event lists them). An
+    # `app_mention` is documented without them, so when it lists none its message is read
+    # from Slack (`fetch_files`); one that does list them (Slack often sends them) costs no
+    # call: `conversations.replies` may be Tier 1 (1 a minute) for some apps.
+    files: tuple[dict[str, Any], ...] = field(default=(), compare=False, hash=False)
+    fetch_files: bool = False
 
     @property
     def conversation_key(self) -> str:
@@ -115,6 +121,7 @@ def parse_event(body: dict[str, Any], bot_user_id: str | None) -> Incoming | Non
     )
     channel_type = event.get("channel_type")
     event_id = body.get("event_id")
+    files = event.get("files")
     return Incoming(
         team_id=team,
         channel_id=channel,
@@ -126,4 +133,6 @@ def parse_event(body: dict[str, Any], bot_user_id: str | None) -> Incoming | Non
         is_dm=channel_type == "im" or (channel_type is None and channel.startswith("D")),
         mentions_bot=mentions,
         addresses_others=not mentions and mentions_others(raw, bot_user_id),
+        files=tuple(f for f in files if isinstance(f, dict)) if isinstance(files, list) else (),
+        fetch_files=event.get("type") == "app_mention" and not isinstance(files, list),
     )

@@ -26,10 +26,11 @@ from bot.caches import BoundedCache
 from bot.conversation import sources as src
 from bot.conversation.audiences import WITHHELD, Reader, readable
 from bot.conversation.history import StoredMessage, to_openai
-from bot.conversation.tokens import TokenCounter
+from bot.conversation.tokens import TokenCounter, image_tokens
 from bot.db import repositories as repo
 from bot.db.models import ConversationSummary, Message
 from bot.db.session import Database
+from bot.files.parts import ImageParts, Vision
 from bot.llm import LLM, LLMError
 from bot.provenance import Source, delimit
 
@@ -113,11 +114,19 @@ def _tool_tail(messages: Sequence[Any]) -> int | None:
 
 
 class Memory:
-    def __init__(self, db: Database, llm: LLM, counter: TokenCounter, budget: Budget) -> None:
+    def __init__(
+        self,
+        db: Database,
+        llm: LLM,
+        counter: TokenCounter,
+        budget: Budget,
+        vision: Vision | None = None,
+    ) -> None:
         self.db = db
         self.llm = llm
         self.counter = counter
         self.budget = budget
+        self.images = ImageParts(db, vision or Vision(), image_tokens)  # files' image parts
         self._fixed: BoundedCache[str, int] = BoundedCache(32)  # tool sets change at run time
 
     async def prompt(
@@ -170,7 +179,9 @@ class Memory:
             rendered[-1] = self._fit_newest(
                 rendered[-1], int(history_budget * self.budget.headroom)
             )
-        costs = [self.counter.message(m) for m in rendered]
+        pictures = await self.images.load(stored, self.llm.model)
+        pairs = zip(rendered, stored, strict=True)
+        costs = [self.counter.message(m) + pictures.cost(s) for m, s in pairs]
         roles = [str(m.role) for m in stored]
         start = _window_start(costs, roles, history_budget, max_messages)
         if tail is not None:
@@ -202,7 +213,7 @@ class Memory:
         shown = [k.message for k in kept[start:] if k.shown]
         read = src.summary_untrusted(carried, requester) if summary is not None else []
         return Prompt(
-            prompt + rendered[start:],
+            prompt + pictures.attach(rendered[start:], stored[start:]),
             narrowest_of([summary_audience, *(m.audience for m in shown)]),
             src.newest_last([*read, *src.untrusted_in(shown, requester)]),
         )

@@ -11,7 +11,7 @@ what kind, and its permalink; a prompt delimits it as data unless it is its requ
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -20,6 +20,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.audience import place
 from bot.conversation.authors import authors_of
 from bot.conversation.incoming import Incoming
+from bot.conversation.shared_files import FileMessage, TurnFiles, mention_files, slack_files
 from bot.db import repositories as repo
 from bot.db.models import Conversation, Role
 from bot.db.session import Database
@@ -57,7 +58,8 @@ async def earlier_thread_messages(
                 if float(m.get("ts", "0")) >= float(incoming.ts):
                     continue
                 text = unescape(str(m.get("text") or ""))
-                if not text.strip():
+                files = slack_files(m)
+                if not text.strip() and not files:
                     continue
                 ours = (bot_user_id is not None and m.get("user") == bot_user_id) or (
                     bot_id is not None and m.get("bot_id") == bot_id
@@ -79,6 +81,7 @@ async def earlier_thread_messages(
                         "slack_ts": m.get("ts"),
                         "slack_user": None if ours or other_app else m.get("user"),
                         "source": source,
+                        "files": files,
                     }
                 )
             cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
@@ -96,23 +99,47 @@ async def source_of_incoming(slack: AsyncWebClient, incoming: Incoming) -> Sourc
     )
 
 
+async def store_with_files(
+    db: Database,
+    files: TurnFiles,
+    slack: AsyncWebClient,
+    conversation: Conversation,
+    incoming: Incoming,
+    earlier: Sequence[dict[str, Any]] = (),
+) -> None:
+    """`store_user_message`, after reading the files the message and `earlier` shared, with
+    the new message's source (who wrote it)."""
+    shared = [(str(m.get("slack_ts")), m.get("files") or []) for m in earlier]
+    shared.append((incoming.ts, await mention_files(slack, incoming)))
+    where = place(incoming.channel_id, incoming.user_id, incoming.is_dm)
+    read = await files.read(incoming.team_id, [(t, f) for t, f in shared if f], where)
+    source = await source_of_incoming(slack, incoming)
+    await store_user_message(db, conversation, incoming, earlier, read, source)
+
+
 async def store_user_message(
     db: Database,
     conversation: Conversation,
     incoming: Incoming,
     earlier: Sequence[dict[str, Any]] = (),
+    files: Mapping[str, Sequence[FileMessage]] | None = None,
     source: Source | None = None,
 ) -> None:
     """The thread's earlier messages (when just joined) and the new one, in one transaction;
-    each of the audience of the place it was said in, with its source (who wrote it)."""
+    each of the audience of the place it was said in, with its source (who wrote it), each
+    after the files it shared (keyed by its Slack ts), so the newest message stays the
+    request."""
     where = place(incoming.channel_id, incoming.user_id, incoming.is_dm)
+    files = files or {}
     async with db.transaction() as session:
         for message in earlier:
-            fields = {k: v for k, v in message.items() if k != "source"}
+            fields = {k: v for k, v in message.items() if k not in ("files", "source")}
+            await _store_files(session, conversation, files.get(str(fields.get("slack_ts"))), where)
             added = await repo.add_message(session, conversation, **fields)
             added.audience = where
             if isinstance(message.get("source"), Source):
                 added.source = message["source"].dumps()
+        await _store_files(session, conversation, files.get(incoming.ts), where)
         stored = await repo.add_message(
             session,
             conversation,
@@ -123,3 +150,13 @@ async def store_user_message(
         )
         stored.audience = where
         stored.source = source.dumps() if source is not None else None
+
+
+async def _store_files(
+    session: Any, conversation: Conversation, files: Sequence[FileMessage] | None, where: str
+) -> None:
+    for file in files or ():
+        stored = await repo.add_message(
+            session, conversation, Role.USER, file.content, slack_user=file.sharer
+        )
+        stored.audience, stored.source, stored.file_id = where, file.source, file.file_id

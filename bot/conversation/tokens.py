@@ -72,3 +72,27 @@ class TokenCounter:
             tokens = encoding.encode(text, disallowed_special=())
             return encoding.decode(tokens[len(tokens) - limit :]) if limit > 0 else ""
         return text[len(text) - limit * 3 :] if limit > 0 else ""
+
+
+# OpenAI's rule for an image part at high detail: scaled to fit 2048 x 2048, then its short
+# side to 768; 170 tokens per 512-pixel tile plus 85. An image whose size is unknown counts
+# as the largest such image (768 x 2048: 8 tiles).
+IMAGE_BASE_TOKENS = 85
+IMAGE_TILE_TOKENS = 170
+LARGEST_IMAGE_TOKENS = IMAGE_BASE_TOKENS + 8 * IMAGE_TILE_TOKENS
+
+
+def image_tokens(width: int | None, height: int | None) -> int:
+    """What an image part costs the prompt, by OpenAI's published rule (an upper bound for
+    `detail: auto`, which may choose low detail: 85)."""
+    if not width or not height or width <= 0 or height <= 0:
+        return LARGEST_IMAGE_TOKENS
+    w, h = float(width), float(height)
+    if max(w, h) > 2048:
+        scale = 2048 / max(w, h)
+        w, h = w * scale, h * scale
+    if min(w, h) > 768:
+        scale = 768 / min(w, h)
+        w, h = w * scale, h * scale
+    tiles = math.ceil(w / 512) * math.ceil(h / 512)
+    return IMAGE_BASE_TOKENS + IMAGE_TILE_TOKENS * tiles

@@ -3,7 +3,10 @@
 Unknown tools and arguments that are not JSON or do not fit the schema become an error result
 for the model (never executed, never shown as a card), and so do arguments a tool's preview or
 read finds wrong (`ToolArgumentsError`: a repository outside the allow-list, an unknown state).
-Read tools run at once; write tools get their preview and wait for a person.
+Read tools run at once, unless the policy asks on them (a rule naming the read, or an
+open-world read after untrusted input): such a read becomes a proposal like a write, whose
+card shows every argument in full (`read_preview`); write tools get their preview and wait
+for a person.
 """
 
 from __future__ import annotations
@@ -12,14 +15,21 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from bot.errors import plain_error
 from bot.llm import ToolCall
 from bot.metrics import TOOL_READS
-from bot.provenance import Source
 from bot.tools.catalog import ToolRegistry
-from bot.tools.registry import Preview, Tool, ToolArgumentsError, ToolContext
+from bot.tools.registry import (
+    Change,
+    Preview,
+    Tool,
+    ToolArgumentsError,
+    ToolContext,
+    read_label,
+)
+from bot.tools.shown import unshowable
 
 
 @dataclass(frozen=True)
@@ -66,8 +76,26 @@ def stored_result(result: dict[str, Any]) -> str:
 
 # (task id, title, pending|in_progress|complete|error, details): how the reply shows a step
 OnTask = Callable[[str, str, str, str | None], None]
-# A read's tool and arguments -> the result that refuses it (a policy's deny), or None: run it
-Screen = Callable[[Tool[Any], dict[str, Any]], Awaitable[dict[str, Any] | None]]
+# A read's tool and arguments -> the result that refuses it (a policy's deny), "ask" (it
+# becomes a proposal: a person approves it first), or None: run it
+ASK: Literal["ask"] = "ask"
+Screen = Callable[[Tool[Any], dict[str, Any]], Awaitable[dict[str, Any] | Literal["ask"] | None]]
+
+
+def read_preview(tool: Tool[Any], arguments: dict[str, Any]) -> Preview:
+    """A read's card: what it asks of whom, and every argument in full (a URL carrying data
+    is visible); it changes nothing, so there are no old values to check before it runs."""
+    mcp = tool.input_schema is not None
+    where = f" on the MCP server {tool.pack}" if mcp else ""
+    shown = tool.description.split(":")[0] if mcp else tool.running_label or tool.name
+    return Preview(
+        f"{shown}: a read{where}. It changes nothing, but every argument below is sent as "
+        "shown, and its result goes to the assistant.",
+        tuple(
+            Change(name, None, v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))
+            for name, v in arguments.items()
+        ),
+    )
 
 
 def _invalid(exc: ToolArgumentsError) -> dict[str, Any]:
@@ -76,17 +104,6 @@ def _invalid(exc: ToolArgumentsError) -> dict[str, Any]:
         "error": str(exc),
         "instruction": "Nothing was done. Fix the arguments and call again.",
     }
-
-
-def _source(tool: Tool[Any], arguments: Any, declared: str | Source | None) -> str:
-    """What a read read, in a line: the tool's own words, else its name and arguments (a
-    `Source` a tool gave is kept whole, as JSON: `bot.provenance.source_of` reads both)."""
-    if isinstance(declared, Source):
-        return declared.dumps()
-    if declared:
-        return f"{tool.name}: {declared}"[:300]
-    shown = json.dumps(arguments.model_dump(mode="json"), ensure_ascii=False, sort_keys=True)
-    return f"{tool.name} {shown}"[:300]
 
 
 def _plain(arguments: Any) -> dict[str, Any]:
@@ -156,7 +173,10 @@ async def prepare_calls(
         if not tool.requires_approval:
             label = tool.running_label or f"Running {tool.name}"
             refused = None if screen is None else await screen(tool, _plain(arguments))
-            if refused is not None:
+            if refused == ASK:
+                prepared.append(_asked(call, tool, _plain(arguments), on_task))
+                continue
+            if isinstance(refused, dict):
                 on_task(call.id, label, "error", "forbidden by policy")
                 prepared.append(Prepared(call, tool, refused))
                 continue
@@ -165,7 +185,7 @@ async def prepare_calls(
             try:
                 outcome = await asyncio.wait_for(tool.run(arguments, context()), timeout)
                 result: dict[str, Any] = outcome.result
-                audience, source = outcome.audience, _source(tool, arguments, outcome.source)
+                audience, source = outcome.audience, read_label(tool, arguments, outcome.source)
             except ToolArgumentsError as exc:  # well-formed, but not a name the service knows
                 result = _invalid(exc)
             except Exception as exc:  # the model is told, the turn goes on
@@ -196,3 +216,15 @@ async def prepare_calls(
             Prepared(call, tool, None, arguments=arguments.model_dump(mode="json"), preview=preview)
         )
     return prepared
+
+
+def _asked(call: ToolCall, tool: Tool[Any], arguments: dict[str, Any], on_task: OnTask) -> Prepared:
+    """A read the policy asks on: a proposal with its card, or an error if its arguments
+    cannot all be shown on one."""
+    label = tool.running_label or f"Running {tool.name}"
+    problem = unshowable(arguments)
+    if problem:
+        on_task(call.id, label, "error", "the arguments cannot be shown on a card")
+        return Prepared(call, tool, _invalid(ToolArgumentsError(problem)))
+    on_task(call.id, label, "complete", "waiting for approval")
+    return Prepared(call, tool, None, arguments=arguments, preview=read_preview(tool, arguments))

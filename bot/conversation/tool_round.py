@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -20,13 +20,13 @@ from bot.approvals.questions import record_ruling, turn_key
 from bot.approvals.ruling import Question, Ruling, Step
 from bot.audience import narrowest
 from bot.conversation.private_reply import TurnAudience
-from bot.conversation.tool_calls import Prepared, Screen, prepare_calls, stored_result
+from bot.conversation.tool_calls import ASK, Prepared, Screen, prepare_calls, stored_result
 from bot.db import repositories as repo
 from bot.db.models import Conversation, Grant, Role
 from bot.db.session import Database
 from bot.durations import parse_duration
 from bot.llm import Finished
-from bot.policy.gate import PolicyGate, counts
+from bot.policy.gate import counts
 from bot.policy.one_door import OneDoor
 from bot.provenance import Source, sources_of
 from bot.slack.streamer import ReplyStream
@@ -52,8 +52,7 @@ class ActionDesk:
     policies: Policies
     approvals: ApprovalsService
     cards: CardPublisher
-    gate: PolicyGate | None = None  # screens reads (a deny rule may name a read tool)
-    door: OneDoor | None = None  # decides every write call (`bot.policy.one_door`)
+    door: OneDoor | None = None  # decides every call that may not just run (`bot.policy.one_door`)
     execute: Callable[[int], None] | None = None  # runs a proposal a rule allowed
 
 
@@ -91,6 +90,9 @@ async def tool_round(
     Audiences: the assistant message, write calls and errors are of the prompt's audience
     (their arguments come from it); a read's result is of the audience its tool declared.
     A proposal keeps who may read it and what the prompt had read (its card's provenance)."""
+    where = narrowest(seen.place, seen.audience)
+    followed = sources_of(seen.sources)
+    refused_reads: list[tuple[Question, Ruling]] = []
     prepared = await prepare_calls(
         finished.tool_calls,
         desk.registry,
@@ -98,13 +100,10 @@ async def tool_round(
         stream.task,
         settings.tool_timeout,
         settings.max_tool_calls_per_round,
-        screen_reads(desk, conversation, requester),
+        screen_reads(desk, conversation, requester, where, followed, refused_reads),
     )
     stream.set_status("")
-    where = narrowest(seen.place, seen.audience)
-    decided = await decide(
-        desk, db, prepared, conversation, requester, where, sources_of(seen.sources)
-    )
+    decided = await decide(desk, db, prepared, conversation, requester, where, followed)
     proposals = []
     allowed = []
     granted: dict[int, Grant] = {}
@@ -120,6 +119,8 @@ async def tool_round(
             completion_tokens=finished.usage.completion_tokens if finished.usage else None,
         )
         assistant.audience, assistant.requester = seen.audience, requester
+        for refused_question, refused_ruling in refused_reads:
+            record_ruling(session, refused_question, refused_ruling, Step.PROPOSE)
         for item in prepared:
             tool_message = await repo.add_message(
                 session,
@@ -202,17 +203,40 @@ async def tool_round(
     return len(proposals)
 
 
-def screen_reads(desk: ActionDesk, conversation: Conversation, requester: str) -> Screen | None:
-    """A read tool runs unless a policy rule denies it (rules may name reads only to deny)."""
-    gate = desk.gate
-    if gate is None:
+def screen_reads(
+    desk: ActionDesk,
+    conversation: Conversation,
+    requester: str,
+    where: str | None,
+    followed: tuple[Source, ...],
+    refused: list[tuple[Question, Ruling]],
+) -> Screen | None:
+    """The one door on each read before it runs: deny (the model is told; the decision is
+    added to `refused` to be recorded), allow (it runs), or ask or a grant: it becomes a
+    proposal, decided again with the round's writes (`decide`)."""
+    door = desk.door
+    if door is None:
         return None
 
-    async def screen(tool: Tool[Any], arguments: dict[str, Any]) -> dict[str, Any] | None:
-        decision = await gate.screen_read(
-            tool.name, tool.pack, arguments, conversation.channel_id, requester
+    async def screen(
+        tool: Tool[Any], arguments: dict[str, Any]
+    ) -> dict[str, Any] | Literal["ask"] | None:
+        question = Question(
+            team_id=conversation.team_id,
+            tool=tool.name,
+            pack=tool.pack,
+            arguments=arguments,
+            channel=conversation.channel_id,
+            thread_ts=conversation.thread_ts or None,
+            requester=requester,
+            audience=where,
+            sources=followed[-PROVENANCE_KEPT:],
         )
-        return None if decision is None else decision.for_model()
+        ruling = await door(question, Step.PROPOSE)
+        if ruling.outcome == "deny":
+            refused.append((question, ruling))
+            return denied(ruling)
+        return None if ruling.outcome == "allow" else ASK
 
     return screen
 
@@ -247,9 +271,11 @@ async def decide(
         for p in waiting:
             assert p.tool is not None
             assert p.preview is not None
-            thread, today = await counts(
-                session, p.tool.name, conversation.channel_id, thread_ts, requester
-            )
+            thread, today = (0, 0)  # reads keep no counts
+            if p.tool.requires_approval:
+                thread, today = await counts(
+                    session, p.tool.name, conversation.channel_id, thread_ts, requester
+                )
             before = earlier.get(p.tool.name, 0)
             earlier[p.tool.name] = before + 1
             question = Question(

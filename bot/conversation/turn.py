@@ -29,11 +29,8 @@ from bot.conversation.private_reply import TurnAudience, deliver_held
 from bot.conversation.replies import Replies
 from bot.conversation.resuming import Resuming
 from bot.conversation.running import RunningTurns
-from bot.conversation.thread_import import (
-    earlier_thread_messages,
-    source_of_incoming,
-    store_user_message,
-)
+from bot.conversation.shared_files import TurnFiles
+from bot.conversation.thread_import import earlier_thread_messages, store_with_files
 from bot.conversation.titles import Titles
 from bot.conversation.tokens import TokenCounter
 from bot.conversation.tool_round import ActionDesk, Once, OnStored, tool_round
@@ -79,7 +76,8 @@ class Conversations(Resuming):
         self.budget = budget
         self.settings = settings
         self.desk = desk
-        self.memory = Memory(db, llm, TokenCounter(llm.model), settings.budget)
+        self.memory = Memory(db, llm, TokenCounter(llm.model), settings.budget, settings.vision)
+        self.files = TurnFiles.of(db, slack, self.memory.counter.truncate, settings.file_tokens)
         self.claims = DeliveryClaims(db)
         self.locks = locks or ThreadLocks()
         self.replies = Replies(slack, budget, settings, journal, budgets)
@@ -103,9 +101,8 @@ class Conversations(Resuming):
         if claimed is False:
             return
         if isinstance(claimed, Conversation):  # context only: stored, not answered
-            source = await source_of_incoming(self.slack, incoming)
             async with self.locks.hold(claimed.id):
-                await store_user_message(self.db, claimed, incoming, source=source)
+                await store_with_files(self.db, self.files, self.slack, claimed, incoming)
             return
         stream = self.replies.new(
             incoming.channel_id, incoming.reply_thread_ts, incoming.user_id, incoming.team_id
@@ -136,8 +133,9 @@ class Conversations(Resuming):
                         earlier = await earlier_thread_messages(
                             self.slack, incoming, bot_user_id, bot_id, limit
                         )
-                        source = await source_of_incoming(self.slack, incoming)
-                        await store_user_message(self.db, conversation, incoming, earlier, source)
+                        await store_with_files(
+                            self.db, self.files, self.slack, conversation, incoming, earlier
+                        )
                         await placeholder
                         await self._respond(conversation, stream, incoming.user_id)
             except asyncio.CancelledError:
@@ -187,7 +185,7 @@ class Conversations(Resuming):
             await seen.prompt_held(self.slack, prompt.audience, prompt.sources)
             if not seen.private:  # the thread may read it: the reply shows what it draws on
                 stream.carry(prompt.audience)
-            async for event in self.llm.stream(prompt.messages, tools):
+            async for event in self.memory.images.stream(self.llm, prompt.messages, tools):
                 if isinstance(event, TextDelta):
                     if seen.private:
                         seen.held.append(event.text)

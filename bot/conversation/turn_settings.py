@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from bot.config import Settings
 from bot.conversation.memory import Budget
+from bot.files.parts import Vision
 from bot.links import LinkSigner
 
 
@@ -26,6 +27,8 @@ class TurnSettings:
     proposal_expiry: timedelta = timedelta(minutes=15)
     links: LinkSigner | None = None
     budget: Budget = field(default_factory=Budget)
+    vision: Vision = field(default_factory=Vision)  # VISION, and models that refused images
+    file_tokens: int = 2_000  # a shared file's text is cut to this share
 
     @classmethod
     def from_settings(cls, settings: Settings, links: LinkSigner | None) -> TurnSettings:
@@ -43,6 +46,8 @@ class TurnSettings:
             tool_timeout=settings.tool_timeout_seconds,
             proposal_expiry=timedelta(minutes=settings.proposal_expiry_minutes),
             links=links,
+            vision=Vision(settings.vision),
+            file_tokens=settings.tool_result_tokens,
             budget=Budget(
                 total=settings.token_budget,
                 reply=settings.reply_tokens,

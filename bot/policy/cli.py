@@ -60,7 +60,9 @@ def check(path: Path, strict: bool = False) -> int:
         f"{path}: valid, version {version}, {len(policy.rules)} rule(s) "
         f"({shadow} shadow), default {policy.default}"
     )
-    found = warnings(policy, optional_fields(_registry()))
+    known = _registry()
+    tools = None if known is None else [(t.name, t.pack) for t in known]
+    found = warnings(policy, optional_fields(known), tools, not_loaded_here)
     for warning in found:
         print(f"{path}: warning: {warning}")
     return 1 if found and strict else 0
@@ -137,6 +139,16 @@ def _registry() -> ToolRegistry | None:
     except (UnknownPack, ValueError) as exc:
         print(f"warning: tool packs not loaded ({exc}): no packs or defaults", file=sys.stderr)
         return None
+
+
+def not_loaded_here(pattern: str) -> bool:
+    """A tool name `policy check` cannot know: an integration's (`github_…`, `linear_…`) or an
+    MCP server's (`SERVER__TOOL`, or any bare name while `MCP_SERVERS` is set: a server's
+    pack)."""
+    head = pattern.split("_", 1)[0]
+    if head in ("github", "linear") or "__" in pattern:
+        return True
+    return bool(os.environ.get("MCP_SERVERS")) and "_" not in pattern
 
 
 def optional_fields(known: ToolRegistry | None) -> dict[tuple[str, str], list[str]]:

@@ -1,14 +1,19 @@
-"""Deciding one write call: the first matching rule wins, except that any matching deny wins
-over it. A deny rule whose condition cannot be evaluated denies (fail closed to deny); any
-other rule that cannot be evaluated makes the decision a fail-closed `ask`, which no grant or
-allow covers and the requester never decides alone. Shadow rules are evaluated and reported,
-never enforced."""
+"""Deciding one call: the first matching rule wins, except that any matching deny wins over it.
+A deny rule whose condition cannot be evaluated denies (fail closed to deny); any other rule
+that cannot be evaluated makes the decision a fail-closed `ask`, which no grant or allow
+covers and the requester never decides alone. Shadow rules are evaluated and reported, never
+enforced. What the call followed (untrusted input) may then turn an allow into an ask or a
+deny (`bot.policy.untrusted`).
+
+A read tool runs unless a rule says otherwise: any rule naming it may deny it, and an allow or
+ask rule that names it (by name, pack or a glob other than the catch-all `*`, which is about
+writes) decides it like a write; an open-world read after untrusted input asks."""
 
 from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -30,7 +35,14 @@ class Facts:
     groups: tuple[str, ...] = ()
     calls_in_thread: int = 0
     calls_today: int = 0
-    read_only: bool = False  # a read tool: rules may only deny it
+    read_only: bool = False  # a read tool: it runs unless a rule naming it says otherwise
+    # What the call followed (`bot.provenance`): each untrusted source as `{kind, name,
+    # author}`, and whether one is outside input (a guest, another organisation, a file, a
+    # tool result), which allow rules and grants do not cover by default.
+    sources: tuple[dict[str, str], ...] = ()
+    untrusted: bool = False
+    outside: bool = False
+    open_world: bool = False  # a tool that may reach anywhere (an MCP tool not saying otherwise)
 
     def as_cel(self) -> dict[str, Any]:
         return {
@@ -42,6 +54,8 @@ class Facts:
             "groups": list(self.groups),
             "calls_in_thread": self.calls_in_thread,
             "calls_today": self.calls_today,
+            "untrusted": self.untrusted,
+            "sources": [dict(s) for s in self.sources],
         }
 
 
@@ -54,6 +68,11 @@ class Decision:
     ask: Rule | None = None  # the ask rule with approvers, quorum, four-eyes
     shadow: tuple[str, ...] = field(default=())  # "rule:outcome" of matching shadow rules
     failed_closed: bool = False  # an ask because a condition could not be evaluated
+    # What following untrusted input made of it (`bot.policy.untrusted`): "ask" (an allow
+    # became an ask, or no grant may cover the ask), "deny", or "allow" (the rule lets allows
+    # and grants stand after it); None: it followed none, or nothing changed.
+    after_untrusted: str | None = None
+    untrusted_why: str | None = None  # which sources, in words
 
     def for_model(self) -> dict[str, Any]:
         return {"status": "denied", "reason": DENIED.format(reason=self.reason or self.rule)}
@@ -67,6 +86,9 @@ class Decision:
             kept["shadow"] = list(self.shadow)
         if self.failed_closed:
             kept["failed_closed"] = True
+        if self.after_untrusted:
+            kept["after_untrusted"] = self.after_untrusted
+            kept["untrusted"] = self.untrusted_why
         if self.ask is not None:
             kept["approvers"] = list(self.ask.approvers)
             kept["approvals_required"] = self.ask.approvals_required
@@ -126,13 +148,25 @@ def _naming(policy: PolicyFile, tool: str, pack: str) -> list[Rule]:
     return named
 
 
+def names_read(rule: Rule, tool: str, pack: str) -> bool:
+    """Whether an allow or ask rule decides a read tool: it names the tool, its pack or a
+    glob matching them, not only the catch-all `*` (which means every write)."""
+    explicit = tuple(p for p in rule.tools if p != "*")
+    if not explicit:
+        return False
+    named = _tools_pattern(explicit)
+    return named.match(tool) is not None or (bool(pack) and named.match(pack) is not None)
+
+
 def applicable(policy: PolicyFile, facts: Facts) -> list[Rule]:
-    """The rules that name the call (a rule may name a read tool only to deny it), in order:
-    only their conditions are evaluated."""
+    """The rules that name the call (any rule naming a read may deny it; an allow or ask
+    rule must name it explicitly, `names_read`), in order: only their conditions are
+    evaluated."""
     return [
         r
         for r in _naming(policy, facts.tool, facts.pack)
-        if (r.outcome == "deny" or not facts.read_only) and _applies(r, facts)
+        if (r.outcome == "deny" or not facts.read_only or names_read(r, facts.tool, facts.pack))
+        and _applies(r, facts)
     ]
 
 
@@ -147,6 +181,7 @@ def decide(
 ) -> Decision:
     """`rules`: `applicable(policy, facts)`, when the caller has them already."""
     first: Decision | None = None
+    first_rule: Rule | None = None  # the rule that made `first`
     first_ask: Rule | None = None  # who asks, should a broken rule turn the decision to ask
     broken: tuple[str, str] | None = None  # (rule, why) of the first that cannot be evaluated
     shadow: list[str] = []
@@ -178,27 +213,22 @@ def decide(
         if rule.outcome == "ask":
             first_ask = first_ask or rule
         if first is None:
+            first_rule = rule
             first = Decision(
                 rule.outcome, rule.name, version, None, rule if rule.outcome == "ask" else None
             )
-    if facts.read_only:
-        return Decision("allow", None, version)  # reads run, as always
     if broken is not None:  # fail closed: ask, whatever else matched (but a deny)
         asked = Decision("ask", broken[0], version, broken[1], first_ask, failed_closed=True)
         return _with_shadow(asked, shadow)
-    if first is None:
+    if first is None and facts.read_only:
+        first = Decision("allow", None, version)  # a read no rule names runs, as always
+    elif first is None:
         default_reason = "no rule allows it" if policy.default == "deny" else None
         first = Decision(policy.default, None, version, default_reason)
-    return _with_shadow(first, shadow)
+    from bot.policy.untrusted import following  # after the decision: what it followed
+
+    return _with_shadow(following(first, first_rule, facts), shadow)
 
 
 def _with_shadow(decision: Decision, shadow: list[str]) -> Decision:
-    return Decision(
-        decision.outcome,
-        decision.rule,
-        decision.version,
-        decision.reason,
-        decision.ask,
-        tuple(shadow),
-        decision.failed_closed,
-    )
+    return replace(decision, shadow=tuple(shadow))

@@ -64,6 +64,9 @@ class Rule(BaseModel):
     grants: list[Literal["once", "thread", "channel", "me"]] = Field(default_factory=list)
     grant_expiry: str | None = None
     escalate: list[Escalation] = Field(default_factory=list)
+    # After untrusted input (`bot.policy.untrusted`): unset, an allow or a grant does not
+    # cover a call that followed outside input; set, it applies after any untrusted input.
+    after_untrusted: Outcome | None = None
 
     _durations = field_validator("timeout", "grant_expiry", mode="before")(
         lambda v: None if v is None else _duration(v)

@@ -43,6 +43,7 @@ from bot.policy.engine import Decision, Facts, names_tool
 from bot.policy.gate import decide_off_loop, referenced_groups
 from bot.policy.model import PolicyFile
 from bot.policy.source import PolicySource
+from bot.policy.untrusted import grants_stand, with_context
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,14 @@ GROUPS_UNREAD = (
 )
 
 
+def tool_nature(tool: Any) -> tuple[bool, bool]:
+    """A registry tool's nature for the door: (a read, open-world); an unknown tool (None) is
+    decided as a write."""
+    if tool is None:
+        return False, False
+    return not tool.requires_approval, bool(tool.open_world)
+
+
 class OneDoor:
     def __init__(
         self,
@@ -65,14 +74,18 @@ class OneDoor:
         reach: Reach,
         db: Database,
         defaults: Callable[[str, dict[str, Any]], dict[str, Any]] = lambda _tool, args: args,
+        nature: Callable[[str], tuple[bool, bool]] = lambda _tool: (False, False),
     ) -> None:
         """`defaults`: a call's arguments with its tool's defaults applied (the registry's
-        `with_defaults`): conditions read them, so a field left out reads as its default."""
+        `with_defaults`): conditions read them, so a field left out reads as its default.
+        `nature`: whether a tool is a read and whether it is open-world (`tool_nature`), as
+        the tools in force say at each step."""
         self.source = source
         self.groups = groups
         self.reach = reach
         self.db = db
         self.defaults = defaults
+        self.nature = nature
         self._referenced: tuple[PolicyFile, dict[tuple[str, str], list[str]]] | None = None
 
     def version_in_force(self) -> str:
@@ -95,6 +108,11 @@ class OneDoor:
             in_force.policy, in_force.version, question, None if not fresh else 30.0
         )
         record = {**record_of(decision, question), "groups": list(member_of)}
+        read_only, open_world = self.nature(question.tool)
+        if read_only:
+            record["read"] = True  # replayed as a read (`policy replay`)
+        if open_world:
+            record["open_world"] = True
         if decision.outcome == "deny":
             ruling = Ruling(
                 "deny", decision.version, decision.rule, decision.reason, record,
@@ -107,7 +125,7 @@ class OneDoor:
                 "ask", decision.version, decision.rule, decision.reason, record,
                 failed_closed=decision.failed_closed,
             )  # fmt: skip
-            if step is Step.PROPOSE:
+            if step is Step.PROPOSE and grants_stand(ruling.record):
                 found = await self._covering_grant(question, ruling, groups)
                 if found is not None:
                     ruling = with_(ruling, outcome="grant", grant_id=found)
@@ -152,9 +170,12 @@ class OneDoor:
                 log.warning("user group %s unreadable for the policy: %s", group, exc)
                 return Decision("deny", None, version, GROUPS_UNREAD), (), True
         arguments = self.defaults(q.tool, q.arguments)
+        read_only, open_world = self.nature(q.tool)
         facts = Facts(
-            q.tool, q.pack, arguments, q.channel, q.requester, tuple(member_of), *q.counts
-        )
+            q.tool, q.pack, arguments, q.channel, q.requester, tuple(member_of), *q.counts,
+            read_only=read_only, open_world=open_world,
+        )  # fmt: skip
+        facts = with_context(facts, q.sources)
         return await decide_off_loop(policy, version, facts), facts.groups, False
 
     # -- who may decide --------------------------------------------------------------------
@@ -207,6 +228,8 @@ class OneDoor:
     async def _candidates(self, q: Question, ruling: Ruling) -> list[Grant]:
         scopes = tuple(s for s in ruling.record.get("grants") or () if s in grants.SCOPES)
         if ruling.failed_closed or not scopes or not q.definition:
+            return []
+        if not grants_stand(ruling.record):  # it followed input no grant covers
             return []
         if ruling.approvals_required != 1:
             return []

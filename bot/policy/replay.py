@@ -13,12 +13,15 @@ from pathlib import Path
 
 from sqlalchemy import select
 
+from bot.approvals.questions import recorded_context
 from bot.db.models import PolicyDecision, Proposal
 from bot.db.session import Database
 from bot.durations import parse_duration
 from bot.policy.engine import Facts, decide
 from bot.policy.model import PolicyError, PolicyFile
 from bot.policy.source import read_file
+from bot.policy.untrusted import with_context
+from bot.provenance import sources_of
 from bot.states import State
 
 APPROVED = {State.APPROVED, State.EXECUTING, State.SUCCEEDED, State.FAILED, State.UNKNOWN}
@@ -62,16 +65,21 @@ async def compare(db: Database, policy: PolicyFile, version: str, since: datetim
         latest[key] = (decided, made)
     found = Replayed(len(latest))
     for row, proposal in latest.values():
+        groups, context = recorded_context(row.groups)
+        sources = [s for s in context.get("sources") or () if isinstance(s, dict)]
         facts = Facts(
             row.tool_name,
             row.pack,
             dict(row.arguments),
             row.channel_id,
             row.requester,
-            tuple(row.groups or ()),
+            groups,
             row.calls_in_thread,
             row.calls_today,
+            read_only=bool(context.get("read")),
+            open_world=bool(context.get("open_world")),
         )
+        facts = with_context(facts, sources_of(sources))
         now = decide(policy, version, facts)
         if row.outcome == "ask" and now.outcome != "ask":
             found.asks_removed += 1

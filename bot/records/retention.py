@@ -39,6 +39,7 @@ from bot.db.models import (
     utcnow,
 )
 from bot.db.session import Database
+from bot.files.store import forget_unused_files
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,7 @@ async def _remove(session: AsyncSession, ledger: Ledger, ids: Sequence[int]) -> 
             .values(detail={"redacted": True})
         )
     gone = await session.execute(delete(Conversation).where(Conversation.id.in_(ids)))
+    await forget_unused_files(session)
     return Removed(getattr(gone, "rowcount", 0), len(executed), 0)
 
 
@@ -131,6 +133,7 @@ async def forget_user(db: Database, team_id: str, user: str) -> Removed:
             update(Conversation).where(Conversation.id.in_(shared)).values(title=None)
         )
         removed = await _remove(session, Ledger(db), alone)
+        await forget_unused_files(session)  # the files they shared in the others
         return Removed(
             removed.conversations,
             removed.proposals_redacted,

@@ -72,6 +72,8 @@ _READ = _per_kind("channels:read", "groups:read", "im:read", "mpim:read")
 _CHAT = frozenset({"chat:write"})
 _REPLY = "answer, post approval cards and notes"
 
+FILE_DOWNLOAD = "files.download (url_private)"
+
 METHODS: dict[str, MethodScopes] = {
     "auth.test": MethodScopes("nothing: Slack needs no scope for it"),
     # Called with the app-level token (xapp-), whose own scope, connections:write, is chosen
@@ -144,6 +146,12 @@ METHODS: dict[str, MethodScopes] = {
     "usergroups.users.list": MethodScopes(
         "let a user group approve (approver groups in the policy)",
         frozenset({"usergroups:read"}),
+    ),
+    # Not a Web API method: the download of a shared file's `url_private` (`bot.files`),
+    # which without files:read answers Slack's sign-in page instead of the file.
+    FILE_DOWNLOAD: MethodScopes(
+        "read the files shared in a thread (screenshots, logs, CSVs, PDFs)",
+        frozenset({"files:read"}),
     ),
     "views.open": MethodScopes("nothing: Slack needs no scope for it"),
     "views.push": MethodScopes("nothing: Slack needs no scope for it"),

@@ -99,6 +99,10 @@ class Tool(Generic[A]):
     # outcome then runs at once. False: such a retry needs its clicker to confirm that it may
     # write twice.
     finds_earlier_write: bool = False
+    # True when the tool may reach anything outside the workspace's own services (an MCP
+    # tool that does not say `openWorldHint: false`): after untrusted input its calls carry
+    # data out, so the policy asks even on a read (`bot.policy.untrusted`).
+    open_world: bool = False
 
     @property
     def requires_approval(self) -> bool:
@@ -171,6 +175,18 @@ def _problems(exc: ValidationError) -> str:
     return "; ".join(
         f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors()
     )
+
+
+def read_label(tool: Tool[Any], arguments: Any, declared: str | Source | None) -> str:
+    """What a read read, in a line (a later card's provenance, a tool result's source): the
+    tool's own words, else its name and arguments (a `Source` a tool gave is kept whole, as
+    JSON: `bot.provenance.source_of` reads both)."""
+    if isinstance(declared, Source):
+        return declared.dumps()
+    if declared:
+        return f"{tool.name}: {declared}"[:300]
+    shown = json.dumps(arguments.model_dump(mode="json"), ensure_ascii=False, sort_keys=True)
+    return f"{tool.name} {shown}"[:300]
 
 
 def arguments_hash(arguments: dict[str, Any]) -> str:

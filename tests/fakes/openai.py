@@ -10,6 +10,7 @@ or a hang. Every request body is recorded with its arrival time.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import re
 import threading
@@ -82,6 +83,29 @@ class Played:
     disconnected_at: float | None = None  # the client went away before the end
 
 
+# What OpenAI answers when a model that takes no images is sent an image part.
+IMAGE_REFUSAL = {
+    "error": {
+        "message": "Invalid content type. image_url is only supported by certain models.",
+        "type": "invalid_request_error",
+        "param": "messages.[1].content.[1].type",
+        "code": None,
+    }
+}
+
+
+def images_in(body: dict[str, Any]) -> list[bytes]:
+    """The images of a request's image parts (base64 `data:` URLs), decoded."""
+    found: list[bytes] = []
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        for part in content if isinstance(content, list) else []:
+            if isinstance(part, dict) and part.get("type") == "image_url":
+                url = str((part.get("image_url") or {}).get("url", ""))
+                found.append(base64.b64decode(url.split(",", 1)[1]))
+    return found
+
+
 class FakeOpenAI:
     def __init__(self, default: Script | None = None) -> None:
         self.default = default or Script(text="Hello from the fake model.")
@@ -92,6 +116,10 @@ class FakeOpenAI:
         self._by_prompt: dict[str, Script] = {}
         self._scripted_completions: dict[str, Completion] = {}
         self.completions: list[dict[str, Any]] = []  # non-streamed requests answered by them
+        # Image parts received (`data:` URLs decoded), in order; `refuse_images`: answer a
+        # request holding one with OpenAI's 400 for a model that takes no images.
+        self.images_seen: list[bytes] = []
+        self.refuse_images = False
         self._lock = threading.Lock()
         self._hangs: list[asyncio.Event] = []
         self._server = ThreadedServer(self._build())
@@ -169,6 +197,10 @@ class FakeOpenAI:
                     status=scripted.fail_status,
                 )
             return web.json_response(self._answer(body, scripted.text))
+        images = images_in(body)
+        self.images_seen.extend(images)
+        if images and self.refuse_images:
+            return web.json_response(IMAGE_REFUSAL, status=400)
         script = self._next_script(body)
         if script.fail_status is not None:
             return web.json_response(

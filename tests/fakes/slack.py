@@ -32,6 +32,7 @@ from aiohttp import WSMsgType, web
 from bot.slack.scopes import METHODS, Kind, needed
 from tests.fakes.block_elements import ElementError, check_input_element
 from tests.fakes.server import ThreadedServer
+from tests.fakes.slack_files import SlackFiles
 from tests.fakes.slack_streams import (
     SESSION_STATUSES,
     StreamState,
@@ -85,6 +86,7 @@ class StoredMessage:
     edits: int = 0
     blocks: list[dict[str, Any]] | None = None
     metadata: dict[str, Any] | None = None
+    files: list[dict[str, Any]] | None = None  # Slack's file objects (`slack_files.py`)
 
 
 class BlockKitError(ValueError):
@@ -256,6 +258,7 @@ class FakeSlack:
         self._ts = itertools.count(1)
         self._last_ts = 0.0
         self._windows: dict[tuple[str, str], deque[float]] = defaultdict(deque)
+        self.files = SlackFiles(self)
         self._server = ThreadedServer(self._build())
         self._sockets: list[web.WebSocketResponse] = []
         self.socket_acks: list[dict[str, Any]] = []
@@ -325,6 +328,7 @@ class FakeSlack:
         app.router.add_route("*", "/api/{method}", self._handle)
         app.router.add_get("/socket", self._socket)
         app.router.add_post("/response/{id}", self._response_url)
+        self.files.routes(app)
         return app
 
     async def _read_args(self, request: web.Request) -> dict[str, Any]:
@@ -679,6 +683,7 @@ class FakeSlack:
             **({"bot_id": m.bot_id} if m.bot_id else {}),
             **({"thread_ts": m.thread_ts} if m.thread_ts else {}),
             **({"metadata": m.metadata} if with_metadata and m.metadata else {}),
+            **({"files": m.files} if m.files else {}),
         }
 
     @staticmethod
@@ -739,6 +744,7 @@ class FakeSlack:
             "messages": [
                 {"type": "message", "ts": m.ts, "text": m.text, "user": m.user}
                 | ({"metadata": m.metadata} if with_metadata and m.metadata else {})
+                | ({"files": m.files} if m.files else {})
                 for m in page
             ],
             "has_more": bool(more),

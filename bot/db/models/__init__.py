@@ -12,6 +12,7 @@ from bot.db.models.conversations import (
     Role,
 )
 from bot.db.models.feedback import AnswerFeedback
+from bot.db.models.files import SharedFile
 from bot.db.models.grants import Grant
 from bot.db.models.policy import PolicyDecision
 from bot.db.models.proposals import (
@@ -49,6 +50,7 @@ __all__ = [
     "ProposalState",
     "ResumeRequest",
     "Role",
+    "SharedFile",
     "StopEntry",
     "Task",
     "TaskComment",

@@ -78,6 +78,8 @@ class Message(Base):
     source: Mapped[str | None] = mapped_column(Text)
     # The tool work of a turn (tool calls, results, notes) is its requester's: who asked for it.
     requester: Mapped[str | None] = mapped_column(String(32))
+    # A file shared in the thread (`shared_files.id`): an image's part is added from it.
+    file_id: Mapped[int | None] = mapped_column(Integer, index=True)
     prompt_tokens: Mapped[int | None] = mapped_column(Integer)
     completion_tokens: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -79,6 +79,14 @@ def is_destructive(tool: types.Tool, config: McpServerConfig) -> bool:
     return hints is None or hints.destructive_hint is not False
 
 
+def is_open_world(tool: types.Tool) -> bool:
+    """The MCP default: a tool is open-world unless its annotations say `openWorldHint:
+    false` (the server's own word; it can only make the policy ask less on its reads, so
+    the operator's `trust_annotations` is not needed for a tool to say it)."""
+    hints = tool.annotations
+    return hints is None or hints.open_world_hint is not False
+
+
 def _title(tool: types.Tool) -> str:
     hints = tool.annotations
     return tool.title or (hints.title if hints and hints.title else None) or tool.name
@@ -171,6 +179,7 @@ def make_tool(connection: McpConnection, tool: types.Tool) -> Tool[SchemaArgumen
         pack=server,
         running_label=f"Asking {server}: {title}"[:100],
         input_schema=object_schema(tool.input_schema),
+        open_world=is_open_world(tool),
     )
 
 
@@ -191,4 +200,5 @@ def unreachable_tool(connection: McpConnection, name: str) -> Tool[SchemaArgumen
         destructive=True,
         pack=connection.name,
         input_schema=object_schema(None),
+        open_world=True,
     )
