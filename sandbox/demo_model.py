@@ -128,10 +128,19 @@ def _call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return {"id": f"call_{uuid.uuid4().hex[:12]}", "name": name, "arguments": json.dumps(arguments)}
 
 
+# A read's result reaches the model as data (`<data source="…">…</data>`, bot/provenance.py).
+DATA_BLOCK = re.compile(r'\A<data source="[^"\n]*">\n(.*)\n</data>', re.DOTALL)
+
+
+def _inside_data(text: str) -> str:
+    found = DATA_BLOCK.match(text)
+    return found.group(1) if found else text
+
+
 def _after_tool(messages: list[dict[str, Any]]) -> str:
     result_text = _text(messages[-1])
     try:
-        result: Any = json.loads(result_text)
+        result: Any = json.loads(_inside_data(result_text))
     except json.JSONDecodeError:
         result = {"error": result_text}
     if not isinstance(result, dict):
