@@ -85,6 +85,10 @@ async def test_an_open_world_read_after_an_injected_result_waits_for_approve(
     for url, card in zip(leaks, shown, strict=True):
         # every argument in full (with the breaks that keep a URL from being a link)
         assert url in card_text(card).replace("\u200b", "")
+        # a read has no preview to make again: the card offers no Edit that would do nothing
+        actions = [e.get("action_id") for b in card.blocks or [] for e in b.get("elements") or []]
+        assert cards.APPROVE in actions
+        assert cards.EDIT not in actions
     waiting = [p for p in await proposals(bot) if p.tool_name == "web__fetch"]
     assert [p.state.value for p in waiting] == ["proposed"] * 3
     assert all((p.policy or {}).get("after_untrusted") == "ask" for p in waiting)
