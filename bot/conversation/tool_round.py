@@ -130,7 +130,10 @@ async def tool_round(
                 tool_name=item.call.name,
             )
             read = item.source is not None  # a read that ran and said what it read
-            tool_message.audience = narrowest(item.audience) if read else seen.audience
+            failed = read and (item.result or {}).get("status") == "error"  # words of its server
+            tool_message.audience = (
+                narrowest(item.audience) if read and not failed else seen.audience
+            )
             tool_message.source, tool_message.requester = item.source, requester
             if not item.needs_approval:
                 continue
