@@ -4,6 +4,9 @@ allow rule or a grant covers a call proposed after it (design promises 8, 9)."""
 
 from __future__ import annotations
 
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.conversation.private_reply import TurnAudience
 from bot.conversation.sources import (
     PROPOSAL_SOURCES_KEPT,
     SUMMARY_SOURCES_KEPT,
@@ -49,3 +52,15 @@ def test_a_summary_keeps_a_file_it_folded_in_before_many_teammates() -> None:
     found = summarised([], older)
     assert len(found) == SUMMARY_SOURCES_KEPT
     assert FILE in found
+
+
+async def test_a_later_round_of_the_turn_keeps_what_an_earlier_prompt_held() -> None:
+    """Round 1 read a file; by round 2 it left the window (no summary could be made): what
+    round 2 proposes still followed it."""
+    seen = TurnAudience("C:C1")
+    slack = AsyncWebClient(token="xoxb-unused", base_url="http://127.0.0.1:9/")
+    await seen.prompt_held(slack, "C:C1", [FILE])
+    await seen.prompt_held(slack, "C:C1", [MEMBERS[0]])
+    assert FILE in proposal_sources(seen.sources)
+    assert seen.sources[-1] == MEMBERS[0]
+    assert not seen.private
