@@ -17,6 +17,7 @@ from bot.conversation.tool_calls import MAX_STORED_RESULT
 from bot.db.models import Message, Role
 from bot.slack import cards
 from bot.tools.catalog import CHARS_PER_TOKEN
+from tests.data_blocks import unwrapped
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack
 from tests.harness import RunningBot, stop_bot
@@ -179,4 +180,5 @@ async def test_huge_results_are_stored_cut_and_a_resumed_turn_still_sees_every_c
     for cid, _ in dumps:
         assert "line 0000000 of the dump" in results[cid]
         assert "truncated for the model" in results[cid]
-    assert json.loads(results["w1"])["status"] == "succeeded"
+    # the notes server's answer to the write is its words: data in the prompt
+    assert json.loads(unwrapped(results["w1"]))["status"] == "succeeded"
