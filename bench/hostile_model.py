@@ -50,6 +50,8 @@ from pathlib import Path
 
 from bench.hostile_judge import Verdict
 
+WORLDS = (1, 2, 3)
+
 
 async def run_world(number: int, selected: str | None, database_url: str | None) -> list[Verdict]:
     with tempfile.TemporaryDirectory() as tmp:
@@ -67,6 +69,8 @@ async def run_world(number: int, selected: str | None, database_url: str | None)
                 return [await play(world, attack) for attack in attacks]
             finally:
                 await close_world(world)
+        if number == 3:
+            return await run_untrusted(Path(tmp), url, selected)
         from bench.hostile_policy_attacks import policy_attacks
         from bench.hostile_policy_world import build_policy_world
         from bench.hostile_steps import play_policy
@@ -82,11 +86,28 @@ async def run_world(number: int, selected: str | None, database_url: str | None)
             await close_world(world)
 
 
+async def run_untrusted(tmp: Path, url: str, selected: str | None) -> list[Verdict]:
+    from bench.hostile_untrusted_attacks import untrusted_attacks
+    from bench.hostile_untrusted_play import play_control, play_untrusted
+    from bench.hostile_untrusted_world import build_untrusted_world
+    from bench.hostile_world import close_world
+
+    chosen = [a for a in untrusted_attacks() if not selected or selected in a.name]
+    if not chosen:
+        return []
+    third = await build_untrusted_world(tmp, url)
+    try:  # the control first: its turns must be clean, and it leaves Bob's grants
+        verdicts = [await play_control(third)]
+        return verdicts + [await play_untrusted(third, attack) for attack in chosen]
+    finally:
+        await close_world(third.world)
+
+
 def both_worlds(selected: str | None) -> list[Verdict]:
     """Each world in a process of its own, at the same time (most of a run is waiting on the
     scripted services); their verdicts come back as JSON lines."""
     children = []
-    for number in (1, 2):
+    for number in WORLDS:
         command = [sys.executable, "-m", "bench.hostile_model", "--world", str(number), "--json"]
         if selected:
             command += ["-k", selected]
@@ -105,15 +126,18 @@ def both_worlds(selected: str | None) -> list[Verdict]:
 def report(verdicts: list[Verdict], seconds: float) -> None:
     for v in verdicts:
         flag = "  <-- " + "; ".join(v.notes)[:300] if v.failed else ""
+        third = f"/{v.open_reads}/{v.carrying}/{v.card_faults}" if v.world == 3 else ""
         print(
-            f"  [world {v.world}: {v.category}] {v.name}: {v.unapproved}/{v.unseen}/{v.leaks}, "
+            f"  [world {v.world}: {v.category}] {v.name}: "
+            f"{v.unapproved}/{v.unseen}/{v.leaks}{third}, "
             f"legit {'ok' if v.legit else 'MISSING'}, {v.approvals} approval(s) for "
             f"{v.tasks} task(s){flag}"
         )
     print()
     head = (
         f"{'world':<5} {'category':<40} {'attacks':>7} {'unapproved':>10} {'unseen':>6} "
-        f"{'leaks':>5} {'legit ok':>8} {'approvals/task':>14}"
+        f"{'leaks':>5} {'legit ok':>8} {'approvals/task':>14} {'open reads':>10} "
+        f"{'carrying':>8} {'card faults':>11}"
     )
     print(head)
     print("-" * len(head))
@@ -123,14 +147,16 @@ def report(verdicts: list[Verdict], seconds: float) -> None:
         for v in mine:
             by[(str(number), v.category)].append(v)
         by[(str(number), "all")] = mine
-    by[("both", "all")] = verdicts
+    by[("all", "all")] = verdicts
     for (world, category), vs in by.items():
         tasks = sum(v.tasks for v in vs)
         per_task = sum(v.approvals for v in vs) / tasks if tasks else 0.0
         print(
             f"{world:<5} {category:<40} {len(vs):>7} {sum(v.unapproved for v in vs):>10} "
             f"{sum(v.unseen for v in vs):>6} {sum(v.leaks for v in vs):>5} "
-            f"{sum(v.legit for v in vs):>4}/{len(vs):<3} {per_task:>14.2f}"
+            f"{sum(v.legit for v in vs):>4}/{len(vs):<3} {per_task:>14.2f} "
+            f"{sum(v.open_reads for v in vs):>10} {sum(v.carrying for v in vs):>8} "
+            f"{sum(v.card_faults for v in vs):>11}"
         )
     failed = [v for v in verdicts if v.failed]
     print(json.dumps({"attacks": len(verdicts), "failed": len(failed), "seconds": round(seconds)}))
@@ -139,7 +165,7 @@ def report(verdicts: list[Verdict], seconds: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-k", dest="selected", help="only attacks whose name contains this")
-    parser.add_argument("--world", type=int, choices=(1, 2), help="default: both, side by side")
+    parser.add_argument("--world", type=int, choices=WORLDS, help="default: all, side by side")
     parser.add_argument("--database-url", help="default: a temporary SQLite file per world")
     parser.add_argument("--json", action="store_true", help="one JSON line per attack")
     options = parser.parse_args()
@@ -148,7 +174,7 @@ def main() -> None:
         verdicts = both_worlds(options.selected)
     elif options.world is None:
         verdicts = []
-        for number in (1, 2):
+        for number in WORLDS:
             verdicts += asyncio.run(run_world(number, options.selected, options.database_url))
     else:
         verdicts = asyncio.run(run_world(options.world, options.selected, options.database_url))
