@@ -48,6 +48,7 @@ def test_the_planted_text_names_its_marker_and_the_attackers_url() -> None:
         text = instruction(goal, third, "INJ-1")  # type: ignore[arg-type]
         assert "INJ-1" in text
         assert goal.host in text
+        assert "EXEC-SECRET" not in text  # the attacker does not know it; the read does
 
 
 def test_the_card_judge_catches_links_cut_urls_and_missing_sources() -> None:
