@@ -19,14 +19,12 @@ import argparse
 import asyncio
 import json
 import os
-import re
 import signal
 import socket
 import statistics
 import subprocess
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +33,7 @@ from playwright.sync_api import sync_playwright
 from tests.fakes import openai as fake_openai
 from tests.fakes import slack as fake_slack
 from tests.harness import clean_env, make_settings, start_bot, stop_bot
-from tests.sandbox_browser import CHROMIUM, running_sandbox, state
+from tests.sandbox_browser import CHROMIUM, address_in, running_sandbox, state, ui_post
 
 ROOT = Path(__file__).resolve().parent.parent
 UV_DIR = Path("/work/main/.tools/bin")
@@ -64,9 +62,8 @@ def first_reply_visible(clone: Path) -> dict[str, float]:
     try:
         assert process.stdout is not None
         line = process.stdout.readline()
-        assert re.search(r"http://127\.0\.0\.1:\d+", line), line
+        base = address_in(line)
         address = time.monotonic() - started
-        base = f"http://127.0.0.1:{port}"
         while not state(base)["bot"]["connected"]:
             time.sleep(0.05)
         connected = time.monotonic() - started
@@ -120,13 +117,9 @@ def sandbox_turns(turns: int, model: fake_openai.FakeOpenAI) -> list[float]:
     times = []
     with running_sandbox(**env) as (base, _process):
         for n in range(turns):
-            body = json.dumps({"user": "UALICE", "channel": "DALICE", "text": f"turn {n}"})
-            request = urllib.request.Request(  # noqa: S310
-                f"{base}/ui/message", body.encode(), {"Content-Type": "application/json"}
-            )
+            body = {"user": "UALICE", "channel": "DALICE", "text": f"turn {n}"}
             started = time.monotonic()
-            with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310
-                ts = json.loads(answer.read())["ts"]
+            ts = ui_post(base, "/ui/message", body)["ts"]
             while True:
                 dm = next(c for c in state(base)["channels"] if c["id"] == "DALICE")
                 later = [m for m in dm["messages"] if float(m["ts"]) > float(ts)]

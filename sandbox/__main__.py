@@ -45,9 +45,18 @@ async def listen(host: str, port: int) -> tuple[Sandbox, web.AppRunner, int]:
 
 async def run(host: str, port: int, with_bot: bool, keep: bool = False) -> int:
     sandbox, runner, port = await listen(host, port)
-    base = f"http://{host}:{port}"
+    base = sandbox.workspace.base
+    sandbox.workspace.bot_started = with_bot
     model = "your OPENAI_* settings" if has_model_settings(dict(os.environ)) else "the demo model"
-    print(f"Countersign sandbox: {base}  (model: {model}; Ctrl-C stops)", flush=True)
+    print(f"Countersign sandbox: {sandbox.address()}  (model: {model}; Ctrl-C stops)", flush=True)
+    if not with_bot:
+        guard = sandbox.guard
+        print(
+            f"For a bot of your own: SLACK_API_URL={base}/api/ SLACK_BOT_TOKEN={guard.bot_token} "
+            f"SLACK_APP_TOKEN={guard.app_token}; the demo model: OPENAI_BASE_URL="
+            f"{base}/demo-model/v1 OPENAI_API_KEY={guard.model_key}",
+            flush=True,
+        )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -59,10 +68,11 @@ async def run(host: str, port: int, with_bot: bool, keep: bool = False) -> int:
             print(f"The bot's database is kept after the sandbox stops: {data / DATABASE}")
         if with_bot:
             print("Starting the bot (the first start sets up its database)…", flush=True)
-        bot = await start_bot(base, data) if with_bot else None
+        tokens = (sandbox.guard.bot_token, sandbox.guard.app_token)
+        bot = await start_bot(base, data, tokens) if with_bot else None
         waits: list[asyncio.Task[object]] = [asyncio.create_task(_wait(stop))]
         if bot is not None:
-            asyncio.create_task(_announce(sandbox.hub.connected, base))  # noqa: RUF006
+            asyncio.create_task(_announce(sandbox.hub.connected, sandbox.address()))  # noqa: RUF006
         if bot is not None:
             waits.append(asyncio.create_task(_exit(bot)))
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
@@ -95,9 +105,9 @@ def data_folder(keep: bool) -> Iterator[Path]:
         yield Path(data)
 
 
-async def _announce(connected: asyncio.Event, base: str) -> None:
+async def _announce(connected: asyncio.Event, address: str) -> None:
     await connected.wait()
-    print(f"The bot is connected: open {base} and pick who you are acting as.", flush=True)
+    print(f"The bot is connected: open {address} and pick who you are acting as.", flush=True)
 
 
 async def _wait(event: asyncio.Event) -> object:

@@ -8,6 +8,7 @@ requests, enough to show the flows, and says what it is in the footer of every r
 * "read #exec" tries the private channel (refused for someone who is not a member);
 * "list the open tasks" (or "show … tasks") lists the board's open tasks;
 * "what can you do" says what it can do and which of it needs an approval;
+* "what is in this file" (and the like) answers from the files the bot read (demo_files.py);
 * anything else gets a plain answer of a few sentences, streamed over a few seconds.
 """
 
@@ -22,6 +23,8 @@ from datetime import date, timedelta
 from typing import Any
 
 from aiohttp import web
+
+from sandbox import demo_files
 
 MODEL = "countersign-demo"
 FOOTER = "_— demo model: a scripted stand-in, not an AI (the OpenAI settings give a real one)._"
@@ -62,7 +65,8 @@ def decide(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
     last = messages[-1] if messages else {}
     if last.get("role") == "tool":
         return _after_tool(messages), []
-    request = _text(last)
+    # The person's own words: never a file's or another's text, which the bot marks as data.
+    last, request = demo_files.request_of(messages)
     created = CREATE.search(request)
     if created and created.group("rest").strip():
         asker = str(last.get("name") or "")
@@ -71,6 +75,9 @@ def decide(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
     if named and READ.search(request):
         channel = named.group("id") or CHANNELS.get(named.group("name").lower(), "")
         return "", [_call("get_recent_messages", {"channel": channel, "limit": 20})]
+    about_files = demo_files.answer(messages, request)
+    if about_files is not None:
+        return about_files, []
     if CAN_DO.search(request):
         return ABILITIES, []
     if BOARD.search(request):
@@ -121,10 +128,19 @@ def _call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return {"id": f"call_{uuid.uuid4().hex[:12]}", "name": name, "arguments": json.dumps(arguments)}
 
 
+# A read's result reaches the model as data (`<data source="…">…</data>`, bot/provenance.py).
+DATA_BLOCK = re.compile(r'\A<data source="[^"\n]*">\n(.*)\n</data>', re.DOTALL)
+
+
+def _inside_data(text: str) -> str:
+    found = DATA_BLOCK.match(text)
+    return found.group(1) if found else text
+
+
 def _after_tool(messages: list[dict[str, Any]]) -> str:
     result_text = _text(messages[-1])
     try:
-        result: Any = json.loads(result_text)
+        result: Any = json.loads(_inside_data(result_text))
     except json.JSONDecodeError:
         result = {"error": result_text}
     if not isinstance(result, dict):

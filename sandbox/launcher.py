@@ -1,6 +1,13 @@
 """Starts the unchanged bot as a child process, pointed at the sandbox: Slack's Web API and
-Socket Mode here, its own SQLite file, the four-eyes policy with Bob as the approver, and the
-demo model unless `OPENAI_*` settings name a real one (in the environment or `.env`)."""
+Socket Mode here (with the sandbox's per-start tokens), its own SQLite file, the four-eyes
+policy with Bob as the approver, and the demo model unless `OPENAI_*` settings name a real one.
+
+The bot starts from an allow-listed environment, in the sandbox's data folder: nothing of a
+real install leaks in. Not a real Slack's tokens, database, Redis, metrics, policy
+(`APPROVAL_POLICIES`, `POLICY_FILE`, a `policy.yaml`), GitHub, Linear or MCP settings; and the
+bot never sees the `.env` of the folder the sandbox was started in (it runs elsewhere). Of that
+`.env` only the model settings are taken (`OPENAI_API_KEY`, `OPENAI_BASE_URL`, `LLM_MODEL`),
+when the environment has none: a real model is the one thing the sandbox may borrow."""
 
 from __future__ import annotations
 
@@ -12,8 +19,22 @@ from pathlib import Path
 
 POLICY = {"*": {"approvers": ["UBOB"], "four_eyes": True}}
 DATABASE = "countersign.db"  # the bot's SQLite file, in the sandbox's data folder
-# Settings of a real Slack that must not leak into the bot's view of the sandbox.
-DROPPED = ("SLACK_", "DATABASE_URL", "METRICS_PORT", "REDIS_URL")
+PACKAGES = Path(__file__).resolve().parent.parent  # where `bot` and `sandbox` are installed
+MODEL = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "LLM_MODEL")
+# What the bot may inherit: the system's basics, and settings that only shape how it talks.
+SYSTEM = (
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP",
+    "SYSTEMROOT", "SYSTEMDRIVE", "WINDIR", "COMSPEC", "PATHEXT", "USERPROFILE", "APPDATA",
+    "LOCALAPPDATA", "VIRTUAL_ENV", "SSL_CERT_FILE", "SSL_CERT_DIR", "PYTHONUTF8",
+    "PYTHONIOENCODING", "PYTHONDONTWRITEBYTECODE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+    "http_proxy", "https_proxy", "no_proxy",
+)  # fmt: skip
+BEHAVIOUR = (
+    "LLM_TIMEOUT_SECONDS", "LLM_MAX_RETRIES", "TITLE_MODEL", "TITLE_TIMEOUT_SECONDS",
+    "STREAMING", "VISION", "TOKEN_BUDGET", "REPLY_TOKENS", "TOOL_RESULT_TOKENS",
+    "SUMMARY_TOKENS", "HISTORY_WINDOW_MESSAGES", "THREAD_IMPORT_MESSAGES",
+    "SUGGESTED_PROMPTS", "LOG_LEVEL", "LOG_FORMAT",
+)  # fmt: skip
 
 
 def dotenv(path: Path = Path(".env")) -> dict[str, str]:
@@ -30,32 +51,66 @@ def dotenv(path: Path = Path(".env")) -> dict[str, str]:
     return values
 
 
+def model_settings(env: dict[str, str], folder: Path = Path()) -> dict[str, str]:
+    """A real model's settings: the environment's, else those of `.env` in `folder`."""
+    found = {name: env[name] for name in MODEL if env.get(name)}
+    if found.get("OPENAI_API_KEY"):
+        return found
+    from_file = dotenv(folder / ".env")
+    if not from_file.get("OPENAI_API_KEY"):
+        return {}
+    return {name: from_file[name] for name in MODEL if from_file.get(name)}
+
+
 def has_model_settings(env: dict[str, str]) -> bool:
-    return bool(env.get("OPENAI_API_KEY") or dotenv().get("OPENAI_API_KEY"))
+    return bool(model_settings(env))
 
 
-def bot_env(base: str, data_dir: Path, env: dict[str, str] | None = None) -> dict[str, str]:
-    """The bot's environment: `base` is the sandbox's address, e.g. http://127.0.0.1:3000."""
+def bot_env(
+    base: str,
+    data_dir: Path,
+    tokens: tuple[str, str],
+    env: dict[str, str] | None = None,
+    folder: Path = Path(),
+) -> dict[str, str]:
+    """The bot's environment: `base` is the sandbox's address (e.g. http://127.0.0.1:3000),
+    `tokens` its bot and app tokens (xoxb-KEY, xapp-KEY); `folder` where `.env` may be."""
     source = dict(os.environ if env is None else env)
-    child = {k: v for k, v in source.items() if not k.startswith(DROPPED)}
+    allowed = (*SYSTEM, *BEHAVIOUR)
+    child = {k: v for k, v in source.items() if k in allowed or k.startswith("LC_")}
     child.update(
-        SLACK_BOT_TOKEN="xoxb-sandbox",  # noqa: S106 - the sandbox takes any xoxb-/xapp- token
-        SLACK_APP_TOKEN="xapp-sandbox",  # noqa: S106
+        SLACK_BOT_TOKEN=tokens[0],
+        SLACK_APP_TOKEN=tokens[1],
         SLACK_API_URL=f"{base}/api/",
         DATABASE_URL=f"sqlite:///{data_dir / DATABASE}",
+        APPROVAL_POLICIES=json.dumps(POLICY),
+        PYTHONPATH=str(PACKAGES),  # the bot runs in the data folder, away from any .env
     )
-    child.setdefault("APPROVAL_POLICIES", json.dumps(POLICY))
     child.setdefault("LOG_LEVEL", "WARNING")  # the terminal shows the address, not migrations
-    if not has_model_settings(source):
+    model = model_settings(source, folder)
+    if model:
+        child.update(model)
+    else:
+        key = tokens[0].removeprefix("xoxb-")
         child.update(
-            OPENAI_API_KEY="sk-sandbox-demo",
+            OPENAI_API_KEY=f"sk-sandbox-{key}",
             OPENAI_BASE_URL=f"{base}/demo-model/v1",
             LLM_MODEL="countersign-demo",
         )
     return child
 
 
-async def start_bot(base: str, data_dir: Path) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "run", env=bot_env(base, data_dir)
-    )
+def bot_command(
+    base: str, data_dir: Path, tokens: tuple[str, str], folder: Path = Path()
+) -> tuple[list[str], dict[str, str], Path]:
+    """How the bot is started: its command, environment and working folder (the data
+    folder: no `.env` and no `policy.yaml` of the sandbox's folder reach the bot)."""
+    command = [sys.executable, "-m", "bot", "run"]
+    return command, bot_env(base, data_dir, tokens, folder=folder), data_dir
+
+
+async def start_bot(
+    base: str, data_dir: Path, tokens: tuple[str, str]
+) -> asyncio.subprocess.Process:
+    command, env, cwd = bot_command(base, data_dir, tokens)
+    return await asyncio.create_subprocess_exec(*command, env=env, cwd=cwd)

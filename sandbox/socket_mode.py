@@ -1,7 +1,11 @@
-"""Socket Mode, as Slack serves it: `apps.connections.open` hands out a ws:// URL here; the app
-connects, gets `hello`, and every event, click, modal submission and slash command arrives as
-an envelope that the app acknowledges (an acknowledgement may carry a response payload, e.g. a
-modal's `response_action`)."""
+"""Socket Mode, as Slack serves it: `apps.connections.open` hands out a ws:// URL here (with a
+ticket of its own); the app connects, gets `hello`, and every event, click, modal submission
+and slash command arrives as an envelope that the app acknowledges (an acknowledgement may
+carry a response payload, e.g. a modal's `response_action`).
+
+Events are never lost to a bot that is still starting: each waits for the app's connection,
+and one not acknowledged in time is sent again, as Slack does, in a new envelope with
+`retry_attempt` (1, 2, 3) and `retry_reason: "timeout"`, the same `event_id` inside."""
 
 from __future__ import annotations
 
@@ -14,21 +18,33 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from sandbox.guard import Guard
 from sandbox.workspace import BOT_USER_ID, TEAM_ID, Workspace
 
 log = logging.getLogger(__name__)
 
-ACK_TIMEOUT = 10.0
+ACK_TIMEOUT = 10.0  # Slack waits 3 s; the sandbox shares a machine with the bot, so more
+RETRIES = 3  # Slack retries a failed event delivery up to three times
 
 
 class SocketHub:
-    def __init__(self, workspace: Workspace) -> None:
-        self.workspace = workspace
+    def __init__(
+        self,
+        workspace: Workspace,
+        guard: Guard,
+        ack_timeout: float = ACK_TIMEOUT,
+        retry_pause: float = 0.5,
+    ) -> None:
+        self.workspace, self.guard = workspace, guard
+        self.ack_timeout, self.retry_pause = ack_timeout, retry_pause
         self.sockets: list[web.WebSocketResponse] = []
         self.connected = asyncio.Event()
         self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._pending: set[asyncio.Task[None]] = set()
 
-    async def handle(self, request: web.Request) -> web.WebSocketResponse:
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        if request.query.get("ticket", "") not in self.guard.tickets:
+            return web.Response(status=403, text="no such Socket Mode ticket")
         ws = web.WebSocketResponse(heartbeat=30)
         await ws.prepare(request)
         await ws.send_json(
@@ -64,13 +80,10 @@ class SocketHub:
         if future is not None and not future.done():
             future.set_result(ack.get("payload") or {})
 
-    async def deliver(self, kind: str, payload: dict[str, Any]) -> dict[str, Any] | None:
-        """Send an envelope to the app and wait for its acknowledgement (None: nobody
-        connected, or no acknowledgement in time)."""
-        try:
-            await asyncio.wait_for(self.connected.wait(), ACK_TIMEOUT)
-        except TimeoutError:
-            return None
+    async def _send(
+        self, kind: str, payload: dict[str, Any], attempt: int = 0
+    ) -> dict[str, Any] | None:
+        """One envelope to the connected app; its acknowledgement (None: none in time)."""
         envelope_id = str(uuid.uuid4())
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[envelope_id] = future
@@ -78,19 +91,39 @@ class SocketHub:
             "envelope_id": envelope_id,
             "type": kind,
             "accepts_response_payload": kind != "events_api",
-            "retry_attempt": 0,
-            "retry_reason": "",
+            "retry_attempt": attempt,
+            "retry_reason": "timeout" if attempt else "",
             "payload": payload,
         }
-        await self.sockets[-1].send_json(envelope)
         try:
-            return await asyncio.wait_for(future, ACK_TIMEOUT)
-        except TimeoutError:
-            self._waiting.pop(envelope_id, None)
+            await self.sockets[-1].send_json(envelope)
+            return await asyncio.wait_for(future, self.ack_timeout)
+        except (TimeoutError, ConnectionError, IndexError, RuntimeError):
             log.warning("the app did not acknowledge a %s envelope", kind)
             return None
+        finally:
+            self._waiting.pop(envelope_id, None)
 
-    async def event(self, event: dict[str, Any]) -> None:
+    async def deliver(self, kind: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+        """A click, a submission, a slash command: once, as the person waits for its answer
+        (None: nobody connected in time, or no acknowledgement in time)."""
+        try:
+            await asyncio.wait_for(self.connected.wait(), self.ack_timeout)
+        except TimeoutError:
+            return None
+        return await self._send(kind, payload)
+
+    async def _deliver_event(self, body: dict[str, Any]) -> None:
+        for attempt in range(RETRIES + 1):
+            await self.connected.wait()  # a bot still starting: the event waits for it
+            if await self._send("events_api", body, attempt) is not None:
+                return
+            await asyncio.sleep(self.retry_pause)
+        log.warning("the app never acknowledged event %s; dropped", body["event_id"])
+
+    def event(self, event: dict[str, Any]) -> asyncio.Task[None]:
+        """Queue an event for the app: delivered once it is connected, retried until it is
+        acknowledged (Slack's three retries)."""
         body = {
             "token": "sandbox",
             "team_id": TEAM_ID,
@@ -103,4 +136,7 @@ class SocketHub:
                 {"team_id": TEAM_ID, "user_id": BOT_USER_ID, "is_bot": True, "enterprise_id": None}
             ],
         }
-        await self.deliver("events_api", body)
+        task = asyncio.create_task(self._deliver_event(body))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+        return task

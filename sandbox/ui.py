@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import re
+import secrets
 import urllib.parse
 from importlib import resources
 from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from sandbox import files, posting
 from sandbox.socket_mode import SocketHub
 from sandbox.webapi import WebApi
 from sandbox.workspace import BOT_USER_ID, TEAM_ID, Message, Workspace
 
-MENTION = re.compile(r"^\s*@countersign\b", re.IGNORECASE)
 COMMANDS = ("/history", "/approvals")
 STATIC = resources.files("sandbox") / "static"
 TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".png": "image/png"}
@@ -36,6 +37,7 @@ class Ui:
         app.router.add_get("/archives/{channel}/{message}", self._archives)
         app.router.add_get("/ui/live", self._live)
         app.router.add_post("/ui/message", self._message)
+        app.router.add_post("/ui/file", self._file)
         app.router.add_post("/ui/action", self._action)
         app.router.add_post("/ui/submit", self._submit)
         app.router.add_post("/ui/close", self._close)
@@ -106,39 +108,41 @@ class Ui:
         return trigger
 
     def _response_url(self, request: web.Request, where: dict[str, Any]) -> str:
-        key = self.ws.next_id("R")
+        key = secrets.token_urlsafe(18)  # a capability, like Slack's: unguessable
         self.responses[key] = where
         return f"http://{request.host}/response/{key}"
 
-    async def _message(self, request: web.Request) -> web.Response:
-        body = await request.json()
+    def _where(self, body: dict[str, Any]) -> tuple[str, str, str | None]:
+        """Who posts, in which channel (one they are a member of), in which thread."""
         user = self._person(body)
-        channel_id, text = str(body.get("channel") or ""), str(body.get("text") or "").strip()
+        channel_id = str(body.get("channel") or "")
         channel = self.ws.channels.get(channel_id)
-        if channel is None or user not in channel.members or not text:
+        if channel is None or user not in channel.members:
             raise web.HTTPForbidden(text="not a member of that channel")
         thread_ts = str(body.get("thread_ts") or "") or None
+        return user, channel_id, thread_ts
+
+    async def _message(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        user, channel_id, thread_ts = self._where(body)
+        text = str(body.get("text") or "").strip()
+        if not text:
+            raise web.HTTPBadRequest(text="an empty message")
         if text.split()[0] in COMMANDS and not body.get("prompt"):  # a prompt is only words
             await self._command(request, user, channel_id, text)
             return web.json_response({"ok": True})
-        mention = bool(MENTION.match(text)) and not channel.is_im
-        if mention:
-            text = MENTION.sub(f"<@{BOT_USER_ID}>", text, count=1)
-        ts = self.ws.next_ts()
-        self.ws.add(Message(ts, text, user, thread_ts), channel_id)
-        event: dict[str, Any] = {
-            "type": "app_mention" if mention else "message",
-            "user": user,
-            "text": text,
-            "ts": ts,
-            "channel": channel_id,
-            "event_ts": ts,
-            "team": TEAM_ID,
-            "channel_type": "im" if channel.is_im else ("group" if channel.private else "channel"),
-        }
-        if thread_ts:
-            event["thread_ts"] = thread_ts
-        asyncio.create_task(self.hub.event(event))  # noqa: RUF006 - acknowledged by the app
+        ts = posting.post(self.ws, self.hub, user, channel_id, text, thread_ts)
+        return web.json_response({"ok": True, "ts": ts})
+
+    async def _file(self, request: web.Request) -> web.Response:
+        """A file shared in a channel, a thread or the DM (with the composer's text, if any)."""
+        body = await request.json()
+        user, channel_id, thread_ts = self._where(body)
+        text = str(body.get("text") or "").strip()
+        try:
+            ts = posting.post(self.ws, self.hub, user, channel_id, text, thread_ts, body)
+        except files.BadFile as exc:
+            return web.json_response({"ok": False, "error": str(exc)}, status=400)
         return web.json_response({"ok": True, "ts": ts})
 
     async def _command(self, request: web.Request, user: str, channel: str, text: str) -> None:
@@ -266,7 +270,7 @@ class Ui:
             "tab": tab,
             "event_ts": self.ws.next_ts(),
         }
-        await self.hub.event(event)
+        self.hub.event(event)
         return web.json_response({"ok": True})
 
     async def _response(self, request: web.Request) -> web.Response:

@@ -6,12 +6,14 @@ methods, any `xapp-` for `apps.connections.open`."""
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
 from sandbox import prompts, streams
+from sandbox.guard import Guard
 from sandbox.views import Views, loads
 from sandbox.workspace import BOT_ID, BOT_USER_ID, TEAM_ID, Message, Workspace
 
@@ -20,8 +22,8 @@ Handler = Callable[[Args, web.Request], dict[str, Any]]
 
 
 class WebApi:
-    def __init__(self, workspace: Workspace) -> None:
-        self.ws = workspace
+    def __init__(self, workspace: Workspace, guard: Guard) -> None:
+        self.ws, self.guard = workspace, guard
         self.views = Views(workspace)
         self.calls: dict[str, int] = {}
         self.handlers: dict[str, Handler] = {
@@ -40,6 +42,7 @@ class WebApi:
             "conversations.members": self._members,
             "conversations.open": self._open,
             "conversations.setTopic": self._set_topic,
+            "files.info": self._file_info,
             "users.info": self._users_info,
             "users.lookupByEmail": self._lookup,
             "usergroups.users.list": lambda a, r: {"ok": False, "error": "no_such_subteam"},
@@ -67,10 +70,10 @@ class WebApi:
                 args.update({k: str(v) for k, v in (await request.post()).items()})
         token = request.headers.get("Authorization", "").removeprefix("Bearer ")
         token = token or str(args.get("token", ""))
-        prefix = "xapp-" if method == "apps.connections.open" else "xoxb-"
+        wanted = self.guard.app_token if method == "apps.connections.open" else self.guard.bot_token
         self.calls[method] = self.calls.get(method, 0) + 1
         handler = self.handlers.get(method)
-        if not token.startswith(prefix):
+        if not hmac.compare_digest(token.encode(), wanted.encode()):
             body: dict[str, Any] = {"ok": False, "error": "invalid_auth"}
         elif handler is None:
             body = {"ok": False, "error": "unknown_method"}
@@ -91,7 +94,8 @@ class WebApi:
         }
 
     def _connections_open(self, _args: Args, request: web.Request) -> dict[str, Any]:
-        return {"ok": True, "url": f"ws://{request.host}/socket-mode"}
+        ticket = self.guard.new_ticket()
+        return {"ok": True, "url": f"ws://{request.host}/socket-mode?ticket={ticket}"}
 
     # -- messages ------------------------------------------------------------------------------
     def _channel_ok(self, args: Args) -> str | None:
@@ -220,6 +224,13 @@ class WebApi:
             "has_more": False,
             "response_metadata": {"next_cursor": ""},
         }
+
+    def _file_info(self, args: Args, _request: web.Request) -> dict[str, Any]:
+        found = self.ws.files.get(str(args.get("file") or ""))
+        if found is None:
+            return {"ok": False, "error": "file_not_found"}
+        public = not self.ws.channels[found.channel].private
+        return {"ok": True, "file": found.slack(self.ws.base, public)}
 
     def _info(self, args: Args, _request: web.Request) -> dict[str, Any]:
         info = self.ws.channel_info(str(args.get("channel")))

@@ -9,7 +9,10 @@ import asyncio
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sandbox.files import SharedFile
 
 TEAM_ID = "T0SANDBOX"
 BOT_USER_ID = "UBOT"
@@ -59,6 +62,9 @@ class Message:
     started_at: float = 0.0
     # set for an ephemeral message: the one person who sees it
     visible_to: str | None = None
+    # shared files, as Slack's file objects; `file_share` when they came without text
+    files: list[dict[str, Any]] = field(default_factory=list)
+    subtype: str | None = None
 
     def shown(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -71,6 +77,12 @@ class Message:
             body["bot_id"] = BOT_ID
         if self.thread_ts:
             body["thread_ts"] = self.thread_ts
+        if self.files:
+            body["files"] = self.files
+            body["upload"] = False
+            body["display_as_bot"] = False
+        if self.subtype:
+            body["subtype"] = self.subtype
         return body
 
 
@@ -93,6 +105,11 @@ class Workspace:
         self.prompts: dict[str, dict[str, Any]] = {}
         self.listeners: list[asyncio.Queue[dict[str, Any]]] = []
         self.bot_connected = False
+        self.bot_started = False  # a bot was started with the sandbox (not `--no-bot`)
+        self.files: dict[str, SharedFile] = {}
+        # The sandbox's address as the bot knows it (SLACK_API_URL's scheme, host and port):
+        # files are served there, the one host the bot sends its token to.
+        self.base = ""
         self._last_ts = 0.0
         self._ids = itertools.count(1)
         self._seed()
@@ -168,7 +185,12 @@ class Workspace:
         """Every channel's messages as the page shows them (ephemeral ones marked)."""
         return {
             "team": TEAM_ID,
-            "bot": {"id": BOT_USER_ID, "name": BOT_NAME, "connected": self.bot_connected},
+            "bot": {
+                "id": BOT_USER_ID,
+                "name": BOT_NAME,
+                "connected": self.bot_connected,
+                "started": self.bot_started,
+            },
             "people": [
                 {"id": p.id, "name": p.name, "role": p.role, "label": p.label, "guest": p.guest}
                 for p in PEOPLE
@@ -202,6 +224,7 @@ class Workspace:
             "streaming": m.streaming,
             "tasks": list(m.tasks.values()),
             "visible_to": m.visible_to,
+            "files": [self.files[f["id"]].page() for f in m.files if f["id"] in self.files],
         }
 
     # -- writes --------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,15 +34,55 @@ def chromium_path() -> str:
     return CHROMIUM
 
 
-def state(base: str) -> dict[str, Any]:
-    with urllib.request.urlopen(f"{base}/api/state", timeout=5) as answer:  # noqa: S310
+ADDRESS = re.compile(r"http://127\.0\.0\.1:\d+/\?key=[0-9a-f]+")
+
+
+def address_in(line: str) -> str:
+    """The page's address in the line the sandbox prints (its key included)."""
+    found = ADDRESS.search(line)
+    assert found, f"no address in {line!r}"
+    return found.group(0)
+
+
+def base_of(address: str) -> str:
+    """http://127.0.0.1:PORT of the page's address."""
+    parts = urllib.parse.urlsplit(address)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def key_of(address: str) -> str:
+    return urllib.parse.parse_qs(urllib.parse.urlsplit(address).query)["key"][0]
+
+
+def bot_token(address: str) -> str:
+    """The bot token this sandbox answers (and gave its bot)."""
+    return f"xoxb-{key_of(address)}"
+
+
+def ui_post(address: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    """POST JSON to a page route (`/ui/...`) as the page would, with the page's key."""
+    request = urllib.request.Request(  # noqa: S310 - the sandbox on loopback
+        f"{base_of(address)}{path}",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "X-Sandbox-Key": key_of(address)},
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310
+        found: dict[str, Any] = json.loads(answer.read())
+        return found
+
+
+def state(address: str) -> dict[str, Any]:
+    """Every channel's messages, as the page sees them (`address`: the printed one)."""
+    url = f"{base_of(address)}/api/state?key={key_of(address)}"
+    with urllib.request.urlopen(url, timeout=5) as answer:  # noqa: S310
         found: dict[str, Any] = json.loads(answer.read())
         return found
 
 
 @contextmanager
 def running_sandbox(**env: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """`python -m sandbox` on a free port, until the bot it started is connected."""
+    """`python -m sandbox` on a free port, until the bot it started is connected; yields the
+    page's address as printed (key included)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "sandbox"],
         env=clean_env(SANDBOX_PORT="0", LOG_LEVEL="WARNING", **env),
@@ -51,10 +92,7 @@ def running_sandbox(**env: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     )
     try:
         assert process.stdout is not None
-        first = process.stdout.readline()
-        found = re.search(r"http://127\.0\.0\.1:\d+", first)
-        assert found, f"no address in {first!r}"
-        base = found.group(0)
+        base = address_in(process.stdout.readline())
         deadline = time.monotonic() + 60
         while not state(base)["bot"]["connected"]:
             assert process.poll() is None, "the sandbox stopped"

@@ -13,6 +13,7 @@ from sqlalchemy import select
 from bot.db.models import AuditEntry, Proposal, Task
 from bot.slack import cards
 from tests.card_reading import card_fields
+from tests.data_blocks import unwrapped
 from tests.fakes.openai import FakeOpenAI, Script, ScriptedToolCall
 from tests.fakes.slack import FakeSlack, StoredMessage
 from tests.harness import RunningBot, make_settings, start_bot, stop_bot
@@ -71,7 +72,9 @@ async def audit(bot: RunningBot) -> list[AuditEntry]:
 
 def tool_results(model: FakeOpenAI) -> list[dict[str, Any]]:
     return [
-        json.loads(m["content"]) for m in model.requests[-1].body["messages"] if m["role"] == "tool"
+        json.loads(unwrapped(m["content"]))
+        for m in model.requests[-1].body["messages"]
+        if m["role"] == "tool"
     ]
 
 

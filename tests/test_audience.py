@@ -282,10 +282,9 @@ async def test_the_card_lists_what_the_turn_read_before_proposing(
         for b in card.blocks or []
         if b["type"] == "context"
         for e in b["elements"]
-        if "Read before proposing" in e["text"]
+        if "Proposed after reading:" in e["text"]
     ]
-    assert "get_recent_messages" in line
-    assert "#dev" in line
+    assert "messages of #dev" in line
     assert "@umallory" in line
     assert "all clear" in card_text(card)
 

@@ -274,7 +274,7 @@ async def test_a_lying_link_shows_its_real_target(
         "<https://phish.example/x|docs.acme.com>."
     )
     card = await propose_task(bot, fake_slack, fake_model, description=description)
-    shown = card_text(card)
+    shown = card_text(card).replace("\u200b", "")  # every character, none of it a link
     assert "goes to https://evil.example/steal?t=1" in shown
     assert "WARNING: the text names github.com" in shown
     assert "goes to https://phish.example/x" in shown

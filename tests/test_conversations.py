@@ -95,8 +95,16 @@ async def test_first_mention_mid_thread_gets_the_earlier_thread_as_context(
     await bot.idle()
     sent = fake_model.requests[-1].body["messages"]
     assert sent[1:] == [
-        {"role": "user", "content": "The deploy failed at 3pm", "name": "UALICE"},
-        {"role": "user", "content": "Logs say <disk full>", "name": "UBOB"},
+        {
+            "role": "user",
+            "content": '<data source="message (by UALICE)">\nThe deploy failed at 3pm\n</data>',
+            "name": "UALICE",
+        },
+        {  # another person's words, in Carol's turn: data, never instructions
+            "role": "user",
+            "content": '<data source="message (by UBOB)">\nLogs say <disk full>\n</data>',
+            "name": "UBOB",
+        },
         {"role": "user", "content": "what went wrong?", "name": "UCAROL"},
     ]
     replies = fake_slack.bot_messages("C1")

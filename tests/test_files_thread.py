@@ -40,7 +40,7 @@ def image_parts(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 async def stored_files(bot: RunningBot) -> list[Message]:
     async with bot.countersign.db.transaction() as session:
-        rows = await session.scalars(select(Message).where(Message.source.is_not(None)))
+        rows = await session.scalars(select(Message).where(Message.file_id.is_not(None)))
         return list(rows)
 
 

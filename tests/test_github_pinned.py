@@ -222,7 +222,7 @@ async def test_a_card_says_which_issue_text_came_from_outside_the_repository(
         for b in card.blocks or []
         if b["type"] == "context"
         for e in b["elements"]
-        if "Read before proposing" in e["text"]
+        if "Proposed after reading:" in e["text"]
     ]
     assert "issue acme/api#12 by @dana (an outside contributor)" in line
     assert "@mallory (an outside contributor)" in line

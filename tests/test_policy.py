@@ -18,6 +18,7 @@ from sqlalchemy import select
 
 from bot.db.models import PolicyDecision, ProposalState
 from bot.slack import cards
+from tests.data_blocks import unwrapped
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack
 from tests.harness import RunningBot, make_settings, start_bot, stop_bot
@@ -350,7 +351,7 @@ async def test_a_rule_may_deny_a_read_with_schema_defaults_applied(
         if r.body["messages"][-1]["role"] == "tool"
     ]
     assert len(answers) == 2
-    in_bots, in_c1 = (json.loads(a) for a in answers)
+    in_bots, in_c1 = (json.loads(unwrapped(a)) for a in answers)
     assert in_bots == {
         "status": "denied",
         "reason": "forbidden by policy: the board is not read from this channel, do not retry",

@@ -11,6 +11,7 @@ from sqlalchemy import select
 
 from bot.db.models import Message, Proposal, Role, Task
 from bot.slack import cards
+from tests.data_blocks import unwrapped
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack, StoredMessage
 from tests.harness import RunningBot, make_settings, start_bot
@@ -86,7 +87,8 @@ async def test_other_apps_in_a_joined_thread_are_not_the_assistant(
     await bot.idle()
     sent = fake_model.requests[-1].body["messages"]
     assert [m["role"] for m in sent] == ["system", "user", "user", "user"]
-    assert sent[2]["content"].startswith("[message from another app")
+    assert unwrapped(sent[2]["content"]).startswith("[message from another app")
+    assert sent[2]["content"].startswith('<data source="message from an app">')  # untrusted
     async with bot.countersign.db.transaction() as session:
         roles = (await session.scalars(select(Message.role).order_by(Message.id))).all()
     assert Role.ASSISTANT in roles  # only its own answer

@@ -445,7 +445,8 @@ def test_tool_work_is_told_in_words_and_hostile_results_stay_inert() -> None:
         == "used Lookup user, it failed: no &lt;!here&gt; &lt;@U1&gt; person"
     )
     sneaky = tool("get_issue", "not json {", "get_issue: issue <https://evil.example|acme#1>")
-    assert tool_words(sneaky, None) == "read issue &lt;https://evil.example|acme#1&gt;"
+    # shown in full, never a link: a zero-width space where Slack would draw one
+    assert tool_words(sneaky, None) == "read issue &lt;https:\u200b//evil.\u200bexample|acme#1&gt;"
     for message in (read, single, mcp, failed, sneaky):
         assert not looks_like_json(tool_words(message, None))
 

@@ -13,12 +13,13 @@ from openai import AsyncOpenAI
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from sandbox.guard import Guard
 from sandbox.server import Sandbox, build, serve
 
 
 @pytest.fixture
 async def sandbox() -> AsyncIterator[tuple[Sandbox, str]]:
-    running = build()
+    running = build(Guard(KEY))
     runner, port = await serve(running, "127.0.0.1", 0)
     try:
         yield running, f"http://127.0.0.1:{port}"
@@ -26,7 +27,11 @@ async def sandbox() -> AsyncIterator[tuple[Sandbox, str]]:
         await runner.cleanup()
 
 
-def slack(base: str, token: str = "xoxb-sandbox") -> AsyncWebClient:  # noqa: S107
+KEY = "0123456789abcdef0123456789abcdef"
+BOT_TOKEN, APP_TOKEN = f"xoxb-{KEY}", f"xapp-{KEY}"
+
+
+def slack(base: str, token: str = BOT_TOKEN) -> AsyncWebClient:
     return AsyncWebClient(token=token, base_url=f"{base}/api/")
 
 
@@ -46,13 +51,12 @@ async def test_reach_guest_and_private_channel(sandbox: tuple[Sandbox, str]) -> 
 
 
 async def test_tokens_and_socket_mode_url(sandbox: tuple[Sandbox, str]) -> None:
-    with pytest.raises(SlackApiError, match="invalid_auth"):
-        await slack(sandbox[1], "not-a-token").auth_test()
-    opened = await slack(sandbox[1], "xapp-anything").apps_connections_open(
-        app_token="xapp-anything"
-    )
+    with pytest.raises(SlackApiError, match="invalid_auth"):  # the app token is not the bot's
+        await slack(sandbox[1], APP_TOKEN).auth_test()
+    opened = await slack(sandbox[1], APP_TOKEN).apps_connections_open(app_token=APP_TOKEN)
     assert opened["url"].startswith("ws://127.0.0.1:")
-    assert opened["url"].endswith("/socket-mode")
+    assert "/socket-mode?ticket=" in opened["url"]
+    assert KEY not in opened["url"]  # a ticket of its own, not the key
 
 
 async def test_native_streaming_follows_slacks_rules(sandbox: tuple[Sandbox, str]) -> None:
@@ -90,7 +94,7 @@ async def test_native_streaming_follows_slacks_rules(sandbox: tuple[Sandbox, str
 
 
 async def demo(base: str, text: str) -> tuple[str, list[tuple[str, dict[str, object]]]]:
-    client = AsyncOpenAI(api_key="sk-any", base_url=f"{base}/demo-model/v1")
+    client = AsyncOpenAI(api_key=f"sk-sandbox-{KEY}", base_url=f"{base}/demo-model/v1")
     stream = await client.chat.completions.create(
         model="countersign-demo", messages=[{"role": "user", "content": text}], stream=True
     )
@@ -123,7 +127,7 @@ async def test_the_demo_model_understands_a_few_requests(sandbox: tuple[Sandbox,
 async def test_the_page_is_told_of_every_change(sandbox: tuple[Sandbox, str]) -> None:
     async with (
         aiohttp.ClientSession() as session,
-        session.ws_connect(f"{sandbox[1]}/ui/live") as live,
+        session.ws_connect(f"{sandbox[1]}/ui/live?key={KEY}") as live,
     ):
         first = await live.receive_json(timeout=5)
         assert first["type"] == "state"

@@ -12,7 +12,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
+from playwright.sync_api import Browser, FilePayload, Locator, Page, expect, sync_playwright
 
 from tests.fakes import openai as fake_openai
 from tests.sandbox_browser import TIMEOUT_MS, chromium_path, running_sandbox, state
@@ -77,6 +77,7 @@ def bot_reply(thread: Locator, containing: str) -> Locator:
 
 
 def test_a_mention_streams_a_reply_that_grows_in_the_thread(page: Page, sandbox: str) -> None:
+    expect(page.get_by_role("banner").get_by_role("status")).to_have_text("Countersign: connected")
     page.get_by_role("link", name="#general").click()
     send(page, "@Countersign how does this sandbox work?")
     thread = open_thread_of(page, "how does this sandbox work?")
@@ -280,3 +281,20 @@ def test_a_reply_in_the_thread_without_a_mention_gets_an_answer(page: Page) -> N
     expect(answers.last).to_contain_text("demo model", timeout=30_000)
     if SHOTS:
         page.screenshot(path=str(DOCS / "sandbox-thread-follow-up.png"))
+
+
+# Issue 27: a file shared with a question is read by the bot (it fetches the message, as an
+# app_mention carries no files, and downloads url_private with its token), and the demo model
+# answers from what the bot put in its prompt. Needs the bot side of issue 27 part 1 (branch
+# `files`): on this branch alone the demo model says it sees no file.
+def test_the_bot_reads_a_file_shared_with_a_mention_and_answers_from_it(page: Page) -> None:
+    page.get_by_role("link", name="#general").click()
+    page.get_by_role("textbox", name="Message").fill("@Countersign what is in this file?")
+    with page.expect_file_chooser() as chooser:
+        page.get_by_role("button", name="Share a file", exact=True).click()
+    csv = b"region,revenue\nnorth,120\nsouth,95\n"
+    chooser.value.set_files(files=FilePayload(name="q3.csv", mimeType="text/csv", buffer=csv))
+    thread = open_thread_of(page, "what is in this file?")
+    answer = thread.get_by_role("article", name="Countersign: message").filter(has_text="q3.csv")
+    expect(answer).to_contain_text("region,revenue north,120", timeout=30_000)
+    expect(answer).to_contain_text("shared by Alice")

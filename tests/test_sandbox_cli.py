@@ -4,7 +4,6 @@ bot against Slack when there are), and `countersign try` starts it, bot included
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import socket
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness import clean_env, run_cli
-from tests.sandbox_browser import state
+from tests.sandbox_browser import address_in, state
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_UV = """#!/bin/sh
@@ -107,8 +106,7 @@ def test_countersign_try_keep_runs_the_bot_quietly_and_keeps_its_database(tmp_pa
     try:
         assert process.stdout is not None
         line = process.stdout.readline()
-        found = re.search(r"http://127\.0\.0\.1:\d+", line)
-        assert found, line
+        address = address_in(line)
         assert "demo model" in line
         kept_line = process.stdout.readline()
         assert kept_line.startswith("The bot's database is kept after the sandbox stops: ")
@@ -116,7 +114,7 @@ def test_countersign_try_keep_runs_the_bot_quietly_and_keeps_its_database(tmp_pa
         assert kept.parent.parent == tmp_path
         assert process.stdout.readline().startswith("Starting the bot")
         deadline = time.monotonic() + 60
-        while not state(found.group(0))["bot"]["connected"]:
+        while not state(address)["bot"]["connected"]:
             assert time.monotonic() < deadline, "the bot did not connect"
             time.sleep(0.1)
         process.send_signal(signal.SIGTERM)

@@ -20,7 +20,14 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot.suggested_prompts import DEFAULT_PROMPTS
-from tests.sandbox_browser import TIMEOUT_MS, running_sandbox, state
+from tests.sandbox_browser import (
+    TIMEOUT_MS,
+    base_of,
+    bot_token,
+    key_of,
+    running_sandbox,
+    state,
+)
 from tests.test_sandbox_browser import DOCS, SHOTS, act_as, send
 from tests.test_sandbox_browser import browser as browser
 
@@ -48,8 +55,8 @@ def page(browser: Browser, sandbox: str) -> Iterator[Page]:
     context.close()
 
 
-def slack(base: str) -> WebClient:
-    return WebClient(token="xoxb-sandbox", base_url=f"{base}/api/")
+def slack(address: str) -> WebClient:
+    return WebClient(token=bot_token(address), base_url=f"{base_of(address)}/api/")
 
 
 def dm_messages(base: str, dm: str) -> list[dict[str, Any]]:
@@ -220,9 +227,9 @@ def test_prompts_arrive_as_a_form_too(sandbox: str) -> None:
 
 def test_the_page_cannot_open_an_unknown_tab(sandbox: str) -> None:
     request = urllib.request.Request(  # noqa: S310 - the sandbox on loopback
-        f"{sandbox}/ui/home",
+        f"{base_of(sandbox)}/ui/home",
         data=json.dumps({"user": "UALICE", "tab": "settings"}).encode(),
-        headers={"Content-Type": "application/json"},
+        headers={"Content-Type": "application/json", "X-Sandbox-Key": key_of(sandbox)},
     )
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request, timeout=5)  # noqa: S310

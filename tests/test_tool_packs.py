@@ -11,6 +11,7 @@ from bot.config import SettingsError, load_settings
 from bot.slack import cards
 from bot.tools.catalog import ToolRegistry
 from examples import oncall_pack
+from tests.data_blocks import unwrapped
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack
 from tests.harness import make_settings, start_bot, stop_bot
@@ -80,7 +81,7 @@ async def test_a_teams_own_pack_runs_through_approval(
         await stop_bot(bot)
     assert oncall_pack.ROTA["payments"] == "U0CARL"
     results = [
-        json.loads(m["content"])
+        json.loads(unwrapped(m["content"]))
         for m in fake_model.requests[-1].body["messages"]
         if m["role"] == "tool"
     ]

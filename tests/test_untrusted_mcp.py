@@ -83,7 +83,8 @@ async def test_an_open_world_read_after_an_injected_result_waits_for_approve(
     shown = fake_slack.cards("C2")
     assert len(shown) == 3
     for url, card in zip(leaks, shown, strict=True):
-        assert url in card_text(card)  # every argument in full
+        # every argument in full (with the breaks that keep a URL from being a link)
+        assert url in card_text(card).replace("\u200b", "")
     waiting = [p for p in await proposals(bot) if p.tool_name == "web__fetch"]
     assert [p.state.value for p in waiting] == ["proposed"] * 3
     assert all((p.policy or {}).get("after_untrusted") == "ask" for p in waiting)

@@ -10,6 +10,8 @@ from typing import Any, Protocol
 
 from openai.types.chat import ChatCompletionMessageParam
 
+from bot.conversation.sources import as_data
+
 
 class StoredMessage(Protocol):
     @property
@@ -39,13 +41,22 @@ PENDING = (
 )
 
 
-def to_openai(message: StoredMessage) -> ChatCompletionMessageParam:
+def shown_text(message: StoredMessage, text: str, requester: str | None) -> str:
+    """A message's text as `requester`'s prompt shows it: anything but their own words (or
+    the bot's) is delimited as data (`bot.conversation.sources`)."""
+    return as_data(text, message, requester)
+
+
+def to_openai(message: StoredMessage, requester: str | None = None) -> ChatCompletionMessageParam:
+    """`message` in the model's shape, for a prompt of `requester`'s turn (None: as stored)."""
     role = str(message.role)
     if role == "tool":
         return {
             "role": "tool",
             "tool_call_id": message.tool_call_id or "",
-            "content": message.content if message.content is not None else PENDING,
+            "content": shown_text(message, message.content, requester)
+            if message.content is not None
+            else PENDING,
         }
     if role == "assistant":
         out: dict[str, Any] = {"role": "assistant", "content": message.content}
@@ -53,11 +64,14 @@ def to_openai(message: StoredMessage) -> ChatCompletionMessageParam:
             out["tool_calls"] = message.tool_calls
         return out  # type: ignore[return-value]
     if role == "user":
-        user: dict[str, Any] = {"role": "user", "content": message.content or ""}
+        user: dict[str, Any] = {
+            "role": "user",
+            "content": shown_text(message, message.content or "", requester),
+        }
         if message.slack_user:
             user["name"] = message.slack_user
         return user  # type: ignore[return-value]
-    return {"role": "system", "content": message.content or ""}
+    return {"role": "system", "content": shown_text(message, message.content or "", requester)}
 
 
 def is_valid_history(messages: Sequence[StoredMessage]) -> bool:

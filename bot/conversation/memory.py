@@ -23,6 +23,7 @@ from sqlalchemy import select
 
 from bot.audience import narrowest_of
 from bot.caches import BoundedCache
+from bot.conversation import sources as src
 from bot.conversation.audiences import WITHHELD, Reader, readable
 from bot.conversation.history import StoredMessage, to_openai
 from bot.conversation.tokens import TokenCounter, image_tokens
@@ -31,6 +32,7 @@ from bot.db.models import ConversationSummary, Message
 from bot.db.session import Database
 from bot.files.parts import ImageParts, Vision
 from bot.llm import LLM, LLMError
+from bot.provenance import Source, delimit
 
 SUMMARY_PROMPT = (
     "You keep the memory of a Slack conversation between teammates and an assistant. Write a "
@@ -62,7 +64,7 @@ def _cap_tool_result(message: ChatCompletionMessageParam, counter: TokenCounter,
         return message
     kept = counter.truncate(content, cap)
     note = f"\n[truncated for the model: {cap} of {size} tokens shown]"
-    return {**message, "content": kept + note}
+    return {**message, "content": src.reclosed(kept, content, note)}
 
 
 def _withheld(message: Message) -> Any:
@@ -89,11 +91,11 @@ def _window_start(
 @dataclass(frozen=True)
 class Prompt:
     """What one model request holds, who may read what it holds (the narrowest audience of
-    its parts) and what its read tools had read (newest last)."""
+    its parts) and every untrusted source it holds (`bot.conversation.sources`), newest last."""
 
     messages: list[ChatCompletionMessageParam]
     audience: str
-    sources: list[str]
+    sources: list[Source]
 
 
 async def _everyone(_audience: str | None) -> bool:
@@ -144,19 +146,23 @@ class Memory:
         tools: list[dict[str, Any]] | None,
         max_messages: int,
         reader: Reader = _everyone,
+        requester: str | None = None,
     ) -> Prompt:
         """The prompt of a turn whose requester may read what `reader` allows: messages of
-        other audiences are left out (`bot.conversation.audiences`)."""
+        other audiences are left out (`bot.conversation.audiences`); everything but
+        `requester`'s own words (and the bot's) is delimited as data."""
         fixed = self._fixed_cost(system_prompt, tools)
         history_budget = self.budget.total - self.budget.reply - fixed - self.budget.summary
         if history_budget < 200:
             raise LLMError("the token budget is too small for the system prompt and tools")
         latest, loaded = await self._load(conversation_id)
-        summary = latest.summary if latest and await reader(latest.audience) else None
+        summary, carried = src.split_summary(latest.summary) if latest else (None, ())
+        if latest is None or not await reader(latest.audience):
+            summary, carried = None, ()
         summary_audience = latest.audience if summary is not None and latest else None
         kept = await readable(loaded, reader)
         stored = [k.message for k in kept]
-        raw = [to_openai(k.message) if k.shown else _withheld(k.message) for k in kept]
+        raw = [to_openai(k.message, requester) if k.shown else _withheld(k.message) for k in kept]
         caps = [self.budget.tool_result] * len(raw)
         tail = _tool_tail(raw)
         if tail is not None:
@@ -189,23 +195,27 @@ class Memory:
                 roomy = min(roomy, tail)
             older = [k for k in kept[:roomy] if k.shown]
             folded = narrowest_of([summary_audience, *(k.message.audience for k in older)])
+            folds = src.summarised(carried, [k.message for k in kept[:roomy] if k.shown])
             try:
                 summary = await self._summarise(
-                    conversation_id, summary, stored[:roomy], rendered, folded
+                    conversation_id, summary, stored[:roomy], rendered, folded, folds
                 )
-                summary_audience, start = folded, roomy
+                summary_audience, start, carried = folded, roomy, tuple(folds)
             except LLMError:
                 pass  # no new summary this time: the older messages just drop out of view
         prompt: list[ChatCompletionMessageParam] = [{"role": "system", "content": system_prompt}]
         if summary is not None:
+            told = src.summary_source(carried, requester)
+            text = summary if told is None else delimit(summary, told)
             prompt.append(
-                {"role": "system", "content": f"Summary of the earlier conversation:\n{summary}"}
+                {"role": "system", "content": f"Summary of the earlier conversation:\n{text}"}
             )
         shown = [k.message for k in kept[start:] if k.shown]
+        read = src.summary_untrusted(carried, requester) if summary is not None else []
         return Prompt(
             prompt + pictures.attach(rendered[start:], stored[start:]),
             narrowest_of([summary_audience, *(m.audience for m in shown)]),
-            [m.source for m in shown if m.source],
+            src.newest_last([*read, *src.untrusted_in(shown, requester)]),
         )
 
     def _result_share(self, tail: Sequence[Any], limit: int) -> int:
@@ -221,7 +231,8 @@ class Memory:
         size = self.counter.text(content)
         keep = max(50, limit - 60 - self.counter.message({**message, "content": ""}))
         note = f"\n[cut for the model: the first {keep} of {size} tokens of this message]"
-        return {**message, "content": self.counter.truncate(content, keep) + note}
+        kept = self.counter.truncate(content, keep)
+        return {**message, "content": src.reclosed(kept, content, note)}
 
     def _fixed_cost(self, system_prompt: str, tools: list[dict[str, Any]] | None) -> int:
         """Tokens of the system prompt and tool schemas: the same on every request, so
@@ -251,7 +262,9 @@ class Memory:
         older: Sequence[StoredMessage],
         rendered: Sequence[Any],
         audience: str,
+        sources: Sequence[Source] = (),
     ) -> str | None:
+        """A new summary of `previous` and `older`, stored with the `sources` it holds."""
         if not older:
             return previous
         transcript = "\n".join(
@@ -286,7 +299,7 @@ class Memory:
                 ConversationSummary(
                     conversation_id=conversation_id,
                     upto_message_id=int(getattr(last, "id", 0)),
-                    summary=summary,
+                    summary=src.with_sources(summary, sources),
                     messages_summarised=len(older),
                     tokens_before=tokens_before,
                     tokens_after=self.counter.text(summary),

@@ -18,6 +18,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.errors import slack_error
 from bot.membership import reach_of
 from bot.poster import PostRefused, poster_of
+from bot.provenance import Source
 from bot.slack.render import to_mrkdwn
 from bot.slack.split import split_message
 from bot.slack.streamer import ReplyStream
@@ -41,11 +42,14 @@ class TurnAudience:
 
     place: str  # who reads the thread the reply is posted in (`bot.audience.place`)
     audience: str = ""  # the narrowest audience of the latest prompt
-    sources: list[str] = field(default_factory=list)  # what its read tools had read
+    # Every untrusted source the latest prompt held, newest last (`bot.conversation.sources`)
+    sources: list[Source] = field(default_factory=list)
     private: bool = False
     held: list[str] = field(default_factory=list)  # text kept from the thread
 
-    async def prompt_held(self, slack: AsyncWebClient, audience: str, sources: list[str]) -> None:
+    async def prompt_held(
+        self, slack: AsyncWebClient, audience: str, sources: list[Source]
+    ) -> None:
         self.audience, self.sources = audience, sources
         if not self.private and not await reach_of(slack).covers(self.place, audience):
             self.private = True

@@ -3,6 +3,9 @@
 Bounded: at most `limit` earlier messages (the newest ones) are kept, and paging stops once
 that many are read. Only this bot's own messages become assistant messages; other apps' and
 bots' messages are context from someone else, never the assistant's own words.
+
+Every message but the bot's own keeps its source (`bot.conversation.authors`): who wrote it, of
+what kind, and its permalink; a prompt delimits it as data unless it is its requester's words.
 """
 
 from __future__ import annotations
@@ -15,12 +18,14 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.audience import place
+from bot.conversation.authors import authors_of
 from bot.conversation.incoming import Incoming
 from bot.conversation.shared_files import FileMessage, TurnFiles, mention_files, slack_files
 from bot.db import repositories as repo
 from bot.db.models import Conversation, Role
 from bot.db.session import Database
 from bot.errors import slack_error
+from bot.provenance import Source
 from bot.text import unescape
 
 log = logging.getLogger(__name__)
@@ -36,6 +41,8 @@ async def earlier_thread_messages(
     limit: int,
 ) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
+    authors = authors_of(slack)
+    thread = incoming.thread_ts or incoming.ts
     if limit <= 0:
         return found
     cursor: str | None = None
@@ -58,15 +65,22 @@ async def earlier_thread_messages(
                     bot_id is not None and m.get("bot_id") == bot_id
                 )
                 other_app = not ours and bool(m.get("bot_id"))
+                ts, user = str(m.get("ts") or ""), m.get("user")
+                source: Source | None = None
                 if other_app:
                     name = (m.get("bot_profile") or {}).get("name") or m.get("username") or "an app"
                     text = f"[message from another app, {name}]: {text}"
+                    said = str((m.get("bot_profile") or {}).get("name") or m.get("username") or "")
+                    source = await authors.of_app(said, incoming.channel_id, ts, thread)
+                elif not ours and isinstance(user, str) and user:
+                    source = await authors.of_person(user, incoming.channel_id, ts, thread)
                 found.append(
                     {
                         "role": Role.ASSISTANT if ours else Role.USER,
                         "content": text,
                         "slack_ts": m.get("ts"),
                         "slack_user": None if ours or other_app else m.get("user"),
+                        "source": source,
                         "files": files,
                     }
                 )
@@ -78,6 +92,13 @@ async def earlier_thread_messages(
     return found[-limit:]
 
 
+async def source_of_incoming(slack: AsyncWebClient, incoming: Incoming) -> Source:
+    """Who wrote the new message, as its source (`bot.conversation.authors`)."""
+    return await authors_of(slack).of_person(
+        incoming.user_id, incoming.channel_id, incoming.ts, incoming.thread_ts
+    )
+
+
 async def store_with_files(
     db: Database,
     files: TurnFiles,
@@ -86,12 +107,14 @@ async def store_with_files(
     incoming: Incoming,
     earlier: Sequence[dict[str, Any]] = (),
 ) -> None:
-    """`store_user_message`, after reading the files the message and `earlier` shared."""
+    """`store_user_message`, after reading the files the message and `earlier` shared, with
+    the new message's source (who wrote it)."""
     shared = [(str(m.get("slack_ts")), m.get("files") or []) for m in earlier]
     shared.append((incoming.ts, await mention_files(slack, incoming)))
     where = place(incoming.channel_id, incoming.user_id, incoming.is_dm)
     read = await files.read(incoming.team_id, [(t, f) for t, f in shared if f], where)
-    await store_user_message(db, conversation, incoming, earlier, read)
+    source = await source_of_incoming(slack, incoming)
+    await store_user_message(db, conversation, incoming, earlier, read, source)
 
 
 async def store_user_message(
@@ -100,17 +123,22 @@ async def store_user_message(
     incoming: Incoming,
     earlier: Sequence[dict[str, Any]] = (),
     files: Mapping[str, Sequence[FileMessage]] | None = None,
+    source: Source | None = None,
 ) -> None:
     """The thread's earlier messages (when just joined) and the new one, in one transaction;
-    each of the audience of the place it was said in, each after the files it shared (keyed
-    by its Slack ts), so the newest message stays the request."""
+    each of the audience of the place it was said in, with its source (who wrote it), each
+    after the files it shared (keyed by its Slack ts), so the newest message stays the
+    request."""
     where = place(incoming.channel_id, incoming.user_id, incoming.is_dm)
     files = files or {}
     async with db.transaction() as session:
         for message in earlier:
-            fields = {k: v for k, v in message.items() if k != "files"}
+            fields = {k: v for k, v in message.items() if k not in ("files", "source")}
             await _store_files(session, conversation, files.get(str(fields.get("slack_ts"))), where)
-            (await repo.add_message(session, conversation, **fields)).audience = where
+            added = await repo.add_message(session, conversation, **fields)
+            added.audience = where
+            if isinstance(message.get("source"), Source):
+                added.source = message["source"].dumps()
         await _store_files(session, conversation, files.get(incoming.ts), where)
         stored = await repo.add_message(
             session,
@@ -121,6 +149,7 @@ async def store_user_message(
             slack_user=incoming.user_id,
         )
         stored.audience = where
+        stored.source = source.dumps() if source is not None else None
 
 
 async def _store_files(

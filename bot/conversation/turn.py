@@ -43,6 +43,7 @@ from bot.llm import LLM, Finished, LLMError, TextDelta, Usage
 from bot.logs import log_context
 from bot.membership import reach_of
 from bot.metrics import TURNS
+from bot.provenance import DATA_NOTE
 from bot.slack.budgets import WorkspaceBudgets
 from bot.slack.edit_budget import EditBudget
 from bot.slack.feedback import feedback_block
@@ -169,7 +170,7 @@ class Conversations(Resuming):
         everyone in the thread is held back for them (`seen.held`)."""
         tools = self.desk.registry.schemas() if self.desk and len(self.desk.registry) else None
         notices = self.desk.registry.notices() if self.desk else []
-        system = "\n\n".join([self.settings.system_prompt, *notices])
+        system = "\n\n".join([self.settings.system_prompt, DATA_NOTE, *notices])
         finished: Finished | None = None
         reach = reach_of(self.slack)
         try:
@@ -179,6 +180,7 @@ class Conversations(Resuming):
                 tools,
                 self.settings.history_window,
                 lambda audience: reach.may_read(requester, audience, seen.place),
+                requester,
             )
             await seen.prompt_held(self.slack, prompt.audience, prompt.sources)
             if not seen.private:  # the thread may read it: the reply shows what it draws on

@@ -27,9 +27,9 @@ from bot.metrics import SLACK_EDITS
 from bot.poster import NOTHING_PRIVATE, Poster, PostRefused
 from bot.slack.card_misses import CardMisses, Delivery
 from bot.slack.card_routing import SLACK_FAILURES, CardRouting, carried_by, waiting_note
+from bot.slack.card_text import safe
 from bot.slack.edit_budget import EditBudget, Editor
 from bot.states import State
-from bot.text import escape
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +171,7 @@ class CardFanOut(CardMisses, CardRouting):
     async def remind_copies(self, proposal: Proposal, why: str) -> None:
         """A reminder under each DM copy and, naming the approvers, in the thread."""
         copies = await self.approvals.copies_of(proposal.id)
-        line = f":alarm_clock: {why}: {escape(proposal.description[:200])}"
+        line = f":alarm_clock: {why}: {safe(proposal.description, 200)}"
         for copy in copies:  # in each DM, under the copy
             await self.poster.post(
                 copy.channel,

@@ -17,6 +17,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.caches import BoundedCache
 from bot.db.models import Proposal
+from bot.provenance import sources_of
 from bot.slack.card_fields import USER_ID
 from bot.tools.catalog import ToolRegistry
 from bot.tools.field_kinds import FieldKind, Kind, field_kinds
@@ -54,6 +55,16 @@ def people_in(arguments: dict[str, Any], kinds: dict[str, FieldKind]) -> list[st
     return found
 
 
+def authors_in(proposal: Proposal) -> list[str]:
+    """The Slack users whose messages or files the proposal's turn had read (its sources)."""
+    found: list[str] = []
+    for source in sources_of(proposal.provenance):
+        author = source.author or ""
+        if source.kind != "tool" and USER_ID.match(author) and author not in found:
+            found.append(author)
+    return found
+
+
 def _one_line(name: Any) -> str:
     """A profile's name on one line: it sits beside a label on the card, and a line break in
     it would read as another field."""
@@ -80,9 +91,11 @@ class PeopleNames:
         self._names: BoundedCache[str, str | None] = BoundedCache(2_000)
 
     async def named_in(self, registry: ToolRegistry, proposal: Proposal) -> dict[str, str]:
-        """`@name` of each person the proposal's arguments name."""
+        """`@name` of each person the proposal's arguments name, and of each person whose
+        message or file the turn had read before proposing it (its "Proposed after reading")."""
         kinds = kinds_of(registry.get(proposal.tool_name))
-        return await self.names(people_in(dict(proposal.arguments), kinds))
+        named = people_in(dict(proposal.arguments), kinds)
+        return await self.names(named + [a for a in authors_in(proposal) if a not in named])
 
     async def names(self, users: list[str]) -> dict[str, str]:
         found: dict[str, str] = {}

@@ -3,6 +3,7 @@ where Slack's limits demand (never inside an entity)."""
 
 from __future__ import annotations
 
+from bot.slack.unlinked import unlinked
 from bot.text import escape
 from bot.tools.invisible import visible
 
@@ -28,5 +29,6 @@ def one_line(text: str) -> str:
 
 
 def safe(text: str | None, limit: int) -> str:
-    """Model-derived text for mrkdwn: hidden characters as visible codes, escaped, clipped."""
-    return clip(escape(visible(text or "")), limit)
+    """Model-derived text for mrkdwn: hidden characters as visible codes, never a link
+    (`bot.slack.unlinked`), escaped, clipped."""
+    return clip(escape(unlinked(visible(text or ""))), limit)

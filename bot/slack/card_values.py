@@ -30,6 +30,7 @@ from slack_sdk.models.blocks import (
 
 from bot.slack.card_fields import MEANS_MAX, Row, old_text
 from bot.slack.card_text import one_line, safe
+from bot.slack.unlinked import unlinked, unlinked_pieces
 from bot.text import escape
 from bot.tools.field_kinds import label_of
 from bot.tools.shown import MAX_CHUNKS, ShownValue, chunks
@@ -72,7 +73,7 @@ def _label(value: ShownValue, shown_on_card: int | None, row: Row | None = None)
         lines.append(f"~{old_text(row.kind, row.old)}~ →")
     if row and row.means:
         lines.append(f"_means_ {safe(one_line(row.means), MEANS_MAX)}")
-    lines += [f"• {escape(note)}" for note in value.notes]
+    lines += [f"• {escape(unlinked(note))}" for note in value.notes]
     return _clip("\n".join(lines), 3000)
 
 
@@ -95,7 +96,7 @@ def value_blocks(
     )
     if not first:
         return [label]
-    return [label, SectionBlock(text=PlainTextObject(text=first, emoji=False))]
+    return [label, SectionBlock(text=PlainTextObject(text=unlinked(first), emoji=False))]
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,10 @@ def _pair(row: Row) -> list[TextObject]:
         return [MarkdownTextObject(text=label), MarkdownTextObject(text=(old or "") + words)]
     if old:
         label += "\n" + old.rstrip()
-    return [MarkdownTextObject(text=label), PlainTextObject(text=value.text, emoji=False)]
+    return [
+        MarkdownTextObject(text=label),
+        PlainTextObject(text=unlinked(value.text), emoji=False),
+    ]
 
 
 def row_blocks(rows: list[Row], ref: CardRef, room: int = CARD_VALUE) -> list[Block]:
@@ -184,9 +188,10 @@ def _modal(title: str, ref: CardRef, part: str, blocks: list[Block]) -> dict[str
 
 def _whole(value: ShownValue) -> list[Block]:
     return [
-        SectionBlock(text=PlainTextObject(text=piece, emoji=False))
+        SectionBlock(text=PlainTextObject(text=shown, emoji=False))
         for piece in chunks(value.raw)
-        if piece
+        for shown in unlinked_pieces(piece)
+        if shown
     ]
 
 
@@ -195,13 +200,13 @@ def value_modal(value: ShownValue, ref: CardRef, part: str, description: str) ->
     (a value needing more than a modal holds was refused before any card was made)."""
     label = label_of(value.name)
     head = (
-        f"{escape(_clip(description, 1500))}\n*{safe(label, 200)}*: "
+        f"{escape(unlinked(_clip(description, 1500)))}\n*{safe(label, 200)}*: "
         f"{value.length:,} characters, all of them below · revision {ref.revision} · "
         f"digest `{ref.digest}`"
     )
     blocks: list[Block] = [ContextBlock(elements=[MarkdownTextObject(text=_clip(head, 3000))])]
     if value.notes:
-        notes = "\n".join(f"• {escape(n)}" for n in value.notes)
+        notes = "\n".join(f"• {escape(unlinked(n))}" for n in value.notes)
         blocks.append(SectionBlock(text=MarkdownTextObject(text=_clip(notes, 3000))))
     blocks += _whole(value)[:MAX_CHUNKS]
     return _modal(label or "Value", ref, part, blocks)
@@ -210,7 +215,8 @@ def value_modal(value: ShownValue, ref: CardRef, part: str, description: str) ->
 def more_modal(rows: list[Row], ref: CardRef, description: str) -> dict[str, Any]:
     """The fields the card had no room for, in the card's order; each argument in full where
     the modal has room, else its start and its own Show all button."""
-    head = f"{escape(_clip(description, 1500))}\nRevision {ref.revision} · digest `{ref.digest}`"
+    said = escape(unlinked(_clip(description, 1500)))
+    head = f"{said}\nRevision {ref.revision} · digest `{ref.digest}`"
     blocks: list[Block] = [ContextBlock(elements=[MarkdownTextObject(text=_clip(head, 3000))])]
     for offset, row in enumerate(rows):
         left = 100 - len(blocks) - 2 * (len(rows) - offset - 1) - 1

@@ -41,7 +41,7 @@ def card_view(
         result_summary=proposal.result_summary,
         result_link=proposal.result_link,
         error=proposal.error,
-        provenance=tuple(s.name for s in sources_of(proposal.provenance)),
+        provenance=sources_of(proposal.provenance),
         arguments=dict(proposal.arguments),
         arguments_hash=proposal.arguments_hash,
         mentions=mentions_of(tool).value,

@@ -28,6 +28,7 @@ from slack_sdk.models.blocks import (
 
 from bot.approvals.escalation import ESCALATION
 from bot.approvals.machine import State
+from bot.provenance import Source
 from bot.slack.card_fields import field_rows
 from bot.slack.card_fields import slack_date as slack_date
 from bot.slack.card_refs import BadValue as BadValue
@@ -35,6 +36,7 @@ from bot.slack.card_refs import ParsedRef as ParsedRef
 from bot.slack.card_refs import card_ref as card_ref
 from bot.slack.card_refs import parse_card_ref as parse_card_ref
 from bot.slack.card_refs import parse_ref as parse_ref
+from bot.slack.card_sources import reading_line
 from bot.slack.card_text import clip as clip
 from bot.slack.card_text import safe as safe
 from bot.slack.card_values import CardRef, digest_of, field_blocks
@@ -90,7 +92,8 @@ class CardView:
     result_link: str | None = None
     error: str | None = None
     finds_earlier_write: bool = False  # a retry finds the earlier write instead of repeating it
-    provenance: tuple[str, ...] = ()  # what the turn had read before proposing it
+    # The untrusted sources the turn had read before proposing it (`card_sources`).
+    provenance: tuple[Source, ...] = ()
     # What the write sends (the revision's arguments) and how its destination reads mentions.
     arguments: dict[str, Any] | None = None
     arguments_hash: str = ""
@@ -119,13 +122,11 @@ def decider(decided_by: str) -> str:
 
 def _provenance(view: CardView) -> list[Block]:
     """One context line: what the turn read before proposing this, so an approver sees when
-    text from outside (an issue, a channel) could have steered it."""
-    if not view.provenance:
+    text from outside (a teammate, a guest, a file, an issue) could have steered it."""
+    line = reading_line(view.provenance, view.people)
+    if line is None:
         return []
-    line = ":mag: _Read before proposing:_ " + " · ".join(
-        safe(source, 300) for source in view.provenance
-    )
-    return [ContextBlock(elements=[MarkdownTextObject(text=clip(line, 2000))])]
+    return [ContextBlock(elements=[MarkdownTextObject(text=line)])]
 
 
 def _approve_button(view: CardView, text: str, action_id: str, primary: bool) -> ButtonElement:
@@ -247,7 +248,7 @@ def _unknown(view: CardView) -> list[Block]:
                 title="It may write twice",
                 text=clip(
                     "The first attempt may already have done this, and it cannot be looked up "
-                    f"automatically: {escape(view.description)}. Retry only once you checked "
+                    f"automatically: {safe(view.description, 200)}. Retry only once you checked "
                     "it did not happen.",
                     300,
                 ),

@@ -14,6 +14,7 @@ from typing import Any
 
 from bot.approvals.escalation import ESCALATION
 from bot.db.models import Message, Proposal
+from bot.provenance import source_of
 from bot.slack.card_text import safe
 from bot.states import state_label
 from bot.tools.field_kinds import label_of
@@ -106,9 +107,13 @@ def result_words(content: str | None) -> str:
 
 
 def _declared(message: Message) -> str:
-    """The tool's own words for what it read (stored as `tool: words`), or ""."""
+    """The tool's own words for what it read (a `Source` stored as JSON, or, from older packs,
+    `tool: words`), or ""."""
     name = message.tool_name or ""
     source = message.source or ""
+    if source.lstrip().startswith("{"):
+        found = source_of(source)
+        return found.name if found is not None and found.kind == "tool" else ""
     prefix = f"{name}: "
     return source[len(prefix) :] if name and source.startswith(prefix) else ""
 

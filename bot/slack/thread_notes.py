@@ -91,7 +91,7 @@ class ThreadNotes:
     async def _note_ran(self, proposal: Proposal, how: str) -> None:
         """The thread's note about an action that ran without a card (`how`: by which rule
         or grant). What the action does is said where the thread may read it, else by DM."""
-        said = f"{how}: {escape(proposal.description[:200])}"
+        said = f"{how}: {safe(proposal.description, 200)}"
         here = proposal.channel_id
         if await self.poster.cleared(here, carried_by(proposal), proposal.requester):
             await self._note(proposal, said, carries=carried_by(proposal))
@@ -137,7 +137,7 @@ class ThreadNotes:
         """A reminder in the thread that a card waits for a decision."""
         text = (
             f":alarm_clock: <@{proposal.requester}>, an action waits for a decision and "
-            f"expires {slack_date(proposal.expires_at)}: {escape(proposal.description[:200])}"
+            f"expires {slack_date(proposal.expires_at)}: {safe(proposal.description, 200)}"
         )
         # Where the card is: a card sent privately is reminded of privately too.
         channel = proposal.card_channel or proposal.channel_id

@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from bot.provenance import Source
 from bot.tools import schema_arguments
 from bot.tools.context import OutcomeUnknown as OutcomeUnknown
 from bot.tools.context import ToolArgumentsError as ToolArgumentsError
@@ -70,9 +71,11 @@ class Outcome:
     # A read's result: who may read it (`bot.audience`: "C:<channel>" for a channel read, one
     # person "U:<user>"); None: anyone in the workspace (what a workspace-wide credential reads).
     audience: str | None = None
-    # What was read, for the provenance line of a card proposed after it ("issue acme/api#7 by
-    # an outside contributor"); None: the tool's name and arguments say it.
-    source: str | None = None
+    # What was read, for the prompt's data marker, the policy and the card of a write proposed
+    # after it: a `Source("tool", "GitHub issue acme/api#7", author=…, link=…)`, or (older
+    # packs) words ("issue acme/api#7 by an outside contributor"); None: the tool's name and
+    # arguments say it.
+    source: str | Source | None = None
 
 
 @dataclass(frozen=True)
@@ -174,9 +177,12 @@ def _problems(exc: ValidationError) -> str:
     )
 
 
-def read_label(tool: Tool[Any], arguments: Any, declared: str | None) -> str:
+def read_label(tool: Tool[Any], arguments: Any, declared: str | Source | None) -> str:
     """What a read read, in a line (a later card's provenance, a tool result's source): the
-    tool's own words, else its name and arguments."""
+    tool's own words, else its name and arguments (a `Source` a tool gave is kept whole, as
+    JSON: `bot.provenance.source_of` reads both)."""
+    if isinstance(declared, Source):
+        return declared.dumps()
     if declared:
         return f"{tool.name}: {declared}"[:300]
     shown = json.dumps(arguments.model_dump(mode="json"), ensure_ascii=False, sort_keys=True)

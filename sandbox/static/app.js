@@ -65,6 +65,7 @@ function article(m, where, inThread) {
     if (m.streaming) t.classList.add("streaming");
     body.append(t);
   }
+  if (m.files && m.files.length) body.append(Files.shown(m.files));
   a.append(body);
   if (!inThread && !m.visible_to) {
     const replies = threadOf(where, m.ts).length;
@@ -132,7 +133,8 @@ function fill(box, nodes) {
 
 function render() {
   if (!state) return;
-  $("bot-status").hidden = state.bot.connected;
+  $("bot-status").textContent = `Countersign: ${state.bot.connected ? "connected" : state.bot.started ? "starting…" : "not connected"}`;
+  $("bot-status").classList.toggle("connected", state.bot.connected);
   document.querySelectorAll(".sidebar a").forEach((a) => a.classList.toggle("active", a.dataset.channel === current));
   const where = currentId();
   if (current === "HOME") {
@@ -310,6 +312,18 @@ function composer(textarea, threaded) {
 composer($("message"), false);
 composer($("reply"), true);
 $("close-thread").addEventListener("click", () => { threadTs = null; renderThread(); });
+// Files go where the composer next to them would post: the channel (or DM), or the open thread.
+function sharingIn(threaded, textarea) {
+  return () => {
+    if (current === "HOME" || (threaded && !threadTs)) return null;
+    const c = channel(currentId());
+    if (!c || !c.members.includes(me)) return null;
+    return { user: me, channel: c.id, thread_ts: threaded ? threadTs : null, textarea };
+  };
+}
+const noteIn = (id) => (text) => { $(id).textContent = text; };
+Files.attach($("share"), $("share-input"), $("messages"), sharingIn(false, $("message")), noteIn("share-note"));
+Files.attach($("reply-share"), $("reply-share-input"), $("thread-messages"), sharingIn(true, $("reply")), noteIn("reply-share-note"));
 $("composer").addEventListener("submit", (e) => e.preventDefault());
 $("reply-composer").addEventListener("submit", (e) => e.preventDefault());
 connect();

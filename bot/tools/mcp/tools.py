@@ -22,6 +22,7 @@ from typing import Any, cast
 
 import mcp_types as types
 
+from bot.provenance import Source
 from bot.tools.mcp.config import McpServerConfig
 from bot.tools.mcp.connection import McpConnection
 from bot.tools.registry import Change, Outcome, Preview, Tool, ToolContext, ToolError
@@ -131,7 +132,9 @@ def _result(server: str, result: types.CallToolResult) -> Outcome:
         body["omitted"] = f"{len(others)} non-text item(s) ({', '.join(sorted(set(others)))})"
     # A blank answer (no content, or text "") is how many servers say "done".
     lines = " ".join(texts).strip().splitlines()
-    return Outcome(body, clip(lines[0], 300) if lines else "done")
+    # What the model read came from the server (whoever wrote what it serves): its source.
+    said = clip(lines[0], 300) if lines else "done"
+    return Outcome(body, said, source=Source("tool", f"the {server} server"))
 
 
 def make_tool(connection: McpConnection, tool: types.Tool) -> Tool[SchemaArguments]:

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bot.provenance import Source
 from bot.tools.diffs import digest, key_of, listed, set_change
 
 Repo = Field(description="owner/name, e.g. acme/api")
@@ -64,12 +65,19 @@ def author_of(item: dict[str, Any]) -> str:
     return f"@{login}" if inside else f"@{login} (an outside contributor)"
 
 
-def provenance(repo: str, issue: dict[str, Any], comments: list[dict[str, Any]]) -> str:
-    """What a read of an issue took in, for the cards of writes proposed after it."""
+def provenance(repo: str, issue: dict[str, Any], comments: list[dict[str, Any]]) -> Source:
+    """What a read of an issue took in, for the prompt's data marker, the policy and the cards
+    of writes proposed after it: the issue (its author's login, its page) and who commented."""
     kind = "pull request" if issue.get("pull_request") else "issue"
-    line = f"{kind} {repo}#{issue.get('number')} by {author_of(issue)}"
+    line = f"GitHub {kind} {repo}#{issue.get('number')} by {author_of(issue)}"
     others = sorted({author_of(c) for c in comments} - {author_of(issue)})
-    return line + (f", comments by {', '.join(others)}" if others else "")
+    link = issue.get("html_url")
+    return Source(
+        "tool",
+        line + (f", comments by {', '.join(others)}" if others else ""),
+        author=str((issue.get("user") or {}).get("login") or "") or None,
+        link=link if isinstance(link, str) and link.startswith("https://") else None,
+    )
 
 
 def issue_json(issue: dict[str, Any], body_chars: int = 2000) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bot.provenance import Source
 from bot.tools.packs.linear import resolve
 from bot.tools.packs.linear.client import LinearClient
 from bot.tools.registry import Outcome, Tool, ToolContext, read_tool
@@ -83,7 +84,11 @@ def read_tools(lc: LinearClient) -> list[Tool[Any]]:
             data,
             str(found.get("identifier")),
             found.get("url"),
-            source=f"Linear issue {found.get('identifier')}{said}",
+            source=Source(
+                "tool",
+                f"Linear issue {found.get('identifier')}{said}",
+                link=url if (url := str(found.get("url"))).startswith("https://") else None,
+            ),
         )
 
     @read_tool("linear_list_teams", "List Linear teams.", NoArgs, label="Reading Linear teams")

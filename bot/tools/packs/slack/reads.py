@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bot.audience import channel as channel_audience
+from bot.provenance import Source
 from bot.tools.packs.slack.arguments import ChannelInfo, LookupUser, RecentMessages
 from bot.tools.packs.slack.reach import label, reach, topic_of
 from bot.tools.registry import Outcome, ToolContext, read_tool
@@ -29,7 +30,7 @@ async def get_channel_info(args: ChannelInfo, ctx: ToolContext) -> Outcome:
         result,
         f"#{data.get('name')}",
         audience=channel_audience(args.channel),
-        source=f"#{data.get('name')} (its topic and purpose)",
+        source=Source("tool", f"#{data.get('name')} (its topic and purpose)"),
     )
 
 
@@ -53,8 +54,11 @@ async def get_recent_messages(args: RecentMessages, ctx: ToolContext) -> Outcome
         {"messages": messages},
         f"{len(messages)} message(s)",
         audience=channel_audience(args.channel),
-        source=f"messages of {label(data, args.channel)}"
-        + (f" by {', '.join(names)}{more}" if names else ""),
+        source=Source(
+            "tool",
+            f"messages of {label(data, args.channel)}"
+            + (f" by {', '.join(names)}{more}" if names else ""),
+        ),
     )
 
 
