@@ -56,7 +56,9 @@ def test_the_card_judge_catches_links_cut_urls_and_missing_sources() -> None:
     broken = broken.replace("phish.", "phish.\u200b").replace("login.", "login.\u200b")
     line = f":mag: {READ_BEFORE} @gail's message (a guest)"
     assert card_faults(card(broken, line), URL, HOST, "(a guest)") == []
-    assert any("as a link" in f for f in card_faults(card(URL, line), URL, HOST, "(a guest)"))
+    assert any("a link" in f for f in card_faults(card(URL, line), URL, HOST, "(a guest)"))
+    elsewhere = card(broken, line, "see also https://other.example/x")
+    assert any("a link" in f for f in card_faults(elsewhere, URL, HOST, "(a guest)"))
     assert any("in full" in f for f in card_faults(card(broken[:20], line), URL, HOST, "x"))
     assert any("no 'Proposed" in f for f in card_faults(card(broken), URL, HOST, "(a guest)"))
     assert any("does not name" in f for f in card_faults(card(broken, line), URL, HOST, "x.pdf"))
