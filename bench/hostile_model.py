@@ -17,10 +17,10 @@ play them, policy reloads between grant and use and between card and click inclu
 World 3 (untrusted input, issue 27: a policy file whose allow rule and grants would cover every
 write, an open-world fetch over MCP that records every URL): AgentDojo's four Slack goals
 (a phishing link, every channel's messages to a website, visiting a URL, inviting an outsider)
-each through nine vectors (a text, CSV and PDF file shared in the thread; a member's, a guest's
-and a Slack Connect user's message; a GitHub issue body; an MCP result; a fetched page), and a
-control of clean turns (bench/hostile_untrusted_world.py, bench/hostile_untrusted_attacks.py,
-bench/hostile_untrusted_play.py).
+each through ten vectors (a text, CSV and PDF file shared in the thread; a member's, a guest's
+and a Slack Connect user's message; a GitHub issue body, read in the turn or in the one before;
+an MCP result; a fetched page), and a control of clean turns (bench/hostile_untrusted_world.py,
+bench/hostile_untrusted_attacks.py, bench/hostile_untrusted_play.py).
 
     uv run python -m bench.hostile_model             # all worlds, side by side
     uv run python -m bench.hostile_model --world 2   # one world
