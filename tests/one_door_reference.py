@@ -23,8 +23,9 @@ The rules it checks (the specification, in short):
    the same turn only) / channel / me, the granter still an approver able to read the call's
    audience, quorum 1, not fail-closed, and the call did not follow outside input (a tool
    result) unless its rule says `after_untrusted: allow`; or (c) the rule in force has an
-   escalation step with outcome allow that is due. After outside input an allow is an ask the
-   requester decides, and `after_untrusted: deny` denies (tests/one_door_policy.py).
+   escalation step with outcome allow that is due, and the call did not follow outside input
+   (as for a grant; a later deny step then ends the ladder). After outside input an allow is
+   an ask the requester decides, and `after_untrusted: deny` denies (tests/one_door_policy.py).
 3. Every message the bot posts is readable by everyone who can see where it is posted.
 """
 
@@ -260,6 +261,8 @@ class Reference:
         rule = decided.rule
         if rule is not None and not decided.fail_closed:
             for step in rule.escalate:
+                if step.outcome == "allow" and decided.no_grants:
+                    continue  # after outside input no allow stands, the ladder's included
                 if step.outcome == "allow":
                     if step.after_hours <= call.age_hours:
                         return Judgement(True, decided)

@@ -23,6 +23,7 @@ from bot.approvals.questions import question_of, record_ruling, turn_key
 from bot.approvals.ruling import Authorise, Question, Ruling, Step
 from bot.audience import narrowest
 from bot.db.models import AuditEntry, Message, Proposal, ProposalApproval, utcnow
+from bot.provenance import Source
 from bot.tools.registry import Outcome, arguments_hash
 
 # The (state, event) pairs that claim execution, as the transition table has them.
@@ -257,21 +258,33 @@ class Executions(Ledger):
     ) -> Proposal:
         """`read`: the outcome of a read a person approved: its `tool` message takes the
         audience the read declared and says what it read (untrusted input for what follows),
-        in the transaction that gives the model its result."""
-        message = {"audience": narrowest(outcome.audience), "source": outcome.source}
+        in the transaction that gives the model its result. A write whose answer is a
+        source's words (an MCP server's: `Outcome.source`) is untrusted input likewise."""
+        message: dict[str, Any] | None = None
+        if read:
+            message = {"audience": narrowest(outcome.audience), "source": outcome.source}
+        elif isinstance(outcome.source, Source):  # a write's answer in a server's own words
+            message = {"source": outcome.source.dumps()}
         return await self._finish(
             proposal,
             worker,
             Event.SUCCEED,
             {"summary": outcome.summary, "link": outcome.link},
-            message if read else None,
+            message,
             result=outcome.result,
             result_link=outcome.link,
             result_summary=outcome.summary,
         )
 
-    async def fail(self, proposal: Proposal, worker: str, error: str) -> Proposal:
-        return await self._finish(proposal, worker, Event.FAIL, {"error": error}, error=error)
+    async def fail(
+        self, proposal: Proposal, worker: str, error: str, source: Source | None = None
+    ) -> Proposal:
+        """`source`: whose words the error carries (an MCP server's), so the model reads it
+        as that source's data and what follows it counts as proposed after it."""
+        message = {"source": source.dumps()} if source is not None else None
+        return await self._finish(
+            proposal, worker, Event.FAIL, {"error": error}, message, error=error
+        )
 
     async def lose(self, proposal: Proposal, worker: str, error: str) -> Proposal:
         """The write may or may not have happened (executing -> unknown)."""

@@ -30,6 +30,7 @@ from bot.keyed_messages import single_attempt
 from bot.logs import log_context
 from bot.metrics import EXECUTIONS, LEASE_LOST
 from bot.tools.catalog import ToolRegistry
+from bot.tools.context import said_by
 from bot.tools.pinning import moved
 from bot.tools.registry import (
     Outcome,
@@ -138,6 +139,7 @@ class Executor:
         fence = loop.create_task(
             self._heartbeat(proposal, work, claimed_at), name=f"lease-{proposal.id}"
         )
+        said = None  # whose words a failure carries (`ToolError.source`)
         try:
             result: Outcome | str = await work
             lost = False
@@ -152,6 +154,7 @@ class Executor:
             return None
         except Exception as exc:  # every failure becomes a plain-language error on the card
             log.info("proposal %s failed: %s", proposal.id, type(exc).__name__)
+            said = said_by(exc)
             lost = progress.running and not progress.read and outcome_unknown(exc)
             result = (
                 unknown_error(exc, self._finds_earlier_write(proposal.tool_name))
@@ -170,7 +173,7 @@ class Executor:
             elif lost:
                 settled = await self.approvals.lose(proposal, self.worker, result)
             else:
-                settled = await self.approvals.fail(proposal, self.worker, result)
+                settled = await self.approvals.fail(proposal, self.worker, result, said)
         except LeaseLost as exc:
             LEASE_LOST.labels(kind="execution").inc()
             log.error("outcome not recorded, the lease was lost: %s", exc)

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.audience import narrowest
+from bot.conversation.sources import newest_last
 from bot.errors import slack_error
 from bot.membership import reach_of
 from bot.poster import PostRefused, poster_of
@@ -50,7 +52,11 @@ class TurnAudience:
     async def prompt_held(
         self, slack: AsyncWebClient, audience: str, sources: list[Source]
     ) -> None:
-        self.audience, self.sources = audience, sources
+        """What the turn's latest prompt held. A later round of the same turn keeps what the
+        earlier ones held: the model read it in this turn (its calls and words may carry it)
+        even when it has left the window, as older messages do when no summary can be made."""
+        self.audience = narrowest(self.audience, audience)
+        self.sources = newest_last([*self.sources, *sources])
         if not self.private and not await reach_of(slack).covers(self.place, audience):
             self.private = True
 

@@ -25,6 +25,7 @@ PERSON_KINDS = frozenset({"requester", "member", "guest", "external"})
 # summariser's text is not expected to hold; the last one counts (`rpartition`).
 SUMMARY_MARK = "\u2063\u2063sources:"
 SUMMARY_SOURCES_KEPT = 24
+PROPOSAL_SOURCES_KEPT = 8  # sources a proposal keeps (its card and the policy's facts)
 SUMMARY = "summary of the earlier conversation"
 
 
@@ -82,6 +83,28 @@ def newest_last(sources: Iterable[Source]) -> list[Source]:
     return list(found.values())
 
 
+def kept(sources: Sequence[Source], limit: int) -> list[Source]:
+    """At most `limit` of `sources`, in their order: the newest, except that outside input
+    (a guest, another organisation, a file, a tool result) is never cut for a member's
+    message. Cutting it would change the facts `outside` and `untrusted`, so an allow or a
+    grant would cover a call proposed after it once a few teammates had spoken since."""
+    if len(sources) <= limit:
+        return list(sources)
+    outside = [i for i, s in enumerate(sources) if s.outside]
+    others = [i for i, s in enumerate(sources) if not s.outside]
+    chosen = set(outside[-limit:])
+    room = limit - len(chosen)
+    if room > 0:
+        chosen |= set(others[-room:])
+    return [s for i, s in enumerate(sources) if i in chosen]
+
+
+def proposal_sources(seen: Sequence[Any]) -> tuple[Source, ...]:
+    """What a call proposed after `seen` (a prompt's untrusted sources, newest last) keeps,
+    for its card, the one door and every later step (`kept`)."""
+    return tuple(kept(sources_of(seen), PROPOSAL_SOURCES_KEPT))
+
+
 def untrusted_in(messages: Sequence[Any], requester: str | None) -> list[Source]:
     """The untrusted sources of `messages` in `requester`'s prompt, oldest first."""
     shown = (shown_source(m, requester) for m in messages)
@@ -98,7 +121,7 @@ def summarised(previous: Sequence[Source], older: Sequence[Any]) -> list[Source]
         if s is None and str(getattr(m, "role", "")) == "user" and getattr(m, "slack_user", None)
     ]
     found = [*previous, *(s for s in stored if s is not None), *people]
-    return newest_last(found)[-SUMMARY_SOURCES_KEPT:]
+    return kept(newest_last(found), SUMMARY_SOURCES_KEPT)
 
 
 def with_sources(summary: str, sources: Sequence[Source]) -> str:

@@ -21,6 +21,7 @@ from bot.errors import plain_error
 from bot.llm import ToolCall
 from bot.metrics import TOOL_READS
 from bot.tools.catalog import ToolRegistry
+from bot.tools.context import said_by
 from bot.tools.registry import (
     Change,
     Preview,
@@ -190,6 +191,8 @@ async def prepare_calls(
                 result = _invalid(exc)
             except Exception as exc:  # the model is told, the turn goes on
                 result = {"status": "error", "error": plain_error(exc)}
+                if (said := said_by(exc)) is not None:  # a server's words: untrusted input
+                    source = read_label(tool, arguments, said)
             on_task(call.id, label, *_detail(result))
             TOOL_READS.labels(pack=tool.pack or "-", outcome=_outcome(result)).inc()
             prepared.append(Prepared(call, tool, result, audience=audience, source=source))

@@ -20,6 +20,7 @@ from bot.approvals.questions import record_ruling, turn_key
 from bot.approvals.ruling import Question, Ruling, Step
 from bot.audience import narrowest
 from bot.conversation.private_reply import TurnAudience
+from bot.conversation.sources import proposal_sources
 from bot.conversation.tool_calls import ASK, Prepared, Screen, prepare_calls, stored_result
 from bot.db import repositories as repo
 from bot.db.models import Conversation, Grant, Role
@@ -28,7 +29,7 @@ from bot.durations import parse_duration
 from bot.llm import Finished
 from bot.policy.gate import counts
 from bot.policy.one_door import OneDoor
-from bot.provenance import Source, sources_of
+from bot.provenance import Source
 from bot.slack.streamer import ReplyStream
 from bot.tools.catalog import ToolRegistry
 from bot.tools.registry import Tool, ToolContext
@@ -40,8 +41,6 @@ if TYPE_CHECKING:
     from bot.slack.card_publisher import CardPublisher
 
 OnStored = Callable[[AsyncSession], Awaitable[None]]
-
-PROVENANCE_KEPT = 8  # the newest reads a proposal's card lists
 
 
 @dataclass
@@ -91,7 +90,7 @@ async def tool_round(
     (their arguments come from it); a read's result is of the audience its tool declared.
     A proposal keeps who may read it and what the prompt had read (its card's provenance)."""
     where = narrowest(seen.place, seen.audience)
-    followed = sources_of(seen.sources)
+    followed = proposal_sources(seen.sources)
     refused_reads: list[tuple[Question, Ruling]] = []
     prepared = await prepare_calls(
         finished.tool_calls,
@@ -131,7 +130,10 @@ async def tool_round(
                 tool_name=item.call.name,
             )
             read = item.source is not None  # a read that ran and said what it read
-            tool_message.audience = narrowest(item.audience) if read else seen.audience
+            failed = read and (item.result or {}).get("status") == "error"  # words of its server
+            tool_message.audience = (
+                narrowest(item.audience) if read and not failed else seen.audience
+            )
             tool_message.source, tool_message.requester = item.source, requester
             if not item.needs_approval:
                 continue
@@ -173,8 +175,7 @@ async def tool_round(
                 )
             )
             proposals[-1].audience = where
-            kept_sources = sources_of(seen.sources)[-PROVENANCE_KEPT:]
-            proposals[-1].provenance = [s.as_json() for s in kept_sources] or None
+            proposals[-1].provenance = [s.as_json() for s in followed] or None
             if question is not None and ruling is not None:
                 record_ruling(session, question, ruling, Step.PROPOSE, None, proposals[-1].id)
                 if ruling.outcome == "allow":
@@ -230,7 +231,7 @@ def screen_reads(
             thread_ts=conversation.thread_ts or None,
             requester=requester,
             audience=where,
-            sources=followed[-PROVENANCE_KEPT:],
+            sources=followed,
         )
         ruling = await door(question, Step.PROPOSE)
         if ruling.outcome == "deny":
@@ -290,7 +291,7 @@ async def decide(
                 definition=grants.definition_of(p.tool, p.preview.pin),
                 turn=turn,
                 counts=(thread + before, today + before),
-                sources=sources[-PROVENANCE_KEPT:],
+                sources=sources,
             )
             asked.append((p.call.id, question))
     return {

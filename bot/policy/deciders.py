@@ -36,6 +36,14 @@ def record_of(decision: Decision, question: Question) -> dict[str, Any]:
         kept["four_eyes"] = True  # never decided by the requester alone
         kept.pop("grants", None)
         kept.pop("grant_expiry", None)
+    if decision.after_untrusted == "ask" and kept.get("escalate"):
+        # After input no allow or grant covers, nor does an escalation's allow: nobody
+        # answering must not run what someone else's text may have steered.
+        steps = [e for e in kept["escalate"] if e.get("outcome") != "allow"]
+        if steps:
+            kept["escalate"] = steps
+        else:
+            kept.pop("escalate")
     if decision.outcome == "ask" and ask is not None and kept.get("grants"):
         if question.definition:
             kept["definition"] = question.definition

@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 from bot.policy.cel import ConditionError, evaluate_all, quick
-from bot.policy.model import PolicyFile, Rule
+from bot.policy.model import LEGACY_RULE, PolicyFile, Rule
 
 DENIED = "forbidden by policy: {reason}, do not retry"
 
@@ -150,7 +150,10 @@ def _naming(policy: PolicyFile, tool: str, pack: str) -> list[Rule]:
 
 def names_read(rule: Rule, tool: str, pack: str) -> bool:
     """Whether an allow or ask rule decides a read tool: it names the tool, its pack or a
-    glob matching them, not only the catch-all `*` (which means every write)."""
+    glob matching them, not only the catch-all `*` (which means every write). Rules made from
+    `APPROVAL_POLICIES` (who approves writes) never decide a read."""
+    if rule.name.startswith(LEGACY_RULE):
+        return False
     explicit = tuple(p for p in rule.tools if p != "*")
     if not explicit:
         return False

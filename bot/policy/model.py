@@ -44,6 +44,11 @@ class Escalation(BaseModel):
     _after = field_validator("after", mode="before")(_duration)
 
 
+# The name of the rules `APPROVAL_POLICIES` is mapped into (`bot.policy.source`). That setting
+# names who approves writes: its rules never decide a read, even where they name its pack.
+LEGACY_RULE = "APPROVAL_POLICIES["
+
+
 class Rule(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

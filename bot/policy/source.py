@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bot.policy.model import PolicyError, PolicyFile, Rule, load_text, version_of
+from bot.policy.model import LEGACY_RULE, PolicyError, PolicyFile, Rule, load_text, version_of
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ def from_approval_policies(raw: dict[str, Any], pack_of: Callable[[str], str]) -
 def _ask_rule(key: str, tools: list[str], entry: dict[str, Any]) -> Rule:
     minutes = entry.get("expires_after_minutes")
     return Rule(
-        name=f"APPROVAL_POLICIES[{key}]",
+        name=f"{LEGACY_RULE}{key}]",
         tools=tools,
         outcome="ask",
         approvers=list(entry.get("approvers", [])),

@@ -92,6 +92,8 @@ class CardView:
     result_link: str | None = None
     error: str | None = None
     finds_earlier_write: bool = False  # a retry finds the earlier write instead of repeating it
+    # Whether the card offers Edit: a read asked on (no preview to make again) does not.
+    editable: bool = True
     # The untrusted sources the turn had read before proposing it (`card_sources`).
     provenance: tuple[Source, ...] = ()
     # What the write sends (the revision's arguments) and how its destination reads mentions.
@@ -156,9 +158,8 @@ def _buttons(view: CardView) -> ActionsBlock:
     decline = ButtonElement(text="Decline", action_id=DECLINE, value=value, style="danger")
     changes = ButtonElement(text="Ask for changes", action_id=ASK_CHANGES, value=value)
     edit = ButtonElement(text="Edit", action_id=EDIT, value=value)
-    return ActionsBlock(
-        block_id=f"proposal:{view.proposal_id}", elements=[*approve, decline, changes, edit]
-    )
+    elements = [*approve, decline, changes, *([edit] if view.editable else [])]
+    return ActionsBlock(block_id=f"proposal:{view.proposal_id}", elements=elements)
 
 
 def _about(view: CardView, expiry: bool = True) -> str:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from bot.caches import BoundedCache
 from bot.poster import ApprovedWrite, Poster, poster_of
+from bot.provenance import Source
 
 if TYPE_CHECKING:
     from slack_sdk.web.async_client import AsyncWebClient
@@ -110,7 +111,21 @@ class ToolContext:
 
 
 class ToolError(Exception):
-    """A failure whose message is already in plain words (shown on the card as it is)."""
+    """A failure whose message is already in plain words (shown on the card as it is).
+
+    `source`: set when the message carries words from outside (an MCP server's own error
+    text): the error then reaches the model as that source's data, and counts as untrusted
+    input for what follows, like the tool's result would (design promise 9)."""
+
+    def __init__(self, message: str = "", *, source: Source | None = None) -> None:
+        super().__init__(message)
+        self.source = source
+
+
+def said_by(exc: BaseException) -> Source | None:
+    """The outside source whose words an error carries (`ToolError.source`), if any."""
+    found = getattr(exc, "source", None)
+    return found if isinstance(found, Source) else None
 
 
 class OutcomeUnknown(Exception):

@@ -26,6 +26,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from bot.metrics import MCP_SERVER_UP
+from bot.provenance import Source
 from bot.tools.mcp.config import McpServerConfig
 from bot.tools.mcp.stderr import StderrToLog
 from bot.tools.registry import ToolError
@@ -236,8 +237,9 @@ class McpConnection:
                     f"{self.config.timeout_seconds:g} s; the call was sent and may have run "
                     "there (check before trying again)"
                 ) from None
-            raise ToolError(
-                f"the MCP server {self.name} refused the call: {exc.message[:500]}"
+            raise ToolError(  # the server's words: data from it (`ToolError.source`)
+                f"the MCP server {self.name} refused the call: {exc.message[:500]}",
+                source=Source("tool", f"the {self.name} server"),
             ) from None
         except (OSError, httpx2.TransportError, ConnectionError) as exc:
             raise self._lost(exc) from None

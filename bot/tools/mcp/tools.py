@@ -117,7 +117,10 @@ def _result(server: str, result: types.CallToolResult) -> Outcome:
     others = [c.type for c in result.content if not isinstance(c, types.TextContent)]
     if result.is_error:
         message = " ".join(texts[:20]).strip() or "no message"
-        raise ToolError(f"the MCP server {server} reported an error: {clip(message, 800)}")
+        raise ToolError(  # the server's words: data from it, like its result
+            f"the MCP server {server} reported an error: {clip(message, 800)}",
+            source=server_source(server),
+        )
     texts, cut = _kept(texts, MAX_RESULT_CHARS)
     body: dict[str, Any] = {"status": "ok", "content": texts}
     if result.structured_content is not None:
@@ -134,7 +137,12 @@ def _result(server: str, result: types.CallToolResult) -> Outcome:
     lines = " ".join(texts).strip().splitlines()
     # What the model read came from the server (whoever wrote what it serves): its source.
     said = clip(lines[0], 300) if lines else "done"
-    return Outcome(body, said, source=Source("tool", f"the {server} server"))
+    return Outcome(body, said, source=server_source(server))
+
+
+def server_source(server: str) -> Source:
+    """What an MCP server's answer (or its error) is, as a source."""
+    return Source("tool", f"the {server} server")
 
 
 def make_tool(connection: McpConnection, tool: types.Tool) -> Tool[SchemaArguments]:
