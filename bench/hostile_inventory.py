@@ -75,6 +75,13 @@ def _slack(slack: FakeSlack) -> list[Write]:
     return found
 
 
+def _stream(write: Write) -> str:
+    """Which append-only record a write comes from: a service and the first word of its
+    target (Slack's posts, scheduled messages and topics are separate lists, so a new post
+    must not be counted against the topics', nor a topic against the posts')."""
+    return f"{write.service}:{write.target.split(' ', 1)[0]}"
+
+
 @dataclass
 class Inventory:
     """What the services hold, and what is new since `mark`."""
@@ -107,7 +114,7 @@ class Inventory:
         """Remember what each service holds now: later writes are the new ones."""
         self._counts = {}
         for write in self._appended():
-            self._counts[write.service] = self._counts.get(write.service, 0) + 1
+            self._counts[_stream(write)] = self._counts.get(_stream(write), 0) + 1
         self._tasks, comments = await self._board()
         self._comments = len(comments)
 
@@ -116,8 +123,8 @@ class Inventory:
         seen: dict[str, int] = {}
         fresh: list[Write] = []
         for write in self._appended():
-            seen[write.service] = seen.get(write.service, 0) + 1
-            if seen[write.service] > self._counts.get(write.service, 0):
+            seen[_stream(write)] = seen.get(_stream(write), 0) + 1
+            if seen[_stream(write)] > self._counts.get(_stream(write), 0):
                 fresh.append(write)
         tasks, comments = await self._board()
         for task_id, now in tasks.items():
