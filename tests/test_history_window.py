@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.conversation.history import PENDING, is_valid_history, to_openai
-from bot.conversation.memory import _window_start
+from bot.conversation.window import budget_start
 
 
 @dataclass
@@ -49,7 +49,7 @@ def test_window_is_a_bounded_suffix_that_keeps_tool_pairs(
 ) -> None:
     assert is_valid_history(messages)
     costs = [data.draw(st.integers(1, 60)) for _ in messages]
-    start = _window_start(costs, [m.role for m in messages], budget, max_messages)
+    start = budget_start(costs, [m.role for m in messages], budget, max_messages)
     chosen = messages[start:]
     assert sum(costs[start:]) <= budget
     assert len(chosen) <= max_messages

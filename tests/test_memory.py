@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 
 from bot.conversation.history import is_valid_history
-from bot.conversation.memory import Budget, Memory, _window_start
+from bot.conversation.memory import Budget, Memory
 from bot.conversation.tokens import TokenCounter
+from bot.conversation.window import budget_start
 from bot.db import repositories as repo
 from bot.db.migrate import upgrade_to_head
 from bot.db.models import ConversationSummary, Role
@@ -38,7 +39,7 @@ def test_token_window_fits_and_never_starts_with_tool_results(
 ) -> None:
     roles = [r for r, _ in messages]
     costs = [c for _, c in messages]
-    start = _window_start(costs, roles, budget, max_messages)
+    start = budget_start(costs, roles, budget, max_messages)
     assert sum(costs[start:]) <= budget
     assert len(costs) - start <= max_messages
     assert start == len(roles) or roles[start] != "tool"

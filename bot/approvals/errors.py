@@ -3,9 +3,14 @@ core, each with words a person can read."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from bot.approvals.machine import State
 from bot.db.models import Proposal
 from bot.states import state_label
+
+if TYPE_CHECKING:
+    from bot.approvals.ruling import Ruling
 
 
 class ApprovalError(Exception):
@@ -45,3 +50,28 @@ class LeaseLost(Exception):
 def describe_state(proposal: Proposal) -> str:
     who = f" by <@{proposal.decided_by}>" if proposal.decided_by else ""
     return f"already {state_label(State(proposal.state))}{who}"
+
+
+# The executor's refusals (`bot.approvals.execution`).
+class NeedsConfirmation(ApprovalError):
+    """A retry that may write twice, clicked without confirming that it may."""
+
+
+class TamperedApproval(PermissionError):
+    """The arguments about to run are not the ones the approvers saw."""
+
+
+class NotAllowedNow(TamperedApproval):
+    """The one door, asked at the start of execution, does not let this revision run."""
+
+
+def not_allowed(ruling: Ruling) -> NotAllowedNow:
+    if ruling.outcome == "deny":
+        return NotAllowedNow(
+            f"the approval policy in force forbids this action now ({ruling.reason}); "
+            "nothing was done"
+        )
+    return NotAllowedNow(
+        "the approval policy in force needs approvals this action does not have now; nothing "
+        "was done. Ask the assistant to propose it again"
+    )

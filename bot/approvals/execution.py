@@ -14,46 +14,29 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import select, update
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.approvals.errors import AlreadyHandled, ApprovalError, LeaseLost, UnknownProposal
+from bot.approvals.approved import approved_in
+from bot.approvals.errors import (
+    AlreadyHandled,
+    LeaseLost,
+    NeedsConfirmation,
+    TamperedApproval,
+    UnknownProposal,
+    not_allowed,
+)
 from bot.approvals.ledger import Ledger
 from bot.approvals.machine import TRANSITIONS, Event, State
 from bot.approvals.questions import question_of, record_ruling, turn_key
 from bot.approvals.ruling import Authorise, Question, Ruling, Step
 from bot.audience import narrowest
-from bot.db.models import AuditEntry, Message, Proposal, ProposalApproval, utcnow
+from bot.db.models import Message, Proposal, ProposalApproval, utcnow
 from bot.provenance import Source
-from bot.tools.registry import Outcome, arguments_hash
+from bot.tools.registry import Outcome
 
 # The (state, event) pairs that claim execution, as the transition table has them.
 STARTS = frozenset(
     (t.source, t.event) for t in TRANSITIONS if t.event in (Event.START, Event.RETRY)
 )
-
-
-class NeedsConfirmation(ApprovalError):
-    """A retry that may write twice, clicked without confirming that it may."""
-
-
-class TamperedApproval(PermissionError):
-    """The arguments about to run are not the ones the approvers saw."""
-
-
-class NotAllowedNow(TamperedApproval):
-    """The one door, asked at the start of execution, does not let this revision run."""
-
-
-def _not_allowed(ruling: Ruling) -> NotAllowedNow:
-    if ruling.outcome == "deny":
-        return NotAllowedNow(
-            f"the approval policy in force forbids this action now ({ruling.reason}); "
-            "nothing was done"
-        )
-    return NotAllowedNow(
-        "the approval policy in force needs approvals this action does not have now; nothing "
-        "was done. Ask the assistant to propose it again"
-    )
 
 
 @dataclass(frozen=True)
@@ -188,7 +171,7 @@ class Executions(Ledger):
                 error=None,
             )
             try:
-                arguments = await self._approved_in(session, claimed)
+                arguments = await approved_in(session, claimed)
             except TamperedApproval as exc:
                 return Claim(claimed, None, exc)
             if door is not None:
@@ -197,7 +180,7 @@ class Executions(Ledger):
                 _version, question, ruling = asked
                 record_ruling(session, question, ruling, Step.EXECUTE, worker)
                 if not ruling.runs():
-                    return Claim(claimed, None, _not_allowed(ruling))
+                    return Claim(claimed, None, not_allowed(ruling))
             return Claim(claimed, arguments)
 
     async def renew(self, proposal: Proposal, worker: str) -> bool:
@@ -218,40 +201,7 @@ class Executions(Ledger):
     async def approved_call(self, proposal: Proposal) -> dict[str, Any]:
         """The arguments to run, after checking they are exactly the approved revision."""
         async with self.db.transaction() as session:
-            return await self._approved_in(session, proposal)
-
-    @staticmethod
-    async def _approved_in(session: AsyncSession, proposal: Proposal) -> dict[str, Any]:
-        """Their hash must match the hash recorded when that revision was made (the audit row
-        of its proposal or edit), and every vote that approved it must have been cast for it."""
-        arguments = proposal.approved_arguments
-        revision = proposal.approved_revision
-        if arguments is None or revision is None:
-            raise TamperedApproval("this action has no approved arguments")
-        digest = arguments_hash(arguments)
-        made = await session.scalars(
-            select(AuditEntry.detail)
-            .where(
-                AuditEntry.proposal_id == proposal.id,
-                AuditEntry.event.in_(["propose", "edit"]),
-            )
-            .order_by(AuditEntry.id)
-        )
-        recorded = {
-            int((d or {}).get("revision") or 1): (d or {}).get("arguments_hash") for d in made.all()
-        }
-        votes = (
-            await session.execute(
-                select(ProposalApproval.revision, ProposalApproval.arguments_hash).where(
-                    ProposalApproval.proposal_id == proposal.id
-                )
-            )
-        ).all()
-        if digest != proposal.approved_hash or recorded.get(revision) != digest:
-            raise TamperedApproval("the arguments differ from the approved revision")
-        if not votes or any(v.revision != revision or v.arguments_hash != digest for v in votes):
-            raise TamperedApproval("the approvals on record are for other arguments")
-        return arguments
+            return await approved_in(session, proposal)
 
     async def succeed(
         self, proposal: Proposal, worker: str, outcome: Outcome, read: bool = False

@@ -16,11 +16,13 @@ from bot.approvals.errors import (
     ApprovalError,
     CardChanged,
     LeaseLost,
+    NeedsConfirmation,
     NotAuthorised,
+    TamperedApproval,
     UnknownProposal,
 )
 from bot.approvals.escalation import Escalated, Escalations
-from bot.approvals.execution import Executions, NeedsConfirmation, TamperedApproval
+from bot.approvals.execution import Executions
 from bot.approvals.model_results import result_for_model
 from bot.approvals.rerouting import Rerouting
 from bot.approvals.withdrawal import OpenTurn, Withdrawals

@@ -24,9 +24,10 @@ from sqlalchemy import select
 from bot.audience import narrowest_of
 from bot.caches import BoundedCache
 from bot.conversation import sources as src
-from bot.conversation.audiences import WITHHELD, Reader, readable
+from bot.conversation.audiences import Reader, readable
 from bot.conversation.history import StoredMessage, to_openai
 from bot.conversation.tokens import TokenCounter, image_tokens
+from bot.conversation.window import budget_start, cap_tool_result, tool_tail, withheld
 from bot.db import repositories as repo
 from bot.db.models import ConversationSummary, Message
 from bot.db.session import Database
@@ -55,39 +56,6 @@ class Budget:
     headroom: float = 0.6  # after summarising, recent history fills this share of its budget
 
 
-def _cap_tool_result(message: ChatCompletionMessageParam, counter: TokenCounter, cap: int) -> Any:
-    if message["role"] != "tool":
-        return message
-    content = str(message.get("content") or "")
-    size = counter.text(content)
-    if size <= cap:
-        return message
-    kept = counter.truncate(content, cap)
-    note = f"\n[truncated for the model: {cap} of {size} tokens shown]"
-    return {**message, "content": src.reclosed(kept, content, note)}
-
-
-def _withheld(message: Message) -> Any:
-    """A tool result the requester may not read: its call stays answered, its content not."""
-    return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": WITHHELD}
-
-
-def _window_start(
-    costs: Sequence[int], roles: Sequence[str], budget: int, max_messages: int
-) -> int:
-    """Earliest index such that messages[start:] cost at most `budget`, number at most
-    `max_messages`, and do not begin with a tool result."""
-    total, start = 0, len(costs)
-    for i in range(len(costs) - 1, -1, -1):
-        if total + costs[i] > budget or len(costs) - i > max_messages:
-            break
-        total += costs[i]
-        start = i
-    while start < len(roles) and roles[start] == "tool":
-        start += 1
-    return start
-
-
 @dataclass(frozen=True)
 class Prompt:
     """What one model request holds, who may read what it holds (the narrowest audience of
@@ -100,17 +68,6 @@ class Prompt:
 
 async def _everyone(_audience: str | None) -> bool:
     return True
-
-
-def _tool_tail(messages: Sequence[Any]) -> int | None:
-    """Where the conversation's closing tool exchange begins (the assistant message whose
-    calls the last messages answer), if it ends with one."""
-    i = len(messages) - 1
-    while i >= 0 and messages[i]["role"] == "tool":
-        i -= 1
-    if i == len(messages) - 1 or i < 0:
-        return None
-    return i if messages[i]["role"] == "assistant" and messages[i].get("tool_calls") else None
 
 
 class Memory:
@@ -162,17 +119,15 @@ class Memory:
         summary_audience = latest.audience if summary is not None and latest else None
         kept = await readable(loaded, reader)
         stored = [k.message for k in kept]
-        raw = [to_openai(k.message, requester) if k.shown else _withheld(k.message) for k in kept]
+        raw = [to_openai(k.message, requester) if k.shown else withheld(k.message) for k in kept]
         caps = [self.budget.tool_result] * len(raw)
-        tail = _tool_tail(raw)
+        tail = tool_tail(raw)
         if tail is not None:
             # A turn resumed after its tools ran must see those calls and results: however
             # large, each result is cut to its share so the whole exchange stays in the window.
             share = self._result_share(raw[tail:], int(history_budget * self.budget.headroom))
             caps[tail + 1 :] = [min(cap, share) for cap in caps[tail + 1 :]]
-        rendered = [
-            _cap_tool_result(m, self.counter, cap) for m, cap in zip(raw, caps, strict=True)
-        ]
+        rendered = [cap_tool_result(m, self.counter, cap) for m, cap in zip(raw, caps, strict=True)]
         if rendered and rendered[-1]["role"] != "tool":
             # The newest message is what the model must answer: however large (a long paste),
             # it stays in the window, cut to fit if it has to be.
@@ -183,12 +138,12 @@ class Memory:
         pairs = zip(rendered, stored, strict=True)
         costs = [self.counter.message(m) + pictures.cost(s) for m, s in pairs]
         roles = [str(m.role) for m in stored]
-        start = _window_start(costs, roles, history_budget, max_messages)
+        start = budget_start(costs, roles, history_budget, max_messages)
         if tail is not None:
             start = min(start, tail)
         if start > 0:
             # Older messages do not fit: fold them into the summary, with headroom.
-            roomy = _window_start(
+            roomy = budget_start(
                 costs, roles, int(history_budget * self.budget.headroom), max_messages // 2 or 1
             )
             if tail is not None:
