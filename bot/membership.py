@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.audience import clauses
+from bot.provenance import Kind
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,17 @@ def is_full_member(user: dict[str, Any], team: str | None) -> bool:
     return team is None or not home or home == team or team in teams
 
 
+def kind_of(user: dict[str, Any], team: str | None) -> Kind:
+    """A person's kind from their `users.info` record and the bot's own workspace: a `guest`
+    (`is_restricted`, `is_ultra_restricted`), `external` (Slack Connect: another team, or
+    `is_stranger`) or a full `member` (a deleted account keeps the kind it had)."""
+    if user.get("is_restricted") or user.get("is_ultra_restricted"):
+        return "guest"
+    if user.get("is_stranger") or not is_full_member({**user, "deleted": False}, team):
+        return "external"
+    return "member"
+
+
 class _Cache(Generic[V]):
     """Answers kept for `ttl` seconds, at most `size` of them (the oldest go first)."""
 
@@ -96,9 +108,10 @@ class Reach:
 
     def __init__(self, slack: AsyncWebClient) -> None:
         self.slack = slack
-        self._team: str | None = None
+        self._auth: tuple[str | None, str | None] | None = None  # team id, workspace URL
         self._channels: _Cache[dict[str, object]] = _Cache()
-        self._users: _Cache[bool] = _Cache()
+        # Each person's kind and whether they are a full member now (one `users.info`).
+        self._users: _Cache[tuple[Kind, bool]] = _Cache()
         self._reads: _Cache[bool] = _Cache()
 
     def forget(self) -> None:
@@ -108,10 +121,20 @@ class Reach:
 
     async def workspace(self) -> str | None:
         """The bot's own workspace (its token's team)."""
-        if self._team is None:
+        return (await self._identity())[0]
+
+    async def site(self) -> str | None:
+        """The workspace's URL (`https://acme.slack.com/`), which permalinks are made from."""
+        return (await self._identity())[1]
+
+    async def _identity(self) -> tuple[str | None, str | None]:
+        if self._auth is None:
             found = await self.slack.auth_test()
-            self._team = str(found.get("team_id") or "") or None
-        return self._team
+            self._auth = (
+                str(found.get("team_id") or "") or None,
+                str(found.get("url") or "") or None,
+            )
+        return self._auth
 
     async def channel_info(self, channel: str) -> dict[str, object]:
         hit, info = self._channels.get(channel)
@@ -122,17 +145,25 @@ class Reach:
         return info
 
     async def full_member(self, user: str, fresh: bool = False) -> bool:
-        hit, full = (False, None) if fresh else self._users.get(user)
-        if hit and full is not None:
-            return full
+        return (await self._person(user, fresh))[1]
+
+    async def kind(self, user: str) -> Kind:
+        """A person's kind (`kind_of`); one Slack cannot tell us about counts as a guest."""
+        return (await self._person(user))[0]
+
+    async def _person(self, user: str, fresh: bool = False) -> tuple[Kind, bool]:
+        hit, person = (False, None) if fresh else self._users.get(user)
+        if hit and person is not None:
+            return person
         try:
-            found = (await self.slack.users_info(user=user)).get("user") or {}
-            full = is_full_member(dict(found), await self.workspace())
+            found = dict((await self.slack.users_info(user=user)).get("user") or {})
+            team = await self.workspace()
         except Exception as exc:  # no answer: treated as a guest (members-only reach)
             log.warning("could not look up %s: %s", user, type(exc).__name__)
-            return False
-        self._users.put(user, full)
-        return full
+            return "guest", False
+        person = (kind_of(found, team), is_full_member(found, team))
+        self._users.put(user, person)
+        return person
 
     async def can_read(self, channel: str, user: str, fresh: bool = False) -> bool:
         """Whether `user` may read `channel` now; `fresh`: asked of Slack now, not the cache

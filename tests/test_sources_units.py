@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from bot.conversation.authors import kind_of, permalink
+from bot.conversation.authors import permalink
 from bot.conversation.history import to_openai
 from bot.conversation.memory import Memory
 from bot.conversation.sources import (
@@ -26,6 +26,7 @@ from bot.db import repositories as repo
 from bot.db.models import Role
 from bot.db.session import Database
 from bot.llm import LLM
+from bot.membership import kind_of
 from bot.provenance import DATA_CLOSE, Source, delimit
 from bot.slack.card_sources import READ_BEFORE, reading_line
 from bot.slack.card_text import safe
