@@ -17,6 +17,7 @@ from bot.approvals.questions import question_of
 from bot.approvals.ruling import Authorise, Step
 from bot.db.models import Proposal, utcnow
 from bot.db.session import Database
+from bot.membership import reach_of
 from bot.records import proposal_queries, queries
 from bot.slack import grant_views
 from bot.slack import record_views as views
@@ -49,7 +50,6 @@ class ApprovalsAndHome:
         self.groups = groups
         self.tasks = tasks
         self.access = ChannelAccess(slack)
-        self._team_url: str | None = None
         # People who opened the Home tab since this process started: only their tabs are
         # refreshed on changes (anyone else gets a fresh one when they open it), one refresh at
         # a time per person, coalescing bursts.
@@ -62,12 +62,10 @@ class ApprovalsAndHome:
         self.on_messages_tab: Callable[[str, str], Awaitable[None]] | None = None
 
     async def team_url(self) -> str | None:
-        if self._team_url is None:
-            try:
-                self._team_url = str((await self.slack.auth_test()).get("url") or "") or None
-            except SlackApiError:
-                return None
-        return self._team_url
+        try:
+            return await reach_of(self.slack).site()
+        except SlackApiError:
+            return None
 
     # -- /approvals --------------------------------------------------------------------------
     async def _waiting_for(self, team: str, user: str) -> list[Proposal]:
