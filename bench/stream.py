@@ -14,6 +14,13 @@ Each reply is TOKENS tokens at RATE tokens/s after TTFT seconds. Times are taken
 happen: tokens when the fake model sends them, "visible" when the fake Slack accepts the call
 that shows the text. The age of the shown text at a moment is how long ago the model had
 produced what the reader sees; it is averaged over each reply's streaming time.
+
+The bot's own cost (issue 28): "event -> model request" is from sending a reply's event to the
+fake model receiving that reply's first request (matched by its prompt); "event -> first text"
+is from the event to the fake Slack accepting the first call that shows words of the reply.
+The bot's CPU per reply is the process's CPU over the wave less the fakes' threads'
+(bench/bot_cost.py says how), divided by the replies; "RSS per concurrent reply" is the peak
+growth of resident memory over the wave divided by the replies in flight.
 """
 
 from __future__ import annotations
@@ -24,11 +31,13 @@ import bisect
 import resource
 import statistics
 import tempfile
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.bot_cost import CostMeter
 from tests.fakes.openai import FakeOpenAI, Played, Script
 from tests.fakes.slack import BOT_USER_ID, FakeSlack, Limit
 from tests.harness import make_settings, start_bot, stop_bot
@@ -141,8 +150,10 @@ async def run_scenario(
     streaming: str,
     appends: int = APPENDS_PER_MINUTE,
 ) -> dict[str, float]:
+    before = {t.native_id for t in threading.enumerate()}
     slack = FakeSlack().start()
     model = FakeOpenAI().start()
+    fakes = [t.native_id for t in threading.enumerate() if t.native_id not in before]
     slack.limits["chat.update"] = Limit(EDITS_PER_MINUTE, 60.0)
     slack.limits["chat.postMessage"] = Limit(60, 60.0, per_channel=True)
     slack.limits["chat.startStream"] = Limit(STARTS_PER_MINUTE, 60.0)
@@ -194,10 +205,13 @@ async def run_scenario(
             )
             await bot.idle(timeout=60)
             counted_from = len(slack.calls)
+            meter = CostMeter([t for t in fakes if t is not None])
+            meter.start()
             started = time.monotonic()
             await asyncio.gather(*[mention(i) for i in range(replies)])
             await bot.idle(timeout=600)
             finished = time.monotonic()
+            bot_cpu, fakes_cpu, rss_growth = meter.stop()
             budgets = bot.countersign.budgets
             learned = {
                 m: r.limit for m, r in (budgets.learned.items() if budgets is not None else [])
@@ -226,6 +240,14 @@ async def run_scenario(
                 native=messages[0].ts in slack.streams,
             )
         )
+    asked_at: dict[int, float] = {}
+    for received in model.requests:
+        users = [m for m in received.body.get("messages", []) if m.get("role") == "user"]
+        last = str(users[-1].get("content", "")) if users else ""
+        for i in range(replies):
+            if f"reply {i} please" in last and i not in asked_at:
+                asked_at[i] = received.at
+    to_model = [asked_at[i] - sent_at[f"C{i:03d}"] for i in range(replies)]
     measured = slack.calls[counted_from:]
     calls = Counter(c.method for c in measured if c.method.startswith("chat."))
     rate_limited = sum(1 for c in measured if c.status == 429)
@@ -235,6 +257,8 @@ async def run_scenario(
     out: dict[str, float] = {
         "replies": replies,
         "streamed natively": sum(f.native for f in figures),
+        "event -> model request p50 ms": pct(to_model, 0.5) * ms,
+        "event -> model request p95 ms": pct(to_model, 0.95) * ms,
         "event -> first text p50 ms": pct([f.event_to_visible for f in figures], 0.5) * ms,
         "event -> first text p95 ms": pct([f.event_to_visible for f in figures], 0.95) * ms,
         "first token -> first words max s": max(f.first_token_to_visible for f in figures),
@@ -248,6 +272,9 @@ async def run_scenario(
         "429 answers": rate_limited,
         "stream seconds per reply": tokens / rate,
         "wall s": finished - started,
+        "bot CPU per reply ms": bot_cpu / replies * ms,
+        "fakes' CPU per reply ms": fakes_cpu / replies * ms,
+        "RSS growth per concurrent reply MiB": rss_growth / replies,
     }
     for method in sorted(calls):
         out[f"calls {method}"] = calls[method]

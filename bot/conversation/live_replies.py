@@ -18,6 +18,7 @@ from datetime import timedelta
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import delete, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot import audience
 from bot.db.models import LiveReply, utcnow
@@ -56,7 +57,9 @@ class LiveReplies:
         self._changed = asyncio.Event()
 
     async def opened(self, channel: str, ts: str) -> None:
-        async with self.db.transaction() as session:
+        """Record a new message (with other replies' openings: `Database.group`)."""
+
+        async def insert(session: AsyncSession) -> None:
             session.add(
                 LiveReply(
                     channel_id=channel,
@@ -65,7 +68,9 @@ class LiveReplies:
                     owner=self.worker,
                     lease_expires_at=utcnow() + self.lease,
                 )
-            )
+            )  # inserted at the commit, with the batch's other openings
+
+        await self.db.group.run(insert)
         self._open.add(ts)
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.get_running_loop().create_task(self._renew(), name="live")

@@ -1,0 +1,153 @@
+"""Group commit (issue 28, the bot's own cost): many turns' small writes share a transaction and
+a few statements, and each still gets exactly what its one-at-a-time form would have written.
+On SQLite and PostgreSQL, through the real drivers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from sqlalchemy import event, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.db import repositories as repo
+from bot.db.models import Conversation, Message, Participant, Role
+from bot.db.session import Database
+from bot.db.turn_writes import (
+    ADD_USER_MESSAGE,
+    OPEN_CONVERSATION,
+    SET_TITLE,
+    ThreadStart,
+    Title,
+    UserMessage,
+)
+
+
+@pytest.fixture
+async def db(migrated_database_url: str) -> AsyncIterator[Database]:
+    database = Database.from_url(migrated_database_url)
+    yield database
+    await database.dispose()
+
+
+def counting(db: Database) -> dict[str, int]:
+    """How many transactions were committed and statements executed from now on."""
+    counts = {"commits": 0, "statements": 0}
+
+    def commit(_connection: Any) -> None:
+        counts["commits"] += 1
+
+    def statement(*_args: Any) -> None:
+        counts["statements"] += 1
+
+    event.listen(db.engine.sync_engine, "commit", commit)
+    event.listen(db.engine.sync_engine, "before_cursor_execute", statement)
+    return counts
+
+
+async def participants(db: Database, conversation_id: int) -> set[str]:
+    async with db.transaction() as session:
+        rows = await session.scalars(
+            select(Participant.user_id).where(Participant.conversation_id == conversation_id)
+        )
+        return set(rows.all())
+
+
+async def test_sixty_turns_open_conversations_and_store_messages_in_a_few_statements(
+    db: Database,
+) -> None:
+    async with db.transaction() as session:  # one thread exists already
+        known, _ = await repo.get_or_create_conversation(session, "T1", "C1", "1.0", "UBOB")
+    counts = counting(db)
+    starts = [ThreadStart("T1", f"C{i}", "1.0", f"U{i}") for i in range(1, 61)]
+
+    async def turn(start: ThreadStart) -> tuple[Conversation, bool]:
+        opened = await db.group.add(OPEN_CONVERSATION, start)
+        message = UserMessage(opened[0].id, "hello", "2.0", start.started_by, "C:x", None)
+        await db.group.add(ADD_USER_MESSAGE, message)
+        return opened
+
+    opened = await asyncio.gather(*[turn(s) for s in starts])
+    assert [created for _, created in opened] == [False] + [True] * 59
+    assert opened[0][0].id == known.id
+    assert len({c.id for c, _ in opened}) == 60
+    # one-at-a-time: 60 x (find, insert, participant) + 60 x (message, participant, counter),
+    # each in a transaction of its own
+    assert counts["commits"] <= 4, counts
+    assert counts["statements"] <= 20, counts
+    async with db.transaction() as session:
+        stored = (await session.scalars(select(Message).order_by(Message.id))).all()
+        conversations = {
+            c.id: c for c in (await session.scalars(select(Conversation))).all()
+        }
+    assert len(stored) == 60
+    assert {(m.role, m.content, m.audience, m.slack_ts) for m in stored} == {
+        (Role.USER, "hello", "C:x", "2.0")
+    }
+    assert all(conversations[c.id].message_count == 1 for c, _ in opened)
+    assert await participants(db, known.id) == {"UBOB", "U1"}
+    assert await participants(db, opened[5][0].id) == {"U6"}
+
+
+async def test_two_starts_of_one_new_thread_open_it_once(db: Database) -> None:
+    start = ThreadStart("T1", "C1", "1.0", "UALICE")
+    again = ThreadStart("T1", "C1", "1.0", "UBOB")
+    first, second = await asyncio.gather(
+        db.group.add(OPEN_CONVERSATION, start), db.group.add(OPEN_CONVERSATION, again)
+    )
+    assert first[0].id == second[0].id
+    assert (first[1], second[1]) == (True, False)
+    assert first[0].started_by == "UALICE"
+    assert await participants(db, first[0].id) == {"UALICE"}
+
+
+async def test_messages_to_one_conversation_count_each(db: Database) -> None:
+    conversation, _ = await db.group.add(OPEN_CONVERSATION, ThreadStart("T1", "C1", "1", "UA"))
+    await asyncio.gather(
+        *[
+            db.group.add(
+                ADD_USER_MESSAGE, UserMessage(conversation.id, f"m{i}", f"{i}.0", "UA", "", None)
+            )
+            for i in range(5)
+        ]
+    )
+    async with db.transaction() as session:
+        row = await session.get(Conversation, conversation.id)
+        assert row is not None and row.message_count == 5
+
+
+async def test_first_words_never_replace_a_title(db: Database) -> None:
+    a, _ = await db.group.add(OPEN_CONVERSATION, ThreadStart("T1", "C1", "1", "UA"))
+    b, _ = await db.group.add(OPEN_CONVERSATION, ThreadStart("T1", "C2", "1", "UA"))
+    await db.group.add(SET_TITLE, Title(a.id, "Model title", only_if_unnamed=False))
+    await asyncio.gather(
+        db.group.add(SET_TITLE, Title(a.id, "first words a", only_if_unnamed=True)),
+        db.group.add(SET_TITLE, Title(b.id, "first words b", only_if_unnamed=True)),
+    )
+    async with db.transaction() as session:
+        titles = {c.id: c.title for c in (await session.scalars(select(Conversation))).all()}
+    assert titles == {a.id: "Model title", b.id: "first words b"}
+
+
+async def test_a_failing_write_fails_alone_and_the_others_are_committed(db: Database) -> None:
+    conversation, _ = await db.group.add(OPEN_CONVERSATION, ThreadStart("T1", "C1", "1", "UA"))
+
+    async def broken(session: AsyncSession) -> None:
+        session.add(Message(conversation_id=conversation.id + 1000, role=Role.USER, content="x"))
+        await session.flush()  # no such conversation: a foreign key violation
+        raise AssertionError("unreachable")
+
+    async def fine(session: AsyncSession) -> int:
+        stored = await repo.add_message(session, conversation, Role.USER, "kept")
+        return stored.id
+
+    results = await asyncio.gather(
+        db.group.run(fine), db.group.run(broken), db.group.run(fine), return_exceptions=True
+    )
+    assert isinstance(results[0], int) and isinstance(results[2], int)
+    assert isinstance(results[1], Exception)
+    async with db.transaction() as session:
+        contents = (await session.scalars(select(Message.content))).all()
+    assert contents == ["kept", "kept"]
