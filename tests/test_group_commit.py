@@ -13,7 +13,8 @@ from sqlalchemy import event, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.db import repositories as repo
-from bot.db.models import Conversation, Message, Participant, Role
+from bot.db.histories import LOAD_HISTORY, Wanted
+from bot.db.models import Conversation, ConversationSummary, Message, Participant, Role
 from bot.db.session import Database
 from bot.db.turn_writes import (
     ADD_USER_MESSAGE,
@@ -79,9 +80,7 @@ async def test_sixty_turns_open_conversations_and_store_messages_in_a_few_statem
     assert counts["statements"] <= 20, counts
     async with db.transaction() as session:
         stored = (await session.scalars(select(Message).order_by(Message.id))).all()
-        conversations = {
-            c.id: c for c in (await session.scalars(select(Conversation))).all()
-        }
+        conversations = {c.id: c for c in (await session.scalars(select(Conversation))).all()}
     assert len(stored) == 60
     assert {(m.role, m.content, m.audience, m.slack_ts) for m in stored} == {
         (Role.USER, "hello", "C:x", "2.0")
@@ -115,7 +114,8 @@ async def test_messages_to_one_conversation_count_each(db: Database) -> None:
     )
     async with db.transaction() as session:
         row = await session.get(Conversation, conversation.id)
-        assert row is not None and row.message_count == 5
+        assert row is not None
+        assert row.message_count == 5
 
 
 async def test_first_words_never_replace_a_title(db: Database) -> None:
@@ -146,8 +146,52 @@ async def test_a_failing_write_fails_alone_and_the_others_are_committed(db: Data
     results = await asyncio.gather(
         db.group.run(fine), db.group.run(broken), db.group.run(fine), return_exceptions=True
     )
-    assert isinstance(results[0], int) and isinstance(results[2], int)
+    assert isinstance(results[0], int)
+    assert isinstance(results[2], int)
     assert isinstance(results[1], Exception)
     async with db.transaction() as session:
         contents = (await session.scalars(select(Message.content))).all()
     assert contents == ["kept", "kept"]
+
+
+async def test_histories_read_together_are_what_each_reads_alone(db: Database) -> None:
+    """The latest summary of each conversation and at most `limit` of the newest messages
+    after it, oldest first: as `messages_after` reads one conversation."""
+    async with db.transaction() as session:
+        conversations = []
+        for n in range(3):
+            conversation, _ = await repo.get_or_create_conversation(
+                session, "T1", f"C{n}", "1", "UA"
+            )
+            conversations.append(conversation)
+        for i in range(12):
+            for n, conversation in enumerate(conversations):
+                await repo.add_message(session, conversation, Role.USER, f"c{n} m{i}")
+        middle = (await session.scalars(select(Message.id).where(Message.content == "c1 m5"))).one()
+        for upto, text in ((middle - 30, "old"), (middle, "newest summary")):
+            session.add(
+                ConversationSummary(
+                    conversation_id=conversations[1].id,
+                    upto_message_id=upto,
+                    summary=text,
+                    messages_summarised=1,
+                    tokens_before=1,
+                    tokens_after=1,
+                )
+            )
+    wanted = [Wanted(conversations[0].id, 4), Wanted(conversations[1].id, 100)]
+    wanted.append(Wanted(conversations[2].id, 0))
+    together = await asyncio.gather(*[db.reads.add(LOAD_HISTORY, w) for w in wanted])
+    async with db.transaction() as session:
+        alone = [
+            await repo.messages_after(session, conversations[0].id, 0, 4),
+            await repo.messages_after(session, conversations[1].id, middle, 100),
+            [],
+        ]
+    assert [[m.id for m in messages] for _, messages in together] == [
+        [m.id for m in messages] for messages in alone
+    ]
+    assert [m.content for m in together[0][1]] == [f"c0 m{i}" for i in range(8, 12)]
+    assert together[1][1][0].content == "c1 m6"
+    summaries = [summary.summary if summary else None for summary, _ in together]
+    assert summaries == [None, "newest summary", None]

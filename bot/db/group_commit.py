@@ -24,13 +24,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
-
-if TYPE_CHECKING:
-    from bot.db.session import Database
 
 T = TypeVar("T")
 P = TypeVar("P")
@@ -55,8 +53,11 @@ class _Pending:
 
 
 class GroupCommit:
-    def __init__(self, db: Database) -> None:
-        self.db = db
+    """`begin`: the transaction a batch runs in (`Database.transaction`, or `Database.reading`
+    for reads that share one snapshot)."""
+
+    def __init__(self, begin: Callable[[], AbstractAsyncContextManager[AsyncSession]]) -> None:
+        self.begin = begin
         self._pending: list[_Pending] = []
         self._writer: asyncio.Task[None] | None = None
 
@@ -87,7 +88,7 @@ class GroupCommit:
                 continue
             for entry in batch:  # alone (or again, one by one, after a failure)
                 try:
-                    async with self.db.transaction() as session:
+                    async with self.begin() as session:
                         result = await self._results(session, [entry])
                 except Exception as exc:
                     if not entry.future.done():
@@ -99,7 +100,7 @@ class GroupCommit:
     async def _together(self, batch: list[_Pending]) -> bool:
         """Every write of `batch` in one transaction; False if any failed (none is written)."""
         try:
-            async with self.db.transaction() as session:
+            async with self.begin() as session:
                 results = await self._results(session, batch)
         except Exception:
             return False
