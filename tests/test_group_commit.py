@@ -12,9 +12,17 @@ import pytest
 from sqlalchemy import event, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.conversation.live_replies import LiveReplies
 from bot.db import repositories as repo
 from bot.db.histories import LOAD_HISTORY, Wanted
-from bot.db.models import Conversation, ConversationSummary, Message, Participant, Role
+from bot.db.models import (
+    Conversation,
+    ConversationSummary,
+    LiveReply,
+    Message,
+    Participant,
+    Role,
+)
 from bot.db.session import Database
 from bot.db.turn_writes import (
     ADD_USER_MESSAGE,
@@ -195,3 +203,27 @@ async def test_histories_read_together_are_what_each_reads_alone(db: Database) -
     assert together[1][1][0].content == "c1 m6"
     summaries = [summary.summary if summary else None for summary, _ in together]
     assert summaries == [None, "newest summary", None]
+
+
+async def test_live_replies_store_what_each_showed_in_one_statement(db: Database) -> None:
+    journal = LiveReplies(db, "worker-1")
+    other = LiveReplies(db, "worker-2")
+    await asyncio.gather(*[journal.opened("C1", f"{n}.0") for n in range(3)])
+    await other.opened("C1", "9.0")
+    for n in range(3):
+        journal.shown(f"{n}.0", f"text {n}")
+    other.shown("9.0", "not mine to write")
+    other._pending.clear()
+    counts = counting(db)
+    await journal.flush()
+    await journal.stop()
+    await other.stop()
+    assert counts["statements"] <= 4, counts  # BEGIN, the texts, the leases, COMMIT
+    async with db.transaction() as session:
+        rows = (await session.scalars(select(LiveReply).order_by(LiveReply.ts))).all()
+    assert [(r.ts, r.shown) for r in rows] == [
+        ("0.0", "text 0"),
+        ("1.0", "text 1"),
+        ("2.0", "text 2"),
+        ("9.0", ""),
+    ]
