@@ -15,8 +15,11 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.fakes.openai import Received
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -71,3 +74,16 @@ class CostMeter:
         others = self._others_cpu() - self._others0
         bot = time.process_time() - self._cpu0 - others - self._sampler_cpu
         return bot, others, self.peak - self.rss0
+
+
+def first_requests(requests: Sequence[Received], prompts: Sequence[str]) -> list[float]:
+    """When the fake model received the first request whose last user message holds each of
+    `prompts` (time.monotonic())."""
+    asked: dict[int, float] = {}
+    for received in requests:
+        users = [m for m in received.body.get("messages", []) if m.get("role") == "user"]
+        last = str(users[-1].get("content", "")) if users else ""
+        for i, prompt in enumerate(prompts):
+            if prompt in last and i not in asked:
+                asked[i] = received.at
+    return [asked[i] for i in range(len(prompts))]

@@ -37,7 +37,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.bot_cost import CostMeter
+from bench.bot_cost import CostMeter, first_requests
 from tests.fakes.openai import FakeOpenAI, Played, Script
 from tests.fakes.slack import BOT_USER_ID, FakeSlack, Limit
 from tests.harness import make_settings, start_bot, stop_bot
@@ -240,14 +240,8 @@ async def run_scenario(
                 native=messages[0].ts in slack.streams,
             )
         )
-    asked_at: dict[int, float] = {}
-    for received in model.requests:
-        users = [m for m in received.body.get("messages", []) if m.get("role") == "user"]
-        last = str(users[-1].get("content", "")) if users else ""
-        for i in range(replies):
-            if f"reply {i} please" in last and i not in asked_at:
-                asked_at[i] = received.at
-    to_model = [asked_at[i] - sent_at[f"C{i:03d}"] for i in range(replies)]
+    asked = first_requests(model.requests, [f"reply {i} please" for i in range(replies)])
+    to_model = [asked[i] - sent_at[f"C{i:03d}"] for i in range(replies)]
     measured = slack.calls[counted_from:]
     calls = Counter(c.method for c in measured if c.method.startswith("chat."))
     rate_limited = sum(1 for c in measured if c.status == 429)
