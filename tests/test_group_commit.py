@@ -227,3 +227,26 @@ async def test_live_replies_store_what_each_showed_in_one_statement(db: Database
         ("2.0", "text 2"),
         ("9.0", ""),
     ]
+
+
+async def test_callers_are_not_left_waiting_when_the_writer_is_cancelled(db: Database) -> None:
+    inside = asyncio.Event()
+
+    async def slow(_session: AsyncSession) -> None:
+        inside.set()
+        await asyncio.Event().wait()  # never done: the writer is cancelled meanwhile
+
+    async def quick(_session: AsyncSession) -> int:
+        return 1
+
+    first = asyncio.ensure_future(db.group.run(slow))
+    await inside.wait()
+    second = asyncio.ensure_future(db.group.run(quick))  # queued behind the slow one
+    writer = db.group._writer  # the task under test
+    assert writer is not None
+    writer.cancel()
+    done, _ = await asyncio.wait({first, second}, timeout=10)
+    assert done == {first, second}
+    assert first.cancelled()
+    assert second.cancelled()
+    assert await db.group.run(quick) == 1  # a new writer serves the next write

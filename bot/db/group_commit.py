@@ -81,21 +81,29 @@ class GroupCommit:
         return await future
 
     async def _write(self) -> None:
-        while self._pending:
-            batch, self._pending = self._pending, []
-            batch = [entry for entry in batch if not entry.future.done()]
-            if len(batch) > 1 and await self._together(batch):
-                continue
-            for entry in batch:  # alone (or again, one by one, after a failure)
-                try:
-                    async with self.begin() as session:
-                        result = await self._results(session, [entry])
-                except Exception as exc:
-                    if not entry.future.done():
-                        entry.future.set_exception(exc)
+        batch: list[_Pending] = []
+        try:
+            while self._pending:
+                batch, self._pending = self._pending, []
+                batch = [entry for entry in batch if not entry.future.done()]
+                if len(batch) > 1 and await self._together(batch):
                     continue
+                for entry in batch:  # alone (or again, one by one, after a failure)
+                    try:
+                        async with self.begin() as session:
+                            result = await self._results(session, [entry])
+                    except Exception as exc:
+                        if not entry.future.done():
+                            entry.future.set_exception(exc)
+                        continue
+                    if not entry.future.done():
+                        entry.future.set_result(result[0])
+        except BaseException:  # the writer itself was cancelled: nobody may wait for ever
+            for entry in [*batch, *self._pending]:
                 if not entry.future.done():
-                    entry.future.set_result(result[0])
+                    entry.future.cancel()
+            self._pending = []
+            raise
 
     async def _together(self, batch: list[_Pending]) -> bool:
         """Every write of `batch` in one transaction; False if any failed (none is written)."""
