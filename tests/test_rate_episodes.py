@@ -235,7 +235,9 @@ async def test_an_absurd_retry_after_is_capped_and_logged_once(
                 )
         assert [c.status for c in fake_slack.calls_to(APPEND)][1:] == [429, 429]
         assert reported == [(APPEND, seconds), (APPEND, seconds)]
-        assert 0 < await budgets.appends.window.paused_for() <= seconds
+        paused = await budgets.appends.window.paused_for()
+        assert paused <= seconds  # not for good
+        assert paused > 0 or seconds < 30  # (a one-second pause may be over by now)
         warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
         named = [w for w in warnings if APPEND in w and repr(header) in w]
         assert len(named) == (1 if absurd else 0)  # once, however many 429s carry it
