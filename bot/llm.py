@@ -13,6 +13,8 @@ reply's refreshes and finals.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
 import time
 import uuid
@@ -27,6 +29,8 @@ from openai.types.chat import ChatCompletionMessageParam
 
 from bot.config import Settings
 from bot.metrics import MODEL_ERRORS, MODEL_FIRST_TOKEN
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -54,11 +58,23 @@ class Usage:
     completion_tokens: int
 
 
+# How a stream may end short of its answer: the server's finish reason when `max_tokens` was
+# reached, and this side's own when `MODEL_DEADLINE_SECONDS` passed (no server sends it).
+LENGTH = "length"
+DEADLINE = "deadline"
+
+
 @dataclass(frozen=True)
 class Finished:
     finish_reason: str
     tool_calls: list[ToolCall]
     usage: Usage | None
+
+    @property
+    def cut(self) -> bool:
+        """The answer was cut short (by the token cap or the deadline): its words are all there
+        is, and it has no tool calls (one cut mid-arguments is never run)."""
+        return self.finish_reason in (LENGTH, DEADLINE)
 
 
 StreamEvent = TextDelta | Finished
@@ -184,18 +200,36 @@ def _explain(exc: BaseException) -> str:
 
 
 class LLM:
-    """Streams chat completions from any OpenAI-compatible server."""
+    """Streams chat completions from any OpenAI-compatible server.
 
-    def __init__(self, client: AsyncOpenAI, model: str) -> None:
+    Every request is bounded: `max_tokens` (REPLY_TOKENS) goes with each one, and `deadline`
+    (MODEL_DEADLINE_SECONDS) bounds it from sending to its last token; the SDK's read time-out
+    only bounds each silence. `max_tokens` rather than `max_completion_tokens`: it is the name
+    every OpenAI-compatible server takes (Ollama, vLLM, Azure, OpenAI's chat models), and the
+    one summaries and titles already send."""
+
+    def __init__(
+        self,
+        client: AsyncOpenAI,
+        model: str,
+        max_tokens: int | None = None,
+        deadline: float | None = None,
+    ) -> None:
         self.client = client
         self.model = model
+        self.max_tokens = max_tokens
+        self.deadline = deadline
 
     async def stream(
         self,
         messages: list[ChatCompletionMessageParam],
         tools: list[dict[str, Any]] | None = None,
     ) -> AsyncIterator[StreamEvent]:
-        """Yield text deltas as they arrive, then one `Finished`; raise `LLMError` on failure."""
+        """Yield text deltas as they arrive, then one `Finished`; raise `LLMError` on failure.
+
+        Past the deadline the stream is closed (its connection with it) and the answer ends
+        as it stands: `Finished(DEADLINE)`. The deadline is only awaited around the server's
+        side (the request, each next chunk), never across a `yield`, where the consumer runs."""
         accumulator = ToolCallAccumulator()
         finish_reason: str | None = None
         usage: Usage | None = None
@@ -205,19 +239,31 @@ class LLM:
             "stream": True,
             "stream_options": {"include_usage": True},
         }
+        if self.max_tokens is not None:
+            body["max_tokens"] = self.max_tokens
         if tools:
             body["tools"] = tools
         started, first = time.monotonic(), True
+        loop = asyncio.get_running_loop()
+        deadline = None if self.deadline is None else loop.time() + self.deadline
+        bound, timed_out = asyncio.timeout_at(deadline), False
         try:
-            stream = await self.client.post(
-                "/chat/completions",
-                body=body,
-                cast_to=object,
-                stream=True,
-                stream_cls=AsyncStream[object],
-            )
+            async with bound:
+                stream = await self.client.post(
+                    "/chat/completions",
+                    body=body,
+                    cast_to=object,
+                    stream=True,
+                    stream_cls=AsyncStream[object],
+                )
             async with stream:
-                async for chunk in stream:
+                chunks = stream.__aiter__()
+                while True:
+                    try:
+                        async with asyncio.timeout_at(deadline) as bound:
+                            chunk = await anext(chunks)
+                    except StopAsyncIteration:
+                        break
                     if first:
                         MODEL_FIRST_TOKEN.observe(time.monotonic() - started)
                         first = False
@@ -231,21 +277,35 @@ class LLM:
                     if isinstance(chunk.get("usage"), dict):
                         usage = _usage(chunk["usage"])
         except Exception as exc:  # any failure, a malformed chunk included, is the model's
-            MODEL_ERRORS.inc()
-            if _refuses_images(exc, messages):
-                raise ImagesRefused("the model does not take images") from exc
-            raise LLMError(_explain(exc)) from exc
+            if not (isinstance(exc, TimeoutError) and bound.expired()):
+                MODEL_ERRORS.inc()
+                if _refuses_images(exc, messages):
+                    raise ImagesRefused("the model does not take images") from exc
+                raise LLMError(_explain(exc)) from exc
+            timed_out = True  # and the stream is closed: `async with` left it
+        if timed_out:
+            log.info("model request cut at its deadline (%.0f s)", self.deadline or 0)
+            yield Finished(DEADLINE, [], usage)
+            return
         if finish_reason is None:
             MODEL_ERRORS.inc()
             raise LLMError("the model's answer was cut off before it finished")
+        if finish_reason == LENGTH:  # a call cut at the cap may hold half its arguments
+            log.info("model answer cut at max_tokens (%s)", self.max_tokens)
+            yield Finished(LENGTH, [], usage)
+            return
         yield Finished(finish_reason, accumulator.calls(), usage)
 
     async def complete(self, messages: list[ChatCompletionMessageParam], max_tokens: int) -> str:
-        """One non-streamed answer (used for summaries); raises `LLMError`."""
+        """One non-streamed answer (summaries, titles) of at most `max_tokens`, within the
+        deadline; raises `LLMError`."""
         try:
-            response = await self.client.chat.completions.create(
-                model=self.model, messages=messages, max_tokens=max_tokens
-            )
+            async with asyncio.timeout(self.deadline):
+                response = await self.client.chat.completions.create(
+                    model=self.model, messages=messages, max_tokens=max_tokens
+                )
+        except TimeoutError as exc:
+            raise LLMError("the model took too long to answer") from exc
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
             raise LLMError(_explain(exc)) from exc
         if not response.choices or not response.choices[0].message.content:
