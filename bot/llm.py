@@ -28,6 +28,7 @@ from openai import AsyncOpenAI, AsyncStream
 from openai.types.chat import ChatCompletionMessageParam
 
 from bot.config import Settings
+from bot.deadlines import Deadline
 from bot.metrics import MODEL_ERRORS, MODEL_FIRST_TOKEN
 
 log = logging.getLogger(__name__)
@@ -228,8 +229,8 @@ class LLM:
         """Yield text deltas as they arrive, then one `Finished`; raise `LLMError` on failure.
 
         Past the deadline the stream is closed (its connection with it) and the answer ends
-        as it stands: `Finished(DEADLINE)`. The deadline is only awaited around the server's
-        side (the request, each next chunk), never across a `yield`, where the consumer runs."""
+        as it stands: `Finished(DEADLINE)`. The deadline cuts only the server's side (the
+        request, each next chunk), never the consumer's, which runs at each `yield`."""
         accumulator = ToolCallAccumulator()
         finish_reason: str | None = None
         usage: Usage | None = None
@@ -244,24 +245,22 @@ class LLM:
         if tools:
             body["tools"] = tools
         started, first = time.monotonic(), True
-        loop = asyncio.get_running_loop()
-        deadline = None if self.deadline is None else loop.time() + self.deadline
-        bound, timed_out = asyncio.timeout_at(deadline), False
+        deadline, timed_out = Deadline(self.deadline), False
         try:
-            async with bound:
-                stream = await self.client.post(
+            stream = await deadline.read(
+                self.client.post(
                     "/chat/completions",
                     body=body,
                     cast_to=object,
                     stream=True,
                     stream_cls=AsyncStream[object],
                 )
+            )
             async with stream:
                 chunks = stream.__aiter__()
                 while True:
                     try:
-                        async with asyncio.timeout_at(deadline) as bound:
-                            chunk = await anext(chunks)
+                        chunk = await deadline.read(anext(chunks))
                     except StopAsyncIteration:
                         break
                     if first:
@@ -277,12 +276,14 @@ class LLM:
                     if isinstance(chunk.get("usage"), dict):
                         usage = _usage(chunk["usage"])
         except Exception as exc:  # any failure, a malformed chunk included, is the model's
-            if not (isinstance(exc, TimeoutError) and bound.expired()):
+            if not (isinstance(exc, TimeoutError) and deadline.expired):
                 MODEL_ERRORS.inc()
                 if _refuses_images(exc, messages):
                     raise ImagesRefused("the model does not take images") from exc
                 raise LLMError(_explain(exc)) from exc
             timed_out = True  # and the stream is closed: `async with` left it
+        finally:
+            deadline.close()
         if timed_out:
             log.info("model request cut at its deadline (%.0f s)", self.deadline or 0)
             yield Finished(DEADLINE, [], usage)

@@ -21,6 +21,7 @@ from bot.config import Settings
 from bot.conversation.history import is_valid_history
 from bot.conversation.titles import TITLE_TOKENS
 from bot.db.models import Message, Proposal, ResumeRequest, Role, Task
+from bot.deadlines import Deadline
 from bot.llm import DEADLINE, LENGTH, LLM, Finished, LLMError, TextDelta, make_client
 from bot.slack import cards
 from tests.fakes.openai import API_KEY, MODEL, Completion, FakeOpenAI, Script, ScriptedToolCall
@@ -289,3 +290,30 @@ async def test_a_resumed_reply_cut_short_is_done_not_resumed_again(
         assert request.done_at is not None
         assert is_valid_history(await rows(bot, Message))
     assert len(fake_model.requests) == 2
+
+
+# -- the deadline's own rules -------------------------------------------------------------------
+
+
+async def test_a_deadline_cuts_the_read_it_falls_in_and_every_read_after() -> None:
+    deadline = Deadline(0.05)
+    assert await deadline.read(asyncio.sleep(0, "first")) == "first"
+    with pytest.raises(TimeoutError):
+        await deadline.read(asyncio.Event().wait())  # never set: only the deadline ends it
+    with pytest.raises(TimeoutError):
+        await deadline.read(asyncio.sleep(0))
+    task = asyncio.current_task()
+    assert task is not None
+    assert task.cancelling() == 0  # its cancellation was taken back, as asyncio.timeout does
+
+
+async def test_a_cancel_from_elsewhere_during_a_read_stays_a_cancel() -> None:
+    """A Stop or a shutdown cancelling the turn mid-read is not a deadline."""
+    deadline = Deadline(60)
+    reading = asyncio.create_task(deadline.read(asyncio.Event().wait()))
+    await asyncio.sleep(0)
+    reading.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await reading
+    deadline.close()
+    assert not deadline.expired
