@@ -317,3 +317,34 @@ async def test_a_cancel_from_elsewhere_during_a_read_stays_a_cancel() -> None:
         await reading
     deadline.close()
     assert not deadline.expired
+
+
+async def test_a_model_that_wants_max_completion_tokens_gets_the_cap_by_that_name(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
+) -> None:
+    """OpenAI's reasoning models refuse `max_tokens` (a 400 naming `max_completion_tokens`):
+    the request is made again with that name, and every later one uses it from the start."""
+    fake_model.wants_completion_tokens = True
+    fake_model.script(Script(text=words(150)), Script(text="Short."))
+    async with running(fake_slack, fake_model, sqlite_url, reply_tokens=100) as bot:
+        root = await bot.mention("C1", "tell me everything", fake_slack)
+        await bot.idle()
+        await bot.mention("C1", "briefly", fake_slack, thread_ts=root)
+        await bot.idle()
+        first, second = fake_slack.bot_messages("C1")
+    assert split_note(first.text) == (words(100), LENGTH_NOTE)
+    assert second.text == "Short."
+    caps = [sorted(set(b) & {"max_tokens", "max_completion_tokens"}) for b in fake_model.bodies]
+    assert caps == [["max_tokens"], ["max_completion_tokens"], ["max_completion_tokens"]]
+    assert [b["max_completion_tokens"] for b in fake_model.bodies[1:]] == [100, 100]
+
+
+async def test_a_summary_for_a_model_that_wants_max_completion_tokens_is_asked_again(
+    fake_model: FakeOpenAI,
+) -> None:
+    fake_model.wants_completion_tokens = True
+    llm = llm_for(fake_model, max_tokens=100)
+    answer = await llm.complete([{"role": "user", "content": "the transcript"}], 50)
+    assert answer.startswith("SUMMARY#1")
+    assert [b.get("max_tokens") for b in fake_model.bodies] == [50, None]
+    assert fake_model.bodies[1]["max_completion_tokens"] == 50

@@ -99,6 +99,19 @@ IMAGE_REFUSAL = {
 }
 
 
+# What OpenAI answers when `max_tokens` is sent to a model that takes only
+# `max_completion_tokens` (its reasoning models, GPT-5 and later).
+CAP_REFUSAL = {
+    "error": {
+        "message": "Unsupported parameter: 'max_tokens' is not supported with this model. "
+        "Use 'max_completion_tokens' instead.",
+        "type": "invalid_request_error",
+        "param": "max_tokens",
+        "code": "unsupported_parameter",
+    }
+}
+
+
 def images_in(body: dict[str, Any]) -> list[bytes]:
     """The images of a request's image parts (base64 `data:` URLs), decoded."""
     found: list[bytes] = []
@@ -134,6 +147,8 @@ class FakeOpenAI:
         # request holding one with OpenAI's 400 for a model that takes no images.
         self.images_seen: list[bytes] = []
         self.refuse_images = False
+        # Like OpenAI's reasoning models: refuse `max_tokens`, take `max_completion_tokens`.
+        self.wants_completion_tokens = False
         self._lock = threading.Lock()
         self._hangs: list[asyncio.Event] = []
         self._server = ThreadedServer(self._build())
@@ -199,6 +214,8 @@ class FakeOpenAI:
             self.requests.append(Received(body, time.monotonic()))
         if request.headers.get("Authorization") != f"Bearer {API_KEY}":
             return web.json_response({"error": {"message": "bad key"}}, status=401)
+        if self.wants_completion_tokens and "max_tokens" in body:
+            return web.json_response(CAP_REFUSAL, status=400)
         if not body.get("stream"):
             said = " ".join(str(m.get("content", "")) for m in body.get("messages", []))
             scripted = next((c for k, c in self._scripted_completions.items() if k in said), None)
