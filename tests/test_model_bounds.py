@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from bot.config import Settings
+from bot.config import Settings, SettingsError, load_settings
 from bot.conversation.history import is_valid_history
+from bot.conversation.notes import deadline_note, length_note
 from bot.conversation.titles import TITLE_TOKENS
 from bot.db.models import Message, Proposal, ResumeRequest, Role, Task
 from bot.deadlines import Deadline
@@ -348,3 +349,28 @@ async def test_a_summary_for_a_model_that_wants_max_completion_tokens_is_asked_a
     assert answer.startswith("SUMMARY#1")
     assert [b.get("max_tokens") for b in fake_model.bodies] == [50, None]
     assert fake_model.bodies[1]["max_completion_tokens"] == 50
+
+
+@pytest.mark.parametrize("value", ["0", "3601", "soon"])
+def test_a_deadline_out_of_range_is_named_with_its_range(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MODEL_DEADLINE_SECONDS", value)
+    with pytest.raises(SettingsError) as caught:
+        load_settings(slack_bot_token="xoxb-1", openai_api_key="sk-x")
+    said = caught.value.render()
+    assert "MODEL_DEADLINE_SECONDS is invalid" in said
+    assert "1 to 3600" in said
+
+
+def test_the_deadline_defaults_to_five_minutes_said_in_words() -> None:
+    settings = load_settings(slack_bot_token="xoxb-1", openai_api_key="sk-x")
+    assert settings.model_deadline_seconds == 300
+    assert deadline_note(settings.model_deadline_seconds) == (
+        ":scissors: _Stopped here: the model took longer than 5 minutes._"
+    )
+    assert [length_note(2_000), deadline_note(90), deadline_note(1.5)] == [
+        ":scissors: _Stopped here: the reply reached its length limit (2,000 tokens)._",
+        ":scissors: _Stopped here: the model took longer than 90 seconds._",
+        ":scissors: _Stopped here: the model took longer than 1.5 seconds._",
+    ]
