@@ -114,7 +114,12 @@ class Countersign:
         db = Database.from_url(
             settings.database_url, settings.database_pool_size, settings.audit_key
         )
-        llm = LLM(make_client(settings), settings.llm_model)
+        llm = LLM(
+            make_client(settings),
+            settings.llm_model,
+            settings.reply_tokens,
+            settings.model_deadline_seconds,
+        )
         links = link_signer(settings)
         registry = ToolRegistry.from_packs(settings.tool_packs)
         # Tools may take half of what the reply leaves (the rule `doctor` checks), no more.
