@@ -231,7 +231,7 @@ def report(label: str, outcome: Outcome, lines: list[str]) -> None:
         f"   p95 {pct(outcome.event_to_words, 0.95):6.2f} s"
     )
     print(f"  429 answers, all methods            {sum(outcome.refused.values())}   (target 0)")
-    print(f"  wall s (first arrival -> last exact final)  {outcome.wall:.1f}")
+    print(f"  wall (first arrival -> last final)  {outcome.wall:6.1f} s")
     print(f"  {'method':<38} {'calls':>6} {'429':>5}")
     for method in sorted(outcome.calls):
         print(f"  {method:<38} {outcome.calls[method]:>6} {outcome.refused[method]:>5}")
