@@ -120,7 +120,9 @@ class Outcome:
     event_to_words: list[float] = field(default_factory=list)
     calls: Counter[str] = field(default_factory=Counter)
     refused: Counter[str] = field(default_factory=Counter)  # HTTP 429 answers
-    wall: float = math.nan
+    wall: float = math.nan  # first arrival -> last reply finished (NaN: not all did)
+    unfinished: int = 0  # replies not finished when the drain ran out
+    drain: float = math.nan
 
 
 def late(value: float) -> float:
@@ -206,6 +208,7 @@ async def measure(
     await settle(silent, max(deadline, ended + 10))
     outcome = read_outcome(slack, model, plan, sent_at, counted_from)
     outcome.wall = ended - (start + plan.arrivals[0]) if done and plan.arrivals else math.nan
+    outcome.unfinished, outcome.drain = len(pending), drain
     return outcome
 
 
@@ -231,7 +234,13 @@ def report(label: str, outcome: Outcome, lines: list[str]) -> None:
         f"   p95 {pct(outcome.event_to_words, 0.95):6.2f} s"
     )
     print(f"  429 answers, all methods            {sum(outcome.refused.values())}   (target 0)")
-    print(f"  wall (first arrival -> last final)  {outcome.wall:6.1f} s")
+    if outcome.unfinished:
+        print(
+            f"  wall (first arrival -> last final)  {outcome.unfinished} replies not finished "
+            f"{outcome.drain:g} s after the last arrival"
+        )
+    else:
+        print(f"  wall (first arrival -> last final)  {outcome.wall:6.1f} s")
     print(f"  {'method':<38} {'calls':>6} {'429':>5}")
     for method in sorted(outcome.calls):
         print(f"  {method:<38} {outcome.calls[method]:>6} {outcome.refused[method]:>5}")

@@ -48,6 +48,7 @@ async def test_the_bench_reads_finals_and_429s_from_the_fakes(
         slack.stop()
         model.stop()
     assert outcome.conversations == outcome.answered == outcome.exact == 5
+    assert outcome.unfinished == 0
     for i, text in enumerate(plan.texts):
         shown = " ".join(m.text for m in slack.bot_messages(plan.channel(i)))
         assert shown.split() == text.split()
