@@ -246,6 +246,20 @@ def report(label: str, outcome: Outcome, lines: list[str]) -> None:
         print(f"  {method:<38} {outcome.calls[method]:>6} {outcome.refused[method]:>5}")
 
 
+def finals_allowed(args: argparse.Namespace) -> int:
+    """How many replies can end within the run if each ends with a chat.update (a reply sent as
+    edits) or a chat.stopStream (a native stream, which starts when its conversation arrives:
+    at most the chat.startStream floor per minute of arrivals). Slack's floors, not the bot,
+    bound this; a reply that ends some other way (say, the rest in a new post) is not bounded."""
+    floors = documented_floors()
+
+    def per_minute(method: str) -> float:
+        return floors[method].calls * 60 / floors[method].per_seconds
+
+    streams = per_minute("chat.startStream") * max(1.0, args.seconds / 60)
+    return int(streams + per_minute("chat.update") * (args.seconds + args.drain) / 60)
+
+
 async def run(
     label: str, replicas: int, database_url: str, redis_url: str | None, args: argparse.Namespace
 ) -> None:
@@ -275,6 +289,8 @@ async def run(
             "peak RSS per bot process            " + ", ".join(f"{r:.0f} MB" for r in rss),
             f"peak RSS of the bench (both fakes)  {own:.0f} MB",
             f"ERROR log lines                     {len(errors)}",
+            f"finals the floors allow in {args.seconds + args.drain:g} s  {finals_allowed(args)}"
+            "   (if each ends with a chat.update or a native stream)",
             *(f"  ERROR {line.split(' ERROR ', 1)[1][:160]}" for line in errors[:5]),
         ],
     )
