@@ -289,8 +289,8 @@ async def run(
             "peak RSS per bot process            " + ", ".join(f"{r:.0f} MB" for r in rss),
             f"peak RSS of the bench (both fakes)  {own:.0f} MB",
             f"ERROR log lines                     {len(errors)}",
-            f"finals the floors allow in {args.seconds + args.drain:g} s  {finals_allowed(args)}"
-            "   (if each ends with a chat.update or a native stream)",
+            f"{f'finals the floors allow in {args.seconds + args.drain:g} s':<36}"
+            f"{finals_allowed(args)}   (if each ends with a chat.update or a native stream)",
             *(f"  ERROR {line.split(' ERROR ', 1)[1][:160]}" for line in errors[:5]),
         ],
     )
