@@ -123,6 +123,7 @@ class Outcome:
     wall: float = math.nan  # first arrival -> last reply finished (NaN: not all did)
     unfinished: int = 0  # replies not finished when the drain ran out
     drain: float = math.nan
+    counted_from: int = 0  # the fake Slack's first call counted (the warm-ups' are not)
 
 
 def late(value: float) -> float:
@@ -133,7 +134,7 @@ def late(value: float) -> float:
 def read_outcome(
     slack: FakeSlack, model: FakeOpenAI, plan: Plan, sent_at: dict[int, float], counted_from: int
 ) -> Outcome:
-    outcome = Outcome(len(plan.texts))
+    outcome = Outcome(len(plan.texts), counted_from=counted_from)
     played = {p.text: p for p in model.played if p.last_token_at is not None}
     for i, text in enumerate(plan.texts):
         stream = played.get(text)
