@@ -9,8 +9,9 @@ measured ones find it at head. Separately, `import bot.app` in a fresh interpret
 it.
 
 Configurations: `plain` (the newcomer's start: Slack and a model, nothing else), `typical`
-(an OpenAI model name, so the token encoding is loaded, and examples/policy.yaml), and `integrations`
-(`typical` plus the GitHub and Linear packs and one stdio MCP server, the notebook of the tests).
+(an OpenAI model name, so the token encoding is loaded, and examples/policy.yaml), and
+`integrations` (`typical` plus the GitHub and Linear packs and one stdio MCP server, the
+tests' notebook). Each line also gives the CPU seconds spent, less swayed by a busy machine.
 
     uv run python -m bench.start [--runs 5] [--only plain,typical,integrations] [--tree DIR]
 
@@ -37,11 +38,22 @@ from tests.fakes import slack as fake_slack
 from tests.harness import clean_env
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def clean(**values: str) -> dict[str, str]:
+    """The harness's clean environment, with the bytecode kept: warm means imports compiled
+    once, as an installed package runs (this machine's environment sets
+    PYTHONDONTWRITEBYTECODE, which would compile every import at every start)."""
+    env = clean_env(**values)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 CONNECT_TIMEOUT = 60.0
 POLICY = ROOT / "examples" / "policy.yaml"  # with CEL conditions
 IMPORT_APP = (
-    "import time; started = time.perf_counter(); import bot.app; "
-    "print(time.perf_counter() - started)"
+    "import time; started = time.perf_counter(); cpu = time.process_time(); import bot.app; "
+    "print(time.perf_counter() - started, time.process_time() - cpu)"
 )
 
 
@@ -52,7 +64,7 @@ def environment(
     config: str,
     tree: Path,
 ) -> dict[str, str]:
-    env = clean_env(
+    env = clean(
         PYTHONPATH=str(tree),
         SLACK_BOT_TOKEN=fake_slack.BOT_TOKEN,
         SLACK_APP_TOKEN=fake_slack.APP_TOKEN,
@@ -73,7 +85,7 @@ def environment(
             "cwd": str(ROOT),
         }
         env.update(
-            GITHUB_TOKEN="ghp-bench-token",  # noqa: S106 - a fake token, never sent anywhere
+            GITHUB_TOKEN="ghp-bench-token",  # fake: never sent anywhere
             GITHUB_API_URL="http://127.0.0.1:9/",
             LINEAR_API_KEY="lin-bench-key",
             LINEAR_API_URL="http://127.0.0.1:9/graphql",
@@ -82,8 +94,18 @@ def environment(
     return env
 
 
-def one_start(slack: fake_slack.FakeSlack, env: dict[str, str], folder: Path) -> float:
-    """Seconds from launching `python -m bot run` to its WebSocket opened at the fake."""
+def cpu_seconds(pid: int) -> float:
+    """The process's CPU time so far (user + system), from /proc: less swayed by the other
+    processes on the machine than the wall-clock time."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def one_start(
+    slack: fake_slack.FakeSlack, env: dict[str, str], folder: Path
+) -> tuple[float, float]:
+    """Seconds from launching `python -m bot run` to its WebSocket opened at the fake, and the
+    CPU seconds it spent until then."""
     slack.socket_connected.clear()
     started = time.monotonic()
     process = subprocess.Popen(
@@ -97,7 +119,7 @@ def one_start(slack: fake_slack.FakeSlack, env: dict[str, str], folder: Path) ->
     try:
         if not slack.socket_connected.wait(CONNECT_TIMEOUT):
             raise RuntimeError("the bot did not connect")
-        return time.monotonic() - started
+        return time.monotonic() - started, cpu_seconds(process.pid)
     except RuntimeError:
         process.kill()
         _, err = process.communicate(timeout=30)
@@ -112,20 +134,26 @@ def one_start(slack: fake_slack.FakeSlack, env: dict[str, str], folder: Path) ->
                 process.communicate()
 
 
-def import_time(tree: Path) -> float:
+def import_time(tree: Path) -> tuple[float, float]:
     done = subprocess.run(
         [sys.executable, "-c", IMPORT_APP],
         cwd=tree,
-        env=clean_env(PYTHONPATH=str(tree)),
+        env=clean(PYTHONPATH=str(tree)),
         capture_output=True,
         text=True,
         check=True,
     )
-    return float(done.stdout.strip())
+    wall, cpu = done.stdout.split()
+    return float(wall), float(cpu)
 
 
-def summary(values: list[float]) -> str:
-    return f"p50 {statistics.median(values):.2f} s, max {max(values):.2f} s"
+def summary(runs: list[tuple[float, float]]) -> str:
+    wall = [w for w, _ in runs]
+    cpu = [c for _, c in runs]
+    return (
+        f"p50 {statistics.median(wall):.2f} s, max {max(wall):.2f} s "
+        f"(CPU p50 {statistics.median(cpu):.2f} s)"
+    )
 
 
 def main() -> None:
@@ -142,7 +170,7 @@ def main() -> None:
     tree = args.tree.resolve()
     print(f"bot from {tree}")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    imports = [import_time(tree) for _ in range(args.runs + 1)][1:]  # the first one warms the caches
+    imports = [import_time(tree) for _ in range(args.runs + 1)][1:]  # the first warms up
     print(f"import bot.app            : {summary(imports)}")
     slack = fake_slack.FakeSlack().start()
     model = fake_openai.FakeOpenAI().start()
