@@ -2,8 +2,10 @@
 
 The bot is prepared as `countersign run` prepares it (the command line, the settings, the
 app and its runtime, every long-lived object built) in a fresh interpreter, and its imports are
-read from `sys.modules`: the MCP SDK only with an MCP server configured, a tool pack's client
-only with its pack, celpy only with a policy condition, Alembic only with a schema to migrate.
+read from `sys.modules`: the MCP SDK only with an MCP server configured (jsonschema only once
+an MCP tool's schema is checked), a tool pack's client only with its pack (GitHub's brings
+httpx), celpy only with a policy condition, Alembic only with a schema to migrate (its
+migrations bring PostgreSQL's dialect, which a SQLite start otherwise does without).
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ WATCHED = {
     "github": "bot.tools.packs.github.client",
     "linear": "bot.tools.packs.linear.client",
     "celpy": "celpy",
+    "jsonschema": "jsonschema",
+    "httpx": "httpx",
+    "postgresql": "sqlalchemy.dialects.postgresql",
     "alembic": "alembic",
     "pypdf": "pypdf",
     "PIL": "PIL",
@@ -87,7 +92,7 @@ def test_the_newcomers_start_imports_no_sdk_it_does_not_use(tmp_path: Path) -> N
     ("configured", "expected"),
     [
         ("mcp", {"mcp", "mcp_types"}),
-        ("packs", {"github", "linear"}),
+        ("packs", {"github", "linear", "httpx"}),
         ("policy", {"celpy"}),
     ],
 )
@@ -107,7 +112,8 @@ def test_what_is_configured_is_imported_and_nothing_else(
 def test_alembic_is_imported_to_migrate_and_not_to_find_the_schema_at_head(
     tmp_path: Path,
 ) -> None:
-    assert imported(tmp_path, migrate=True) == {"alembic"}  # a new database: migrated
+    migrating = {"alembic", "postgresql"}  # the migrations name PostgreSQL's types
+    assert imported(tmp_path, migrate=True) == migrating  # a new database: migrated
     assert imported(tmp_path, migrate=True) == set()  # the same one, at head
 
 
