@@ -61,14 +61,16 @@ print(json.dumps({name: module in sys.modules for name, module in watched.items(
 """
 
 
-def imported(tmp_path: Path, *, migrate: bool = False, **settings: str) -> set[str]:
+def imported(
+    tmp_path: Path, settings: dict[str, str] | None = None, *, migrate: bool = False
+) -> set[str]:
     """Which of WATCHED a fresh bot process has imported once prepared with `settings`."""
     env = clean_env(
         SLACK_BOT_TOKEN=fake_slack.BOT_TOKEN,
         SLACK_APP_TOKEN=fake_slack.APP_TOKEN,
         OPENAI_API_KEY=fake_openai.API_KEY,
         DATABASE_URL=f"sqlite:///{tmp_path / 'bot.db'}",
-        **settings,
+        **(settings or {}),
     )
     done = subprocess.run(
         [sys.executable, "-c", PREPARE, json.dumps(WATCHED), *(["migrate"] if migrate else [])],
@@ -99,14 +101,14 @@ def test_the_newcomers_start_imports_no_sdk_it_does_not_use(tmp_path: Path) -> N
 def test_what_is_configured_is_imported_and_nothing_else(
     tmp_path: Path, configured: str, expected: set[str]
 ) -> None:
-    settings = {
+    settings: dict[str, str] = {
         "mcp": {
             "MCP_SERVERS": json.dumps({"mcpServers": {"notes": stdio_server(tmp_path / "log")}})
         },
         "packs": {"GITHUB_TOKEN": "ghp-test", "LINEAR_API_KEY": "lin-test"},
         "policy": {"POLICY_FILE": str(ROOT / "examples" / "policy.yaml")},  # `when` conditions
     }[configured]
-    assert imported(tmp_path, **settings) == expected
+    assert imported(tmp_path, settings) == expected
 
 
 def test_alembic_is_imported_to_migrate_and_not_to_find_the_schema_at_head(
