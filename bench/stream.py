@@ -121,6 +121,29 @@ def combined_timeline(slack: FakeSlack, channel: str) -> list[tuple[float, str]]
     return out
 
 
+def reply_figures(
+    slack: FakeSlack, channel: str, final: str, stream: Played, sent_at: float
+) -> ReplyFigures:
+    """One reply's figures, read from the fakes' records: what the channel showed and when
+    (the fake Slack), when the model sent its tokens (the fake model), the event sent at
+    `sent_at`. A reply that never showed words or its exact final has NaN there."""
+    messages = slack.bot_messages(channel)
+    timeline = combined_timeline(slack, channel)
+    assert stream.last_token_at is not None
+    assert stream.first_token_at is not None
+    first_visible = next((t for t, text in timeline if shown_length(text, final) > 0), float("nan"))
+    words = final.split()
+    complete = next((t for t, text in timeline if text.split() == words), float("nan"))
+    return ReplyFigures(
+        event_to_visible=first_visible - sent_at,
+        first_token_to_visible=first_visible - stream.first_token_at,
+        age_while_streaming=mean_age(timeline, final, stream),
+        last_token_to_complete=complete - stream.last_token_at,
+        exact=" ".join(m.text for m in messages).split() == words,
+        native=bool(messages) and messages[0].ts in slack.streams,
+    )
+
+
 def limits_for(
     replies: int, rate: float, tokens: int, streaming: str, appends: int
 ) -> dict[str, float]:
@@ -218,28 +241,11 @@ async def run_scenario(
             }
         finally:
             await stop_bot(bot)
-    figures: list[ReplyFigures] = []
     played = {p.text: p for p in model.played}
-    for i in range(replies):
-        channel = f"C{i:03d}"
-        messages = slack.bot_messages(channel)
-        timeline = combined_timeline(slack, channel)
-        stream = played[texts[i]]
-        assert stream.last_token_at is not None
-        assert stream.first_token_at is not None
-        first_visible = next(t for t, text in timeline if shown_length(text, texts[i]) > 0)
-        words = texts[i].split()
-        complete = next((t for t, text in timeline if text.split() == words), float("nan"))
-        figures.append(
-            ReplyFigures(
-                event_to_visible=first_visible - sent_at[channel],
-                first_token_to_visible=first_visible - stream.first_token_at,
-                age_while_streaming=mean_age(timeline, texts[i], stream),
-                last_token_to_complete=complete - stream.last_token_at,
-                exact=" ".join(m.text for m in messages).split() == words,
-                native=messages[0].ts in slack.streams,
-            )
-        )
+    figures = [
+        reply_figures(slack, f"C{i:03d}", texts[i], played[texts[i]], sent_at[f"C{i:03d}"])
+        for i in range(replies)
+    ]
     asked = first_requests(model.requests, [f"reply {i} please" for i in range(replies)])
     to_model = [asked[i] - sent_at[f"C{i:03d}"] for i in range(replies)]
     measured = slack.calls[counted_from:]

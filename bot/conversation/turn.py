@@ -19,8 +19,8 @@ from bot.conversation.incoming import Incoming
 from bot.conversation.memory import Memory
 from bot.conversation.notes import (
     BROKE,
-    EMPTY,
     INTERRUPTED,
+    answer_note,
     failure_note,
     pause_note,
     rounds_note,
@@ -231,13 +231,14 @@ class Conversations(Resuming):
             usage = finished.usage
             if not finished.tool_calls or self.desk is None:
                 await deliver_held(self.slack, stream, conversation.channel_id, requester, seen)
-                if stream.source.strip():
+                said = bool(stream.source.strip())
+                if said and not finished.cut:
                     stream.closing_blocks = [feedback_block()]  # a finished answer
-                await stream.finish("" if stream.source.strip() else EMPTY)
+                await stream.finish(answer_note(finished, self.llm, said))
                 await self._store_answer(
                     conversation, stream, text, usage, hook, seen.audience, requester
                 )
-                TURNS.labels(outcome="answered").inc()
+                TURNS.labels(outcome=finished.finish_reason if finished.cut else "answered").inc()
                 return True
             rounds += 1
             if rounds > self.settings.max_tool_rounds:

@@ -6,15 +6,21 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.db.models import Conversation, Message, Participant, ProcessedEvent, Role, utcnow
 
 
 def _insert_ignoring_conflicts(session: AsyncSession) -> Any:
-    dialect = session.get_bind().dialect.name
-    return postgresql.insert if dialect == "postgresql" else sqlite.insert
+    """The database's own INSERT (only its dialect is imported: PostgreSQL's is a start's
+    tenth of the SQLAlchemy imports)."""
+    if session.get_bind().dialect.name == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite.insert
 
 
 async def record_new_keys(session: AsyncSession, keys: Sequence[str]) -> set[str]:

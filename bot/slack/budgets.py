@@ -240,7 +240,7 @@ class WorkspaceBudgets:
     def rate_limited(self, method: str, seconds: float) -> None:
         """Slack answered 429 to `method`: pause that method only, and lower its rate."""
         if method in self.learned:
-            self.learned[method].refused()
+            self.learned[method].refused(seconds)
             self._keep_learning()
         if method == UPDATE:
             self.edits.pause(seconds)
