@@ -52,7 +52,8 @@ async def test_execution_does_not_wait_for_the_edit_budget(
         async with bot.countersign.db.transaction() as session:
             if await session.scalar(select(Task.id)):
                 break
-        assert time.monotonic() - clicked < 2, "the write waited on the card's edit"
+        # The budget refills in a minute: a write that waited for it would take that long.
+        assert time.monotonic() - clicked < 30, "the write waited on the card's edit"
         await asyncio.sleep(0.02)
 
 
