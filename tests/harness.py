@@ -363,7 +363,7 @@ class RunningBot(SlackFront):
         finished. (The front door answers events and clicks before the main loop has taken
         them up: on a loaded machine, waiting for running turns alone could find none yet.)"""
         deadline = time.monotonic() + timeout
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0)  # what was just handed to the loop gets a step first
         while self.handoffs.pending or self.countersign.tasks.running:
             if time.monotonic() > deadline:
                 raise AssertionError("turns still running")
