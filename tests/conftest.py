@@ -137,6 +137,14 @@ async def migrated_database_url(
 
 
 @pytest.fixture
+async def migrated_postgres_url(migrated_postgres: str) -> AsyncIterator[str]:
+    """PostgreSQL already at head (a copy of the template): for tests of what runs on the
+    schema, replicas included; migrating an empty database costs each some seconds."""
+    async with temporary_database(template=migrated_postgres) as url:
+        yield url
+
+
+@pytest.fixture
 async def postgres_url() -> AsyncIterator[str]:
     try:
         async with temporary_database() as url:
