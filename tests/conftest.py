@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from alembic import command
+from hypothesis import settings
 from sqlalchemy import create_engine
 
 from bot.app import Countersign
@@ -25,6 +26,10 @@ from tests.harness import RunningBot, make_settings, start_bot, stop_bot
 from tests.pg import create_database, drop_database, temporary_database
 
 POSTGRES_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+# `--hypothesis-profile=nightly`: ten times the examples of every property test that takes the
+# profile's count, and the model-based one-door test's 600 sequences (docs/testing.md).
+settings.register_profile("nightly", max_examples=1000)
 
 
 @pytest.fixture(autouse=True)
@@ -128,6 +133,14 @@ async def migrated_database_url(
         return
     template = request.getfixturevalue("migrated_postgres")
     async with temporary_database(template=template) as url:
+        yield url
+
+
+@pytest.fixture
+async def migrated_postgres_url(migrated_postgres: str) -> AsyncIterator[str]:
+    """PostgreSQL already at head (a copy of the template): for tests of what runs on the
+    schema, replicas included; migrating an empty database costs each some seconds."""
+    async with temporary_database(template=migrated_postgres) as url:
         yield url
 
 

@@ -10,12 +10,13 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 
@@ -26,6 +27,8 @@ from tests.cli_process import run_forked
 from tests.fakes import openai as fake_openai
 from tests.fakes import slack as fake_slack
 from tests.fakes.view_state import Chosen, view_state
+
+T = TypeVar("T")
 
 SIGNING_SECRET = "test-signing-secret"
 
@@ -353,18 +356,56 @@ class RunningBot(SlackFront):
             return await self.click(card, action_id, user, channel)
         raise AssertionError("no card in that channel")
 
+    handoffs: Handoffs = field(default_factory=lambda: Handoffs())
+
     async def idle(self, timeout: float = 30.0) -> None:
-        """Wait until every turn has finished."""
+        """Wait until every event and click sent has reached its listener and every turn has
+        finished. (The front door answers events and clicks before the main loop has taken
+        them up: on a loaded machine, waiting for running turns alone could find none yet.)"""
         deadline = time.monotonic() + timeout
-        await asyncio.sleep(0.05)
-        while self.countersign.tasks.running:
+        await asyncio.sleep(0)  # what was just handed to the loop gets a step first
+        while self.handoffs.pending or self.countersign.tasks.running:
             if time.monotonic() > deadline:
                 raise AssertionError("turns still running")
             await asyncio.sleep(0.02)
 
 
+class Handoffs:
+    """Requests the front door handed to the main loop whose dispatch has not finished: counted
+    on the front door's thread when it hands one on (before it answers Slack), uncounted on
+    the main loop once Bolt's listener returned (having started its turn, if any)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending = 0
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return self._pending
+
+    def watch(self, countersign: Countersign) -> None:
+        dispatch = countersign.bolt.async_dispatch
+
+        def counted(request: Any) -> Coroutine[Any, Any, Any]:
+            with self._lock:
+                self._pending += 1
+            return self._finished(dispatch(request))
+
+        countersign.bolt.async_dispatch = counted  # type: ignore[method-assign,assignment]
+
+    async def _finished(self, dispatched: Coroutine[Any, Any, T]) -> T:
+        try:
+            return await dispatched
+        finally:
+            with self._lock:
+                self._pending -= 1
+
+
 async def start_bot(settings: Settings) -> RunningBot:
     countersign = Countersign.build(settings)
+    handoffs = Handoffs()
+    handoffs.watch(countersign)
     stop = asyncio.Event()
     started: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(serve_http(countersign, "127.0.0.1", 0, stop, started))
@@ -376,6 +417,7 @@ async def start_bot(settings: Settings) -> RunningBot:
         countersign=countersign,
         stop=stop,
         task=task,
+        handoffs=handoffs,
     )
 
 

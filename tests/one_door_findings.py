@@ -5,6 +5,7 @@ tells the kinds apart and shrinks each one to its own shortest sequence."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 from tests.one_door_reference import Call, Grant, Judgement
@@ -42,6 +43,7 @@ class Figures:
     liveness_expected: int = 0
     liveness_met: int = 0
     findings: dict[str, list[Finding]] = field(default_factory=dict)
+    operations: Counter[str] = field(default_factory=Counter)  # steps taken, by kind
 
     def add(self, finding: Finding) -> None:
         self.findings.setdefault(finding.kind, []).append(finding)

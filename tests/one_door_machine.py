@@ -81,6 +81,7 @@ def one_door_machine(
 
         @rule(step=steps(restarts))
         def step(self, step: Any) -> None:
+            figures.operations[type(step).__name__] += 1
             if isinstance(step, Propose):
                 self.propose(step.ask)
             elif isinstance(step, Approve):

@@ -85,13 +85,13 @@ async def test_fifty_concurrent_clicks_on_sqlite_execute_and_resume_once(
 
 
 async def test_fifty_clicks_across_two_instances_on_postgres(
-    postgres_url: str, fake_slack: FakeSlack, fake_model: FakeOpenAI
+    migrated_postgres_url: str, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
     fake_model.script(
         Script(tool_calls=[call("create_task", CREATE)]), Script(text="Resumed once.")
     )
-    first = await start_bot(make_settings(fake_slack, fake_model, postgres_url))
-    second = await start_bot(make_settings(fake_slack, fake_model, postgres_url))
+    first = await start_bot(make_settings(fake_slack, fake_model, migrated_postgres_url))
+    second = await start_bot(make_settings(fake_slack, fake_model, migrated_postgres_url))
     try:
         await first.mention("C1", "track it", fake_slack)
         await first.idle()
@@ -103,15 +103,15 @@ async def test_fifty_clicks_across_two_instances_on_postgres(
 
 
 async def test_siblings_settling_at_once_on_two_instances_resume_once(
-    postgres_url: str, fake_slack: FakeSlack, fake_model: FakeOpenAI
+    migrated_postgres_url: str, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
     two = [
         call("create_task", CREATE, "c1"),
         call("create_task", {**CREATE, "title": "Second"}, "c2"),
     ]
     fake_model.script(Script(tool_calls=two), Script(text="Resumed once."))
-    first = await start_bot(make_settings(fake_slack, fake_model, postgres_url))
-    second = await start_bot(make_settings(fake_slack, fake_model, postgres_url))
+    first = await start_bot(make_settings(fake_slack, fake_model, migrated_postgres_url))
+    second = await start_bot(make_settings(fake_slack, fake_model, migrated_postgres_url))
     try:
         await first.mention("C1", "track both", fake_slack)
         await first.idle()

@@ -45,9 +45,9 @@ KEY = "audit-signing-key-for-tests"
 
 @pytest.fixture
 async def chain_bot(
-    fake_slack: FakeSlack, fake_model: FakeOpenAI, database_url: str
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, migrated_database_url: str
 ) -> AsyncIterator[RunningBot]:
-    running = await start_bot(make_settings(fake_slack, fake_model, database_url))
+    running = await start_bot(make_settings(fake_slack, fake_model, migrated_database_url))
     yield running
     await stop_bot(running)
 
@@ -106,7 +106,7 @@ async def test_real_approvals_make_a_chain_that_verifies(
     chain_bot: RunningBot,
     fake_slack: FakeSlack,
     fake_model: FakeOpenAI,
-    database_url: str,
+    migrated_database_url: str,
     tmp_path: Path,
 ) -> None:
     await build_chain(chain_bot, fake_slack, fake_model)
@@ -116,15 +116,17 @@ async def test_real_approvals_make_a_chain_that_verifies(
     assert all(r.prev_hash == p.row_hash for p, r in pairwise(chain))
     edit = chain[2].detail or {}
     assert (edit["before"]["title"], edit["after"]["title"]) == ("Fix login bug", "Fix SSO")
-    result = audit_cli("verify", database_url, tmp_path)
+    result = audit_cli("verify", migrated_database_url, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "OK: the audit chain holds: 7 audit row(s)" in result.stdout
     assert "AUDIT_SIGNING_KEY is not set" in result.stdout
-    values = clean_env(SLACK_BOT_TOKEN="xoxb-1", OPENAI_API_KEY="k", DATABASE_URL=database_url)
+    values = clean_env(
+        SLACK_BOT_TOKEN="xoxb-1", OPENAI_API_KEY="k", DATABASE_URL=migrated_database_url
+    )
     exported = run_cli(["audit", "export", "--format", "jsonl"], values, tmp_path)
     events = [e for line in exported.stdout.splitlines() for e in json.loads(line)["events"]]
     assert sorted((e["seq"], e["hash"]) for e in events) == [(r.seq, r.row_hash) for r in chain]
-    written = audit_cli("checkpoint", database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)
+    written = audit_cli("checkpoint", migrated_database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)
     assert written.returncode == 0, written.stderr
     assert f"checkpoint of workspace {TEAM_ID}: 7 rows, head {chain[-1].row_hash}" in (
         written.stdout
@@ -133,7 +135,7 @@ async def test_real_approvals_make_a_chain_that_verifies(
         (checkpoint,) = (await session.scalars(select(AuditCheckpoint))).all()
     assert (checkpoint.rows, checkpoint.head_hash) == (7, chain[-1].row_hash)
     assert checkpoint.signature is not None
-    checked = audit_cli("verify", database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)
+    checked = audit_cli("verify", migrated_database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)
     assert checked.returncode == 0, checked.stdout
     assert "1 checkpoint(s) checked" in checked.stdout
 
@@ -187,7 +189,7 @@ async def test_verify_names_the_first_bad_row(
     chain_bot: RunningBot,
     fake_slack: FakeSlack,
     fake_model: FakeOpenAI,
-    database_url: str,
+    migrated_database_url: str,
     tmp_path: Path,
     tamper: Any,
     named: str,
@@ -196,7 +198,7 @@ async def test_verify_names_the_first_bad_row(
     db = chain_bot.countersign.db
     chain = await rows(db)
     await tamper(db, chain)
-    result = audit_cli("verify", database_url, tmp_path)
+    result = audit_cli("verify", migrated_database_url, tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     first = next(line for line in result.stdout.splitlines() if "first bad row" in line)
     assert named in first
@@ -209,7 +211,7 @@ async def test_retention_and_forget_keep_the_chain_verifiable(
     chain_bot: RunningBot,
     fake_slack: FakeSlack,
     fake_model: FakeOpenAI,
-    database_url: str,
+    migrated_database_url: str,
     tmp_path: Path,
 ) -> None:
     await build_chain(chain_bot, fake_slack, fake_model)
@@ -221,7 +223,7 @@ async def test_retention_and_forget_keep_the_chain_verifiable(
     chain = await rows(db)
     assert [r.event for r in chain[-2:]] == ["propose", "expire"]
     assert all(r.detail == {"redacted": True} for r in chain)
-    result = audit_cli("verify", database_url, tmp_path)
+    result = audit_cli("verify", migrated_database_url, tmp_path)
     assert result.returncode == 0, result.stdout
     assert "9 audit row(s) (9 with a redacted detail)" in result.stdout
     # What a redacted row still says is still covered by its hash.
@@ -229,15 +231,18 @@ async def test_retention_and_forget_keep_the_chain_verifiable(
         await session.execute(
             update(AuditEntry).where(AuditEntry.id == chain[1].id).values(event="decline")
         )
-    result = audit_cli("verify", database_url, tmp_path)
+    result = audit_cli("verify", migrated_database_url, tmp_path)
     assert result.returncode == 1
     assert f"row id {chain[1].id}, seq 2: edited" in result.stdout
 
 
 async def test_concurrent_transitions_from_two_engines_make_one_linear_chain(
-    database_url: str,
+    migrated_database_url: str,
 ) -> None:
-    first, second = Database.from_url(database_url), Database.from_url(database_url)
+    first, second = (
+        Database.from_url(migrated_database_url),
+        Database.from_url(migrated_database_url),
+    )
     try:
         await upgrade_to_head(first)
         async with first.transaction() as session:
@@ -343,12 +348,15 @@ async def test_the_migration_chains_the_rows_written_before_it(database_url: str
 
 
 async def test_a_transaction_moving_many_proposals_races_single_decisions_without_deadlock(
-    database_url: str,
+    migrated_database_url: str,
 ) -> None:
     """Forgetting expires every waiting proposal of a conversation in one transaction while
     people decide them one by one on another replica: both take the chain's lock before any
     proposal's, so neither waits for the other in a loop (PostgreSQL would abort one)."""
-    first, second = Database.from_url(database_url), Database.from_url(database_url)
+    first, second = (
+        Database.from_url(migrated_database_url),
+        Database.from_url(migrated_database_url),
+    )
     try:
         await upgrade_to_head(first)
         async with first.transaction() as session:

@@ -35,9 +35,9 @@ from tests.test_audit_chain import KEY, audit_cli, build_chain, cut_the_end, new
 
 @pytest.fixture
 async def chain_bot(
-    fake_slack: FakeSlack, fake_model: FakeOpenAI, database_url: str
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, migrated_database_url: str
 ) -> AsyncIterator[RunningBot]:
-    running = await start_bot(make_settings(fake_slack, fake_model, database_url))
+    running = await start_bot(make_settings(fake_slack, fake_model, migrated_database_url))
     yield running
     await stop_bot(running)
 
@@ -46,14 +46,17 @@ async def test_truncation_is_caught_by_the_checkpoint_and_a_forged_one_by_its_si
     chain_bot: RunningBot,
     fake_slack: FakeSlack,
     fake_model: FakeOpenAI,
-    database_url: str,
+    migrated_database_url: str,
     tmp_path: Path,
 ) -> None:
     await build_chain(chain_bot, fake_slack, fake_model)
     db = chain_bot.countersign.db
-    assert audit_cli("checkpoint", database_url, tmp_path, AUDIT_SIGNING_KEY=KEY).returncode == 0
+    assert (
+        audit_cli("checkpoint", migrated_database_url, tmp_path, AUDIT_SIGNING_KEY=KEY).returncode
+        == 0
+    )
     await cut_the_end(db, keep=5)  # the chain itself is consistent again
-    result = audit_cli("verify", database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)
+    result = audit_cli("verify", migrated_database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)
     assert result.returncode == 1, result.stdout
     first = next(line for line in result.stdout.splitlines() if "first bad row" in line)
     assert "seq 6: missing (truncated): checkpoint database #1" in first
@@ -67,7 +70,7 @@ async def test_truncation_is_caught_by_the_checkpoint_and_a_forged_one_by_its_si
         )
         checkpoint.rows, checkpoint.head_hash = 5, head.row_hash or ""
         checkpoint.signature = hmac.new(b"a guess", message, hashlib.sha256).hexdigest()
-    result = audit_cli("verify", database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)
+    result = audit_cli("verify", migrated_database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)
     assert result.returncode == 1, result.stdout
     first = next(line for line in result.stdout.splitlines() if "first bad row" in line)
     assert "checkpoint database #1 has a bad signature" in first
@@ -75,14 +78,18 @@ async def test_truncation_is_caught_by_the_checkpoint_and_a_forged_one_by_its_si
     async with db.transaction() as session:
         checkpoint = (await session.scalars(select(AuditCheckpoint))).one()
         checkpoint.signature = hmac.new(KEY.encode(), message, hashlib.sha256).hexdigest()
-    assert audit_cli("verify", database_url, tmp_path, AUDIT_SIGNING_KEY=KEY).returncode == 0
+    assert (
+        audit_cli("verify", migrated_database_url, tmp_path, AUDIT_SIGNING_KEY=KEY).returncode == 0
+    )
     # With the key set, an unsigned checkpoint is not trusted (nor does it raise an alarm).
     async with db.transaction() as session:
         session.add(AuditCheckpoint(team_id=TEAM_ID, rows=99, head_hash="0" * 64))
-    result = audit_cli("verify", database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)
+    result = audit_cli("verify", migrated_database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)
     assert result.returncode == 0, result.stdout
     assert "checkpoint database #2 is unsigned: not trusted" in result.stdout
-    assert audit_cli("verify", database_url, tmp_path).returncode == 1  # without the key: used
+    assert (
+        audit_cli("verify", migrated_database_url, tmp_path).returncode == 1
+    )  # without the key: used
 
 
 async def test_the_checkpoint_job_posts_on_schedule_and_verify_reads_slack_back(
@@ -151,14 +158,14 @@ async def test_a_rewritten_chain_is_caught_by_the_checkpoint(
     chain_bot: RunningBot,
     fake_slack: FakeSlack,
     fake_model: FakeOpenAI,
-    database_url: str,
+    migrated_database_url: str,
     tmp_path: Path,
 ) -> None:
     """The chain has no secret: someone may change a row and recompute every hash after it.
     The checkpoint written before still holds the old head."""
     await build_chain(chain_bot, fake_slack, fake_model)
     db = chain_bot.countersign.db
-    assert audit_cli("checkpoint", database_url, tmp_path).returncode == 0
+    assert audit_cli("checkpoint", migrated_database_url, tmp_path).returncode == 0
     async with db.transaction() as session:
         chain = list((await session.scalars(select(AuditEntry).order_by(AuditEntry.seq))).all())
         chain[3].actor = "UMALLORY"
@@ -167,7 +174,7 @@ async def test_a_rewritten_chain_is_caught_by_the_checkpoint(
         head = await session.get(AuditChainHead, TEAM_ID)
         assert head is not None
         head.head_hash = chain[-1].row_hash or ""
-    result = audit_cli("verify", database_url, tmp_path)
+    result = audit_cli("verify", migrated_database_url, tmp_path)
     assert result.returncode == 1, result.stdout
     first = next(line for line in result.stdout.splitlines() if "first bad row" in line)
     assert "seq 7: the chain up to here differs from checkpoint database #1" in first

@@ -90,9 +90,9 @@ async def forge(
 
 @pytest.fixture
 async def chain_bot(
-    fake_slack: FakeSlack, fake_model: FakeOpenAI, database_url: str
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, migrated_database_url: str
 ) -> AsyncIterator[RunningBot]:
-    running = await start_bot(make_settings(fake_slack, fake_model, database_url))
+    running = await start_bot(make_settings(fake_slack, fake_model, migrated_database_url))
     yield running
     await stop_bot(running)
 
@@ -101,20 +101,20 @@ async def test_a_row_in_a_made_up_workspace_chain_on_a_real_proposal_fails(
     chain_bot: RunningBot,
     fake_slack: FakeSlack,
     fake_model: FakeOpenAI,
-    database_url: str,
+    migrated_database_url: str,
     tmp_path: Path,
 ) -> None:
     await build_chain(chain_bot, fake_slack, fake_model)
     db = chain_bot.countersign.db
     first, _ = await proposals(chain_bot)
     forged = await forge(db, "TFAKE", first.id)  # a chain of its own, consistent in itself
-    code, out = verify_cli(database_url, tmp_path)
+    code, out = verify_cli(migrated_database_url, tmp_path)
     assert code == 1, out
     line = first_bad(out)
     assert f"workspace TFAKE: row id {forged.id}, seq 1: in the wrong chain" in line
     assert f"its proposal #{first.id} belongs to workspace {TEAM_ID}" in line
     # The export reads the proposal's own chain: the forged approval is not in its columns.
-    values = clean_env(DATABASE_URL=database_url)
+    values = clean_env(DATABASE_URL=migrated_database_url)
     out_file = tmp_path / "audit.csv"
     exported = run_cli(["audit", "export", "-o", str(out_file)], values, tmp_path)
     assert exported.returncode == 0, exported.stderr
@@ -126,13 +126,13 @@ async def test_a_row_with_no_workspace_fails(
     chain_bot: RunningBot,
     fake_slack: FakeSlack,
     fake_model: FakeOpenAI,
-    database_url: str,
+    migrated_database_url: str,
     tmp_path: Path,
 ) -> None:
     await build_chain(chain_bot, fake_slack, fake_model)
     first, _ = await proposals(chain_bot)
     forged = await forge(chain_bot.countersign.db, None, first.id, seq=1)
-    code, out = verify_cli(database_url, tmp_path)
+    code, out = verify_cli(migrated_database_url, tmp_path)
     assert code == 1, out
     assert (
         f"workspace (none): row id {forged.id}, seq 1: not in any chain (no workspace)"
@@ -141,10 +141,10 @@ async def test_a_row_with_no_workspace_fails(
 
 
 async def test_with_the_key_a_row_recomputed_with_plain_hashes_fails(
-    fake_slack: FakeSlack, fake_model: FakeOpenAI, database_url: str, tmp_path: Path
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, migrated_database_url: str, tmp_path: Path
 ) -> None:
     bot = await start_bot(
-        make_settings(fake_slack, fake_model, database_url, audit_signing_key=KEY)
+        make_settings(fake_slack, fake_model, migrated_database_url, audit_signing_key=KEY)
     )
     try:
         await build_chain(bot, fake_slack, fake_model)
@@ -152,26 +152,26 @@ async def test_with_the_key_a_row_recomputed_with_plain_hashes_fails(
         chain = await rows(db)
         assert all(r.keyed for r in chain)
         assert all(r.prev_hash == p.row_hash for p, r in pairwise(chain))
-        code, out = verify_cli(database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)
+        code, out = verify_cli(migrated_database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)
         assert code == 0, out
         assert "OK: the audit chain holds: 7 audit row(s)" in out
         # Without the key nobody can check (or write) a keyed row: verify says so.
-        code, out = verify_cli(database_url, tmp_path)
+        code, out = verify_cli(migrated_database_url, tmp_path)
         assert code == 1, out
         assert "seq 1: keyed with AUDIT_SIGNING_KEY, which is not set here" in first_bad(out)
         first, _ = await proposals(bot)
         forged = await forge(db, TEAM_ID, first.id)  # says it is plain, hashes recomputed
-        code, out = verify_cli(database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)
+        code, out = verify_cli(migrated_database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)
         assert code == 1, out
         assert f"row id {forged.id}, seq 8: not keyed, after keyed rows began" in first_bad(out)
         async with db.transaction() as session:  # says it is keyed: its hash is no HMAC
             await session.execute(
                 update(AuditEntry).where(AuditEntry.id == forged.id).values(keyed=True)
             )
-        code, out = verify_cli(database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)
+        code, out = verify_cli(migrated_database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)
         assert code == 1, out
         assert f"row id {forged.id}, seq 8: edited, or written without the key" in first_bad(out)
-        code, out = verify_cli(database_url, tmp_path, AUDIT_SIGNING_KEY="another key")
+        code, out = verify_cli(migrated_database_url, tmp_path, AUDIT_SIGNING_KEY="another key")
         assert code == 1, out
         assert "seq 1: edited, or written without the key" in first_bad(out)
     finally:
@@ -179,12 +179,12 @@ async def test_with_the_key_a_row_recomputed_with_plain_hashes_fails(
 
 
 async def test_turning_the_key_on_keeps_old_rows_and_vouches_only_for_them(
-    fake_slack: FakeSlack, fake_model: FakeOpenAI, database_url: str, tmp_path: Path
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, migrated_database_url: str, tmp_path: Path
 ) -> None:
     """A database written without the key for a while: the bot, started with it, checkpoints
     every chain (signed) before it writes its first keyed row. The plain rows before stay
     verifiable; a plain row or chain added afterwards is not vouched for and fails."""
-    plain = await start_bot(make_settings(fake_slack, fake_model, database_url))
+    plain = await start_bot(make_settings(fake_slack, fake_model, migrated_database_url))
     try:
         await propose_create(plain, fake_slack, fake_model)
         async with plain.countersign.db.transaction() as session:
@@ -195,7 +195,7 @@ async def test_turning_the_key_on_keeps_old_rows_and_vouches_only_for_them(
     finally:
         await stop_bot(plain)
     keyed = await start_bot(
-        make_settings(fake_slack, fake_model, database_url, audit_signing_key=KEY)
+        make_settings(fake_slack, fake_model, migrated_database_url, audit_signing_key=KEY)
     )
     try:
         db = keyed.countersign.db
@@ -208,10 +208,10 @@ async def test_turning_the_key_on_keeps_old_rows_and_vouches_only_for_them(
         checkpoints = await stored_checkpoints(db)
         assert {(c.team_id, c.rows) for c in checkpoints} == {(TEAM_ID, 1), ("TOTHER", 1)}
         assert all(c.signature for c in checkpoints)
-        code, out = verify_cli(database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)
+        code, out = verify_cli(migrated_database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)
         assert code == 0, out
         forged = await forge(db, "TOTHER", other.id)
-        code, out = verify_cli(database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)
+        code, out = verify_cli(migrated_database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)
         assert code == 1, out
         line = first_bad(out)
         assert f"workspace TOTHER: row id {forged.id}, seq 2: not keyed, and neither" in line
@@ -225,9 +225,9 @@ async def test_turning_the_key_on_keeps_old_rows_and_vouches_only_for_them(
             made_up = new_proposal("TNEW", "k-new")  # a whole new workspace, proposal and all
             made_up.expires_at = utcnow() + timedelta(hours=1)
             session.add(made_up)
-        assert verify_cli(database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)[0] == 0
+        assert verify_cli(migrated_database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)[0] == 0
         forged = await forge(db, "TNEW", made_up.id)
-        code, out = verify_cli(database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)
+        code, out = verify_cli(migrated_database_url, tmp_path, AUDIT_SIGNING_KEY=KEY)
         assert code == 1, out
         assert f"workspace TNEW: row id {forged.id}, seq 1: not keyed, and neither" in (
             first_bad(out)
@@ -260,14 +260,14 @@ async def _rewrite(db: Database, seq: int, recompute: bool) -> None:
     ids=["edited-since", "recomputed-since-with-key", "recomputed-under-the-checkpoint"],
 )
 async def test_the_checkpoint_job_refuses_a_chain_rewritten_since_its_last_checkpoint(
-    database_url: str,
+    migrated_database_url: str,
     key: str | None,
     seq: int,
     recompute: bool,
     reason: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    db = Database.from_url(database_url, audit_key=key)
+    db = Database.from_url(migrated_database_url, audit_key=key)
     try:
         await upgrade_to_head(db)
         async with db.transaction() as session:
@@ -305,7 +305,7 @@ async def test_the_export_reads_decisions_from_the_chain_not_the_proposals_table
     chain_bot: RunningBot,
     fake_slack: FakeSlack,
     fake_model: FakeOpenAI,
-    database_url: str,
+    migrated_database_url: str,
     tmp_path: Path,
 ) -> None:
     await build_chain(chain_bot, fake_slack, fake_model)
@@ -319,7 +319,7 @@ async def test_the_export_reads_decisions_from_the_chain_not_the_proposals_table
         await session.execute(delete(ProposalApproval))
         session.add(ProposalApproval(proposal_id=second.id, approver="UMALLORY"))
     out_file = tmp_path / "audit.csv"
-    values = clean_env(DATABASE_URL=database_url)  # no Slack or model settings needed
+    values = clean_env(DATABASE_URL=migrated_database_url)  # no Slack or model settings needed
     exported = run_cli(["audit", "export", "-o", str(out_file)], values, tmp_path)
     assert exported.returncode == 0, exported.stderr
     got = [
@@ -329,11 +329,14 @@ async def test_the_export_reads_decisions_from_the_chain_not_the_proposals_table
 
 
 async def test_verify_and_checkpoints_while_the_bot_writes_raise_no_false_alarm(
-    database_url: str,
+    migrated_database_url: str,
 ) -> None:
     """Two workspaces' chains grow without pause through the real append path (the ledger)
     on one engine while another verifies 20 times and checkpoints: every run holds."""
-    writer, reader = Database.from_url(database_url), Database.from_url(database_url)
+    writer, reader = (
+        Database.from_url(migrated_database_url),
+        Database.from_url(migrated_database_url),
+    )
     try:
         await upgrade_to_head(writer)
         async with writer.transaction() as session:
@@ -378,9 +381,9 @@ async def test_verify_and_checkpoints_while_the_bot_writes_raise_no_false_alarm(
 
 
 async def test_no_checkpoints_is_a_warning_and_verify_needs_no_slack_or_model_settings(
-    database_url: str, tmp_path: Path
+    migrated_database_url: str, tmp_path: Path
 ) -> None:
-    db = Database.from_url(database_url)
+    db = Database.from_url(migrated_database_url)
     try:
         await upgrade_to_head(db)
         async with db.transaction() as session:
@@ -391,13 +394,15 @@ async def test_no_checkpoints_is_a_warning_and_verify_needs_no_slack_or_model_se
             assert (await session.scalars(select(AuditCheckpoint))).all() == []
     finally:
         await db.dispose()
-    code, out = verify_cli(database_url, tmp_path)
+    code, out = verify_cli(migrated_database_url, tmp_path)
     assert code == 0, out
     assert "warning: no checkpoints: rows removed from the end of a chain" in out
     assert "OK: the audit chain holds: 1 audit row(s)" in out
-    written = run_cli(["audit", "checkpoint"], clean_env(DATABASE_URL=database_url), tmp_path)
+    written = run_cli(
+        ["audit", "checkpoint"], clean_env(DATABASE_URL=migrated_database_url), tmp_path
+    )
     assert written.returncode == 0, written.stdout + written.stderr
-    code, out = verify_cli(database_url, tmp_path)
+    code, out = verify_cli(migrated_database_url, tmp_path)
     assert code == 0, out
     assert "warning: no checkpoints" not in out
     assert "1 checkpoint(s) checked" in out

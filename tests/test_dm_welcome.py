@@ -200,9 +200,9 @@ async def test_an_open_with_junk_for_the_person_or_a_channel_posts_nothing(
 
 
 async def test_two_replicas_opened_at_once_welcome_once(
-    postgres_url: str, fake_slack: FakeSlack, fake_model: FakeOpenAI
+    migrated_postgres_url: str, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
-    settings = make_settings(fake_slack, fake_model, postgres_url)
+    settings = make_settings(fake_slack, fake_model, migrated_postgres_url)
     first = await start_bot(settings)
     second = await start_bot(settings)
     try:

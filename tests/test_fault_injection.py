@@ -303,19 +303,19 @@ async def test_metrics_show_what_happened(
 
 @pytest.mark.postgres
 async def test_a_database_restart_costs_no_reply(
-    fake_slack: FakeSlack, fake_model: FakeOpenAI, postgres_url: str
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, migrated_postgres_url: str
 ) -> None:
     """Every connection the bot holds is cut (what a PostgreSQL restart does to clients); the
     next turn reconnects and answers."""
     import asyncpg
     from sqlalchemy.engine import make_url
 
-    bot = await start_bot(make_settings(fake_slack, fake_model, postgres_url))
+    bot = await start_bot(make_settings(fake_slack, fake_model, migrated_postgres_url))
     try:
         fake_model.script(Script(text="Before."), Script(text="After."))
         await bot.mention("C1", "one", fake_slack)
         await bot.idle()
-        url = make_url(postgres_url)
+        url = make_url(migrated_postgres_url)
         admin = await asyncpg.connect(
             host=url.host, port=url.port or 5432, user=url.username, database="postgres"
         )

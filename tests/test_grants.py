@@ -294,12 +294,12 @@ async def test_a_changed_tool_definition_voids_the_grant(
 
 @pytest.fixture
 async def replicas(
-    fake_slack: FakeSlack, fake_model: FakeOpenAI, postgres_url: str, tmp_path: Path
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, migrated_postgres_url: str, tmp_path: Path
 ) -> AsyncIterator[tuple[RunningBot, RunningBot]]:
     """Two bots on one PostgreSQL database: two replicas."""
     path = tmp_path / "policy.yaml"
     path.write_text(POLICY)
-    settings = make_settings(fake_slack, fake_model, postgres_url, policy_file=path)
+    settings = make_settings(fake_slack, fake_model, migrated_postgres_url, policy_file=path)
     first = await start_bot(settings)
     second = await start_bot(settings)
     yield first, second

@@ -59,8 +59,9 @@ async def test_a_catastrophic_schema_pattern_neither_stalls_the_bot_nor_reaches_
         asyncio.create_task(slack_acks(bot, waits)),
     ]
     try:
-        # `^(a|a)*$` against 24 a's and a '!': seconds of backtracking in Python's `re`.
-        hostile = "a" * 24 + "!"
+        # `^(a|a)*$` against 26 a's and a '!': some 5 s of backtracking in Python's `re` here
+        # (24 took 1.3 s), so the bounds below can leave a loaded machine's pauses room.
+        hostile = "a" * 26 + "!"
         fake_model.script(
             Script(
                 tool_calls=[
@@ -70,20 +71,17 @@ async def test_a_catastrophic_schema_pattern_neither_stalls_the_bot_nor_reaches_
             ),
             Script(text="Neither tag fits."),
         )
-        started = time.perf_counter()
         await bot.mention("C1", "tag the plan", fake_slack)
         await bot.idle()
-        took = time.perf_counter() - started
     finally:
         for watcher in watchers:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
         await stop_bot(bot)
-    assert max(gaps) < 0.5, f"the event loop stalled {max(gaps):.1f} s"
+    assert max(gaps) < 2.0, f"the event loop stalled {max(gaps):.1f} s"
     assert waits
-    assert max(waits) < 0.5, f"Slack waited {max(waits):.1f} s for an answer"
-    assert took < 5
+    assert max(waits) < 2.0, f"Slack waited {max(waits):.1f} s for an answer"
     plain, slow = tool_results(fake_model)
     assert plain["status"] == slow["status"] == "invalid_arguments"
     assert "tag: 'b' does not match '^(a|a)*$'" in plain["error"]

@@ -61,7 +61,7 @@ async def memory_parts(
     await db.dispose()
 
 
-async def test_a_500_turn_conversation_stays_within_budget(
+async def test_a_300_turn_conversation_stays_within_budget(
     memory_parts: tuple[Database, LLM, Memory], fake_model: FakeOpenAI
 ) -> None:
     db, _, memory = memory_parts
@@ -69,7 +69,9 @@ async def test_a_500_turn_conversation_stays_within_budget(
     async with db.transaction() as session:
         conversation, _ = await repo.get_or_create_conversation(session, "T", "C", "1.0", "UA")
     sizes = []
-    for turn in range(500):
+    # 300 turns: some ten summaries and 200 turns at the budget's ceiling (500 took twice the
+    # time and proved nothing more; bench.history runs longer threads).
+    for turn in range(300):
         async with db.transaction() as session:
             await repo.add_message(
                 session,
@@ -132,7 +134,7 @@ async def test_a_500_turn_conversation_stays_within_budget(
     assert "truncated for the model" in fake_model.summaries[0]
     # Flat once the budget is reached.
     assert max(sizes[100:]) <= BUDGET.total - BUDGET.reply
-    assert max(sizes[400:]) - min(sizes[400:]) < BUDGET.total
+    assert max(sizes[200:]) - min(sizes[200:]) < BUDGET.total
 
 
 async def test_stored_history_is_valid_after_summaries(

@@ -8,8 +8,11 @@ Invariant: every write that ran was allowed, at its execution start, by the refe
 exactly the arguments sent; every message posted was readable by everyone who can see where it
 was posted; and the writes the reference says must happen do happen.
 
-Three test functions of 70 sequences each (pytest-xdist may run them apart), each on one bot
-reused across its sequences; the seeds are fixed, so CI runs the same sequences every time.
+Three test functions of 24 sequences each (pytest-xdist may run them apart), each on one bot
+reused across its sequences; the seeds are fixed, so CI runs the same sequences every time, and
+each function checks that its sequences took every kind of step (a propose, an approve, a click,
+an edit, a reload, a toggle, a tick, an approve during an outage, a retry; a restart in the
+third). `--hypothesis-profile=nightly` runs 200 sequences each (docs/testing.md).
 Each distinct violation is its own exception class: hypothesis reports each one, shrunk to its
 shortest sequence, told step by step. A longer run:
 `uv run python -m bench.one_door --sequences 2000` (figures in docs/benchmarks.md).
@@ -37,9 +40,22 @@ from tests.one_door_policy import decide as reference_decide
 from tests.one_door_steps import INITIAL, Approve, Ask, Propose, amended
 from tests.one_door_world import PUBLIC, World
 
-SEQUENCES = 70  # per test function: 210 in the suite (the benchmark runs thousands)
+# Per test function: 72 in the suite, enough for every kind of step in each function's fixed
+# sequences (asserted below); the nightly profile runs 600, the benchmark thousands.
+SEQUENCES = 200 if settings.get_current_profile_name() == "nightly" else 24
 STEPS = 4  # at most, after the first request
-# Passing, each function takes some 25-30 s on the development machine (2 busy cores). A
+KINDS = {
+    "Approve",
+    "ApproveInOutage",
+    "Click",
+    "Edit",
+    "Propose",
+    "Reload",
+    "Retry",
+    "Tick",
+    "Toggle",
+}
+# Passing, each function takes some 10-12 s on the development machine (2 busy cores). A
 # failure is then shrunk to its shortest sequence, which may take minutes: the suite's 120 s
 # time-out would cut off the one report that matters.
 pytestmark = pytest.mark.timeout(900)
@@ -69,6 +85,9 @@ def run(bot: OneDoorBot, which: int, restarts: bool) -> Figures:
     )
     assert figures.sequences >= SEQUENCES
     assert figures.liveness_met == figures.liveness_expected
+    # Fewer sequences than the nightly run, but none of the model's operations left out.
+    kinds = KINDS | ({"Restart"} if restarts else set())
+    assert set(figures.operations) == kinds, f"steps taken: {dict(figures.operations)}"
     return figures
 
 

@@ -23,8 +23,8 @@ HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
 @pytest.fixture
-async def db(database_url: str) -> AsyncIterator[Database]:
-    database = Database.from_url(database_url)
+async def db(migrated_database_url: str) -> AsyncIterator[Database]:
+    database = Database.from_url(migrated_database_url)
     await upgrade_to_head(database)
     yield database
     await database.dispose()
@@ -52,10 +52,10 @@ async def test_delivery_keys_are_claimed_once(db: Database) -> None:
 
 
 async def test_concurrent_claims_on_two_replicas_let_exactly_one_through(
-    db: Database, database_url: str
+    db: Database, migrated_database_url: str
 ) -> None:
     """Two processes' worth of claimers (separate engines) race for the same deliveries."""
-    other = Database.from_url(database_url)
+    other = Database.from_url(migrated_database_url)
     try:
         replicas = [DeliveryClaims(db), DeliveryClaims(other)]
         attempts = [replicas[i % 2].claim([f"evt:{i}", f"msg:T:C:{i % 5}"]) for i in range(40)]
@@ -116,10 +116,10 @@ async def test_concurrent_conversation_creation_yields_one_row(db: Database) -> 
 
 
 async def test_a_whole_turn_persists(
-    database_url: str, fake_slack: FakeSlack, fake_model: FakeOpenAI
+    migrated_database_url: str, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
     fake_model.script(Script(text="Stored reply.", prompt_tokens=5))
-    bot = await start_bot(make_settings(fake_slack, fake_model, database_url))
+    bot = await start_bot(make_settings(fake_slack, fake_model, migrated_database_url))
     try:
         await bot.mention("C1", "persist me", fake_slack)
         await bot.idle()

@@ -382,11 +382,12 @@ async def test_writes_the_policy_decides_keep_the_audit_chain_verifiable(
     policy_bot: RunningBot,
     fake_slack: FakeSlack,
     fake_model: FakeOpenAI,
-    database_url: str,
+    migrated_database_url: str,
     tmp_path: Path,
 ) -> None:
     """The policy's own paths (allow runs as approved by the rule, deny makes no proposal)
-    write their audit rows into the same chain as people's decisions: `audit verify` holds."""
+    write their audit rows into the same chain as people's decisions: `audit verify` holds
+    (on the bot's own database: it used to verify a second, empty one)."""
     from tests.test_audit_chain import audit_cli
 
     await ask_for(policy_bot, fake_slack, fake_model, LOW)  # allowed by the rule
@@ -396,7 +397,7 @@ async def test_writes_the_policy_decides_keep_the_audit_chain_verifiable(
     await policy_bot.idle()
     events = [a.event for a in await audit(policy_bot)]
     assert events.count("approve") == 2
-    verified = audit_cli("verify", database_url, tmp_path)
+    verified = audit_cli("verify", migrated_database_url, tmp_path)
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
 

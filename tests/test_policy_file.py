@@ -228,11 +228,11 @@ async def seed(url: str) -> None:
 
 
 async def test_policy_replay_figures_on_a_seeded_database(
-    tmp_path: Path, database_url: str
+    tmp_path: Path, migrated_database_url: str
 ) -> None:
-    await seed(database_url)
+    await seed(migrated_database_url)
     (tmp_path / "new.yaml").write_text(NEW_POLICY)
-    env = clean_env(**BASE, DATABASE_URL=database_url)
+    env = clean_env(**BASE, DATABASE_URL=migrated_database_url)
     result = await asyncio.to_thread(
         run_cli, ["policy", "replay", "--since", "30d", "--policy", "new.yaml"], env, tmp_path
     )

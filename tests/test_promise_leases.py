@@ -7,8 +7,9 @@ a lease alive through work longer than the lease itself."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 
 import pytest
@@ -82,34 +83,51 @@ async def approved(approvals: ApprovalsService) -> Proposal:
 
 
 async def test_a_worker_that_cannot_renew_its_lease_stops_the_tool_before_it_lapses(
-    db: Database,
+    db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The database is unreachable for worker A's renewals: A stops its tool before its 0.6 s
+    """The database is unreachable for worker A's renewals: A stops its tool before its 3 s
     lease lapses, so when a sweeping worker B finds the lease lapsed, nothing of A still runs
-    and nothing is written after the lapse. (It used to log and go on: A's tool wrote at
-    0.75 s, after B had already taken the work over.)"""
+    and nothing is written after the lapse. (It used to log and go on: A's tool wrote after B
+    had already taken the work over.) The fence stops the tool 2.5 s after the claim, 0.45 s
+    before the tool's own deadline and at least 0.5 s before the lease lapses: a loaded
+    machine's late timers do not reorder them (a 0.6 s lease left 50 ms, and failed so)."""
     RUNS.clear()
+    monkeypatch.setitem(DELAYS, "run", 10.0)  # the tool would run past the lease
     with pytest.raises(ValueError, match="longer than the tool timeout"):
         executor(ApprovalsService(db, lease_seconds=0.5), "w", timeout=0.5)
-    a = ApprovalsService(db, lease_seconds=0.6)
-    b = ApprovalsService(db, lease_seconds=0.6)
+    a = ApprovalsService(db, lease_seconds=3.0)
+    b = ApprovalsService(db, lease_seconds=3.0)
 
     async def unreachable(proposal: Proposal, worker: str) -> bool:
         raise ConnectionRefusedError("the database is unreachable")
 
     a.renew = unreachable  # type: ignore[method-assign]
     proposal = await approved(a)
-    run = asyncio.create_task(executor(a, "worker-a", timeout=0.55).run(proposal.id))
+    run = asyncio.create_task(executor(a, "worker-a", timeout=2.95).run(proposal.id))
     taken_while_running = []
     while not run.done():
         taken_while_running += await b.interrupt_lapsed()
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.05)
     assert await run is None  # A stopped and recorded nothing
     assert taken_while_running == []
     assert RUNS == []
-    await asyncio.sleep(0.15)
-    (taken,) = await b.interrupt_lapsed()  # once lapsed, B takes it over: the outcome is unknown
-    assert taken.state == ProposalState.UNKNOWN
+    taken: list[Proposal] = []  # once lapsed, B takes it over: the outcome is unknown
+
+    async def lapsed() -> bool:
+        taken.extend(await b.interrupt_lapsed())
+        return bool(taken)
+
+    await until(lapsed)
+    assert [p.state for p in taken] == [ProposalState.UNKNOWN]
+    assert RUNS == []
+
+
+async def until(check: Callable[[], Awaitable[bool]], timeout: float = 30) -> None:
+    """Wait on a condition the database answers (a generous bound, only for a hang)."""
+    deadline = time.monotonic() + timeout
+    while not await check():
+        assert time.monotonic() < deadline, "the condition never held"
+        await asyncio.sleep(0.05)
 
 
 async def test_a_live_lease_is_never_interrupted_by_another_worker(db: Database) -> None:
@@ -160,29 +178,27 @@ async def test_the_re_read_and_the_run_share_one_deadline_inside_the_lease(
 ) -> None:
     """Preview re-read (0.6 s) + tool (0.95 s) would outlast a 1.5 s lease if each had its own
     1 s time-out (it used to: the work then lived past the lease only as long as renewals
-    kept succeeding). One deadline for both stops the tool at 1 s, inside the lease: the
-    write never completes, the outcome is unknown (the request may have gone out), and a
-    sweeping second worker never finds it lapsed while it runs. (Half a second between the
-    deadline and the lease, for a loaded machine.)"""
+    kept succeeding, and the write completed). One deadline for both stops the tool at 1 s,
+    inside the lease: the write never completes, the outcome is unknown (the request may have
+    gone out), and a sweeping second worker never finds it lapsed while it runs (renewed every
+    0.5 s). Shown by what happened, not by the clock: a loaded machine may take longer."""
     RUNS.clear()
     monkeypatch.setitem(DELAYS, "preview", 0.6)
     monkeypatch.setitem(DELAYS, "run", 0.95)
     approvals = ApprovalsService(db, lease_seconds=1.5)
     sweeper = ApprovalsService(db, lease_seconds=1.5)
     proposal = await approved(approvals)
-    started = time.monotonic()
     run = asyncio.create_task(executor(approvals, "worker-a", timeout=1.0).run(proposal.id))
     interrupted = []
     while not run.done():
         interrupted += await sweeper.interrupt_lapsed()
         await asyncio.sleep(0.05)
     settled = await run
-    assert time.monotonic() - started < 1.5
     assert interrupted == []
     assert settled is not None
     assert settled.state == ProposalState.UNKNOWN
     assert "did not finish in time" in (settled.error or "")
-    assert RUNS == []
+    assert RUNS == []  # with a time-out each, the preview and the run both finished: a write
 
 
 async def test_a_retry_passes_the_same_idempotency_key(db: Database) -> None:
@@ -276,19 +292,29 @@ async def test_a_retry_after_the_turn_resumed_is_an_update_not_a_second_resume(
 
 
 EVENTS: list[tuple[str, str]] = []  # (worker, what) in the order it happened
+A_STOPPED: list[asyncio.Event] = []  # set when worker A's tool stops (one per test run)
 
 
 async def quick_preview(args: Args, ctx: ToolContext) -> Preview:
     return Preview(f"Create task '{args.title}'", (Change("title", None, args.title),))
 
 
-@write_tool("create_task", "a create that takes 1.5 s", Args, preview=quick_preview)
+@write_tool("create_task", "a create that takes a while", Args, preview=quick_preview)
 async def long_write(args: Args, ctx: ToolContext) -> Outcome:
+    """Worker A's write would take 2.2 s, well past A's next renewal (1 s after its claim);
+    worker B's, which took the work over, is quick but goes out only once A has stopped (or
+    after 2 s): the order to prove is A stopping before any write, not a race of timers."""
     EVENTS.append((ctx.requester, "started"))
     try:
-        await asyncio.sleep(1.5)
+        if ctx.requester == "A":
+            await asyncio.sleep(2.2)
+        else:  # at most 2 s: inside B's own 2.5 s deadline
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(A_STOPPED[0].wait(), 2.0)
     except asyncio.CancelledError:
         EVENTS.append((ctx.requester, "stopped"))
+        if ctx.requester == "A":
+            A_STOPPED[0].set()
         raise
     EVENTS.append((ctx.requester, "wrote"))
     return Outcome({"ok": True}, "written")
@@ -318,6 +344,7 @@ async def test_a_worker_whose_lease_was_taken_over_stops_its_tool_before_it_writ
     tool there, so the write is made once, by B. (A's heartbeat used to log and let its tool
     go on writing next to B's.)"""
     EVENTS.clear()
+    A_STOPPED[:] = [asyncio.Event()]
     a = ApprovalsService(db, lease_seconds=3.0)  # renewed every second
     b = ApprovalsService(db, lease_seconds=3.0)
     proposal = await approved(a)

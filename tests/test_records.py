@@ -103,7 +103,7 @@ async def test_history_lists_pages_and_the_empty_case(
     await seed(bot, "UALICE", 12)
     status, seconds, key = await bot.command(fake_slack, "/history", "", "UALICE")
     assert status == 200
-    assert seconds < 1.0  # acknowledged at once, answered through response_url
+    assert seconds < 3.0  # within Slack's 3 s (not the work's time): answered through response_url
     first = await answer(bot, fake_slack, key)
     assert first["response_type"] == "ephemeral"
     shown = text_of(first["blocks"])

@@ -103,11 +103,11 @@ async def test_without_redis_edits_still_flow_within_this_replicas_window() -> N
 
 
 async def test_turns_of_one_thread_stay_in_order_across_instances(
-    postgres_url: str, redis: Redis, fake_slack: FakeSlack, fake_model: FakeOpenAI
+    migrated_postgres_url: str, redis: Redis, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
     prefix = uuid.uuid4().hex
     fake_model.script(Script(text="First answer."))
-    settings = make_settings(fake_slack, fake_model, postgres_url, redis_url=REDIS_URL)
+    settings = make_settings(fake_slack, fake_model, migrated_postgres_url, redis_url=REDIS_URL)
     first = await start_bot(settings)
     second = await start_bot(settings)
     try:

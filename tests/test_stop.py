@@ -206,10 +206,10 @@ async def test_a_malformed_stop_event_changes_nothing(
 
 
 async def test_a_stop_reaches_the_replica_running_the_turn(
-    postgres_url: str, fake_slack: FakeSlack, fake_model: FakeOpenAI
+    migrated_postgres_url: str, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
     settings = make_settings(
-        fake_slack, fake_model, postgres_url, streaming="auto", redis_url=REDIS_URL
+        fake_slack, fake_model, migrated_postgres_url, streaming="auto", redis_url=REDIS_URL
     )
     running = await start_bot(settings)
     other = await start_bot(settings)
