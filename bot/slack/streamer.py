@@ -36,6 +36,9 @@ __all__ = ["PLACEHOLDER", "Journal", "ReplyStream"]
 log = logging.getLogger(__name__)
 
 MAX_FAILURES = 4  # transient failures in a row before a reply stops updating
+# After the n-th transient failure in a row a reply waits BACKOFF_SECONDS * 2**n (at most 8 s):
+# 1, 2, 4, 8 s, about a quarter of a minute of outage before the sweeper takes over.
+BACKOFF_SECONDS = 0.5
 
 
 class ReplyStream(NativePath, EditPath):
@@ -235,7 +238,7 @@ class ReplyStream(NativePath, EditPath):
                     if failures > MAX_FAILURES:
                         raise
                     self._changed.set()
-                    await asyncio.sleep(min(8.0, 0.5 * 2**failures))
+                    await asyncio.sleep(min(8.0, BACKOFF_SECONDS * 2**failures))
                     continue
                 if final and not self._changed.is_set() and self._landed():
                     return
