@@ -5,22 +5,35 @@ Agent sessions (`agents.sessions.setStatus`, whose status is an enum; Slack show
 button while a session is `processing`) where the workspace offers them; else the older
 `assistant.threads.setStatus` (free text, cleared with an empty string); else nothing. What the
 workspace refuses is learned once and not asked again; a status never fails a turn.
+
+A status is cosmetic (Tier 3, about 50 a minute for the workspace): when its budget is spent it
+is skipped, not queued (`bot/slack/call_budgets.py`), and the latest status wins. A `processing`
+leaves a slot free for the end of every thread this process shows `processing` (so the
+`active` or `suspended` that ends it always has room and no thread stays stuck on
+`processing`); the end of a thread whose `processing` was skipped is sent only if the thread
+shows something else and a slot beyond those is free; a status the thread already shows is not
+sent again.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
+from collections import OrderedDict
 from typing import Literal
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import slack_error
+from bot.slack.call_budgets import BUDGET_SPENT, asking
 
 log = logging.getLogger(__name__)
 
 Status = Literal["processing", "suspended", "active"]
+# set: Slack has it; unchanged: the thread already showed it; skipped: its budget was spent;
+# failed: Slack refused it or did not answer; off: the workspace has no thread status.
+Outcome = Literal["set", "unchanged", "skipped", "failed", "off"]
+REMEMBERED_THREADS = 10_000
 
 # Answers meaning "this workspace or app cannot use that method": stop asking.
 UNSUPPORTED = frozenset(
@@ -42,20 +55,54 @@ class AgentStatus:
     def __init__(self, client: AsyncWebClient) -> None:
         self.client = client
         self.surface: Literal["sessions", "assistant", "none"] = "sessions"
+        # What each thread shows, as far as this process set it; the threads shown
+        # `processing` are owed their end.
+        self._shown: OrderedDict[tuple[str, str], Status] = OrderedDict()
+        self._owed: set[tuple[str, str]] = set()
 
-    async def set(self, channel: str, thread_ts: str | None, status: Status, user: str) -> None:
+    async def set(self, channel: str, thread_ts: str | None, status: Status, user: str) -> Outcome:
         if not thread_ts:
-            return
-        with contextlib.suppress(Exception):
-            await self._set(channel, thread_ts, status, user)
+            return "off"
+        key = (channel, thread_ts)
+        shown = self._shown.get(key)
+        if shown == status:
+            return "unchanged"
+        if status != "processing" and shown is None and key not in self._owed:
+            keep_free = len(self._owed)  # nothing of ours to end: only spare room
+        elif status == "processing":
+            keep_free = len(self._owed) + 1  # this thread's end, and every other owed one
+        else:
+            keep_free = 0  # ends a `processing`: may take the reserve
+        try:
+            with asking(keep_free=keep_free):
+                outcome = await self._set(channel, thread_ts, status, user)
+        except SlackApiError as exc:
+            if slack_error(exc) == BUDGET_SPENT:
+                log.debug("thread status %s skipped: its budget is spent", status)
+                return "skipped"
+            log.info("could not set the thread status: %s", slack_error(exc))
+            return "failed"
+        except Exception as exc:  # the network: a status never fails a turn
+            log.info("could not set the thread status: %s", type(exc).__name__)
+            return "failed"
+        if outcome == "set":
+            self._shown[key] = status
+            self._shown.move_to_end(key)
+            while len(self._shown) > REMEMBERED_THREADS:
+                self._owed.discard(self._shown.popitem(last=False)[0])
+            if status == "processing":
+                self._owed.add(key)
+            else:
+                self._owed.discard(key)
+        return outcome
 
-    async def _set(self, channel: str, thread_ts: str, status: Status, user: str) -> None:
+    async def _set(self, channel: str, thread_ts: str, status: Status, user: str) -> Outcome:
         if self.surface == "sessions":
             try:
                 await self.client.agents_sessions_setStatus(
                     channel_id=channel, thread_ts=thread_ts, status=status, initiator_user_id=user
                 )
-                return
+                return "set"
             except SlackApiError as exc:
                 if slack_error(exc) not in UNSUPPORTED:
                     raise
@@ -68,8 +115,10 @@ class AgentStatus:
                 await self.client.assistant_threads_setStatus(
                     channel_id=channel, thread_ts=thread_ts, status=ASSISTANT_TEXT[status]
                 )
+                return "set"
             except SlackApiError as exc:
                 if slack_error(exc) not in UNSUPPORTED:
                     raise
                 log.info("assistant status unavailable (%s): no thread status", slack_error(exc))
                 self.surface = "none"
+        return "off"

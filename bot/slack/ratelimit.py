@@ -1,16 +1,18 @@
-"""slack_sdk's own rate-limit retry handler, taught to tell the workspace's budgets about a 429.
+"""slack_sdk's own rate-limit retry handler, taught to tell the workspace's budgets about a 429
+of `chat.update`.
 
-Every 429 is reported (method and `Retry-After`): the budget of that method pauses and learns
-a lower rate, so the other replies hold their calls instead of each running into the same 429.
-The handler then sleeps out `Retry-After` and retries, which freezes the call that was refused:
-a last resort for methods we do not pace. For the streaming methods we pace ourselves it does
-not retry: the refusal returns at once, so a reply whose append was refused can still close its
-stream with its final text instead of sitting out a minute inside one call.
+A `chat.update` 429 is reported (`Retry-After`): the edit budget pauses and learns a lower rate,
+so the other replies hold their edits instead of each running into the same 429. The handler
+then sleeps out `Retry-After` and retries the edit. Every other method's 429 comes back to the
+budgeted client (`bot/slack/web_client.py`), which reports it with the call's channel and
+retries through the method's budget (the streaming methods and cosmetic calls not at all: a
+reply whose append was refused can still close its stream with its final text instead of
+sitting out a minute inside one call).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from slack_sdk.http_retry.async_handler import AsyncRetryHandler
@@ -25,18 +27,23 @@ from slack_sdk.http_retry.state import RetryState
 
 
 def _retry_after(response: HttpResponse) -> float:
-    for name, values in response.headers.items():
-        if name.lower() == "retry-after" and values:
+    return retry_after(response.headers)
+
+
+def retry_after(headers: Mapping[str, Any]) -> float:
+    """Seconds Slack asked to wait (1 if it did not say)."""
+    for name, values in headers.items():
+        value = values[0] if isinstance(values, list) and values else values
+        if name.lower() == "retry-after" and value:
             try:
-                return float(values[0])
-            except ValueError:
+                return float(value)
+            except (TypeError, ValueError):
                 break
     return 1.0
 
 
-# Paced by us; a refused call returns at once and the reply decides what next (a start that
-# is refused means edits, a stop that is refused means the rest goes on in a new message).
-NOT_RETRIED = frozenset({"chat.appendStream", "chat.startStream", "chat.stopStream"})
+# Retried here; every other method's 429 is the budgeted client's.
+RETRIED = frozenset({"chat.update"})
 
 
 def _method(request: HttpRequest) -> str:
@@ -44,8 +51,8 @@ def _method(request: HttpRequest) -> str:
 
 
 class NotifyingRateLimitRetryHandler(AsyncRateLimitErrorRetryHandler):
-    """Calls `on_rate_limited(api_method, seconds)` for every 429; sleeps it out and retries
-    only methods not in `NOT_RETRIED`."""
+    """Calls `on_rate_limited(api_method, seconds)` for a 429 of a method in `RETRIED`, sleeps
+    it out and retries."""
 
     def __init__(
         self, on_rate_limited: Callable[[str, float], None], max_retry_count: int = 2
@@ -64,8 +71,10 @@ class NotifyingRateLimitRetryHandler(AsyncRateLimitErrorRetryHandler):
         if response is None or response.status_code != 429:
             return False
         method = _method(request)
+        if method not in RETRIED:
+            return False
         self.on_rate_limited(method, _retry_after(response))
-        return method not in NOT_RETRIED
+        return True
 
 
 def retry_handlers(on_rate_limited: Callable[[str, float], None]) -> list[AsyncRetryHandler]:
