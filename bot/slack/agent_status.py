@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Literal
 
 from slack_sdk.errors import SlackApiError
@@ -64,37 +65,50 @@ class AgentStatus:
         if not thread_ts:
             return "off"
         key = (channel, thread_ts)
-        shown = self._shown.get(key)
-        if shown == status:
+        if self._shown.get(key) == status:
             return "unchanged"
-        if status != "processing" and shown is None and key not in self._owed:
-            keep_free = len(self._owed)  # nothing of ours to end: only spare room
-        elif status == "processing":
-            keep_free = len(self._owed) + 1  # this thread's end, and every other owed one
+        owed = key in self._owed
+        keep_free: int | Callable[[], int]
+        if status == "processing":
+            # Its end is owed a slot from now on: a `processing` leaves one free for each
+            # thread it (or any other) will have to end, counted when it takes its own.
+            self._owed.add(key)
+            keep_free = self._owed.__len__
+        elif owed:
+            keep_free = 0  # ends a `processing`: takes the slot kept for it
         else:
-            keep_free = 0  # ends a `processing`: may take the reserve
-        try:
-            with asking(keep_free=keep_free):
-                outcome = await self._set(channel, thread_ts, status, user)
-        except SlackApiError as exc:
-            if slack_error(exc) == BUDGET_SPENT:
-                log.debug("thread status %s skipped: its budget is spent", status)
-                return "skipped"
-            log.info("could not set the thread status: %s", slack_error(exc))
-            return "failed"
-        except Exception as exc:  # the network: a status never fails a turn
-            log.info("could not set the thread status: %s", type(exc).__name__)
-            return "failed"
+            keep_free = self._owed.__len__  # nothing of ours to end: only spare room
+        outcome = await self._attempt(channel, thread_ts, status, user, keep_free)
         if outcome == "set":
             self._shown[key] = status
             self._shown.move_to_end(key)
             while len(self._shown) > REMEMBERED_THREADS:
                 self._owed.discard(self._shown.popitem(last=False)[0])
-            if status == "processing":
-                self._owed.add(key)
-            else:
+            if status != "processing":
                 self._owed.discard(key)
+        elif status == "processing" and not owed:
+            self._owed.discard(key)  # it does not show `processing`: nothing to end
         return outcome
+
+    async def _attempt(
+        self,
+        channel: str,
+        thread_ts: str,
+        status: Status,
+        user: str,
+        keep_free: int | Callable[[], int],
+    ) -> Outcome:
+        try:
+            with asking(keep_free=keep_free):
+                return await self._set(channel, thread_ts, status, user)
+        except SlackApiError as exc:
+            if slack_error(exc) == BUDGET_SPENT:
+                log.debug("thread status %s skipped: its budget is spent", status)
+                return "skipped"
+            log.info("could not set the thread status: %s", slack_error(exc))
+        except Exception as exc:  # the network: a status never fails a turn
+            log.info("could not set the thread status: %s", type(exc).__name__)
+        return "failed"
 
     async def _set(self, channel: str, thread_ts: str, status: Status, user: str) -> Outcome:
         if self.surface == "sessions":

@@ -64,7 +64,8 @@ class Ask:
     """How the caller wants its calls treated when their budget is spent (see `asking`)."""
 
     skip: bool | None = None  # None: the method's default (cosmetic methods skip)
-    keep_free: int = 0  # slots the call must leave free in its window
+    # Slots the call must leave free in its window (a function: asked at the moment it takes).
+    keep_free: int | Callable[[], int] = 0
     patience: float | None = None  # at most this long to wait (None: the method's)
 
 
@@ -73,7 +74,10 @@ _ASK: ContextVar[Ask | None] = ContextVar("slack_call_ask", default=None)
 
 @contextlib.contextmanager
 def asking(
-    *, skip: bool | None = None, keep_free: int = 0, patience: float | None = None
+    *,
+    skip: bool | None = None,
+    keep_free: int | Callable[[], int] = 0,
+    patience: float | None = None,
 ) -> Iterator[None]:
     """The Slack calls made inside (in this task) are skipped rather than waited for (`skip`),
     leave `keep_free` slots, or wait at most `patience` seconds."""
@@ -138,7 +142,9 @@ class CallBudgets:
         windows.append((method, self._method_window(method, limit)))
         return windows
 
-    async def _try(self, named: list[tuple[str, Window]], keep_free: int) -> float | None:
+    async def _try(
+        self, named: list[tuple[str, Window]], keep_free: int | Callable[[], int]
+    ) -> float | None:
         """Take a slot in every window: 0.0 if done, else seconds until one may free (None: it
         never will, e.g. the reserve asked is larger than the window)."""
         now = self._clock()
@@ -147,8 +153,10 @@ class CallBudgets:
             if paused > 0:
                 return paused
         windows = [window for _, window in named]
+        last = len(windows) - 1
         for i, window in enumerate(windows):
-            granted, wait = await window.take(keep_free=keep_free if i == len(windows) - 1 else 0)
+            keep = 0 if i < last else keep_free() if callable(keep_free) else keep_free
+            granted, wait = await window.take(keep_free=keep)
             if not granted:
                 return wait
         return 0.0

@@ -9,10 +9,13 @@ status or a title is left as it was, a journal tries again later)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
 import aiohttp
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
@@ -47,9 +50,36 @@ class BudgetedWebClient(AsyncWebClient):
     """`AsyncWebClient` whose `api_call` (every method's one way out) takes a slot in the
     method's budget first."""
 
-    def __init__(self, *, budgets: WorkspaceBudgets, **kwargs: Any) -> None:
+    def __init__(
+        self, *, budgets: WorkspaceBudgets, root: BudgetedWebClient | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.budgets = budgets
+        self._root = root or self
+        self._identity: asyncio.Task[AsyncSlackResponse] | None = None
+
+    def for_team(self, team_id: str | None) -> BudgetedWebClient:
+        """A client for one request (bolt's `client`), under the same budgets."""
+        return BudgetedWebClient(
+            budgets=self.budgets,
+            root=self._root,
+            token=self.token,
+            base_url=self.base_url,
+            timeout=self.timeout,
+            session=self.session,
+            headers=dict(self.headers),
+            team_id=team_id,
+            logger=self.logger,
+            retry_handlers=list(self.retry_handlers),
+        )
+
+    async def auth_test(self, **kwargs: Any) -> AsyncSlackResponse:
+        """One `auth.test` at a time, shared by everyone who asks meanwhile: bolt asks it for
+        every request until its first answer is back (60 events at once asked it 61 times)."""
+        root = self._root
+        if root._identity is None or root._identity.done():
+            root._identity = asyncio.ensure_future(super().auth_test(**kwargs))
+        return await asyncio.shield(root._identity)
 
     def _rate_limited(self, method: str, seconds: float, channel: str | None) -> None:
         log.warning("Slack rate-limited %s for %.1fs", method, seconds)
@@ -107,3 +137,14 @@ def web_client(token: str, api_url: str, budgets: WorkspaceBudgets) -> AsyncWebC
         session=http,
         retry_handlers=retry_handlers(on_rate_limited),
     )
+
+
+class BudgetedApp(AsyncApp):
+    """Bolt's app, whose per-request `client` (bolt makes a new plain `AsyncWebClient` for
+    each request) is a `BudgetedWebClient` under the app client's budgets."""
+
+    def _init_context(self, req: AsyncBoltRequest) -> None:
+        super()._init_context(req)
+        client = self._async_client
+        if isinstance(client, BudgetedWebClient):
+            req.context["client"] = client.for_team(req.context.team_id)
