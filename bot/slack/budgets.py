@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from bot.coordination import LocalWindow, RedisWindow, Window
+from bot.coordination import Breaker, LocalWindow, RedisWindow, Window
 from bot.slack.call_budgets import CallBudgets
 from bot.slack.edit_budget import WINDOW_MARGIN_SECONDS, WINDOW_SECONDS, BudgetClosed, EditBudget
 from bot.slack.learned_rates import SHARE_EVERY_SECONDS, LearnedRate, SharedRates
@@ -177,10 +177,16 @@ class WorkspaceBudgets:
         digest = hashlib.sha256(workspace_key.encode()).hexdigest()[:16]
         prefix = f"countersign:{{method}}:{digest}"
 
+        # One breaker for all the workspace's windows: a hung Redis costs one time-out, not
+        # one per method (there is a window for every method the bot calls).
+        breaker = Breaker()
+
         def named_window(name: str, limit: int, seconds: float) -> Window:
             if redis is None:
                 return LocalWindow(limit, seconds, clock)
-            return RedisWindow(redis, prefix.format(method=name), limit, seconds)
+            shared = RedisWindow(redis, prefix.format(method=name), limit, seconds)
+            shared.breaker = breaker
+            return shared
 
         def window(method: str, limit: int) -> Window:
             return named_window(method, limit, seconds)

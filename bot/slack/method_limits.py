@@ -9,14 +9,17 @@ to be Tier 3 (the common tier of reads and writes; most methods are Tier 2 or ab
 
 `chat.update` and the three streaming methods are not here: their budgets (`bot/slack/
 budgets.py`) order their callers (finals first, a stop for every open stream) and must not be
-counted twice.
+counted twice. Nor are `auth.test` ("Special"; asked once per process: bolt and `Reach` keep
+its answer, and the client makes one call for everyone asking at once) and
+`apps.connections.open` (Tier 1, Socket Mode's connection: its SDK paces reconnections), which
+must never wait behind a budget (an event waits for bolt's first `auth.test`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-TIER_1, TIER_2, TIER_3, TIER_4 = 1, 20, 50, 100
+TIER_2, TIER_3, TIER_4 = 20, 50, 100
 
 # Callers of these wait up to this long for their budget (a full minute's window always frees
 # a call within 61.5 s unless Slack's Retry-After paused the method longer); past it the call is
@@ -68,20 +71,19 @@ METHODS: dict[str, MethodLimit] = {
     "conversations.members": MethodLimit(TIER_4),
     "conversations.open": MethodLimit(TIER_3),
     "conversations.setTopic": MethodLimit(TIER_2),
-    "auth.test": MethodLimit(TIER_3, learned=False),  # "Special": taken as Tier 3
-    "apps.connections.open": MethodLimit(TIER_1),
 }
 
 # Paced by their own budgets in `bot/slack/budgets.py`.
 PACED_ELSEWHERE = frozenset(
     {"chat.update", "chat.appendStream", "chat.startStream", "chat.stopStream"}
 )
+NOT_BUDGETED = frozenset({"auth.test", "apps.connections.open"})
 
 UNKNOWN = MethodLimit(TIER_3)
 
 
 def limit_of(method: str) -> MethodLimit | None:
-    """The method's limit; None for the methods paced elsewhere."""
-    if method in PACED_ELSEWHERE:
+    """The method's limit; None for the methods paced elsewhere or not budgeted."""
+    if method in PACED_ELSEWHERE or method in NOT_BUDGETED:
         return None
     return METHODS.get(method, UNKNOWN)
