@@ -18,6 +18,7 @@ sent again.
 from __future__ import annotations
 
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Literal
@@ -35,6 +36,7 @@ Status = Literal["processing", "suspended", "active"]
 # failed: Slack refused it or did not answer; off: the workspace has no thread status.
 Outcome = Literal["set", "unchanged", "skipped", "failed", "off"]
 REMEMBERED_THREADS = 10_000
+OWED_FOR_SECONDS = 900.0  # longer than any turn works between two statuses
 
 # Answers meaning "this workspace or app cannot use that method": stop asking.
 UNSUPPORTED = frozenset(
@@ -59,7 +61,8 @@ class AgentStatus:
         # What each thread shows, as far as this process set it; the threads shown
         # `processing` are owed their end.
         self._shown: OrderedDict[tuple[str, str], Status] = OrderedDict()
-        self._owed: set[tuple[str, str]] = set()
+        # thread -> when its `processing` was asked for
+        self._owed: dict[tuple[str, str], float] = {}
 
     async def set(self, channel: str, thread_ts: str | None, status: Status, user: str) -> Outcome:
         if not thread_ts:
@@ -72,23 +75,31 @@ class AgentStatus:
         if status == "processing":
             # Its end is owed a slot from now on: a `processing` leaves one free for each
             # thread it (or any other) will have to end, counted when it takes its own.
-            self._owed.add(key)
-            keep_free = self._owed.__len__
+            self._owed[key] = time.monotonic()
+            keep_free = self._reserve
         elif owed:
             keep_free = 0  # ends a `processing`: takes the slot kept for it
         else:
-            keep_free = self._owed.__len__  # nothing of ours to end: only spare room
+            keep_free = self._reserve  # nothing of ours to end: only spare room
         outcome = await self._attempt(channel, thread_ts, status, user, keep_free)
         if outcome == "set":
             self._shown[key] = status
             self._shown.move_to_end(key)
             while len(self._shown) > REMEMBERED_THREADS:
-                self._owed.discard(self._shown.popitem(last=False)[0])
+                self._owed.pop(self._shown.popitem(last=False)[0], None)
             if status != "processing":
-                self._owed.discard(key)
+                self._owed.pop(key, None)
         elif status == "processing" and not owed:
-            self._owed.discard(key)  # it does not show `processing`: nothing to end
+            self._owed.pop(key, None)  # it does not show `processing`: nothing to end
         return outcome
+
+    def _reserve(self) -> int:
+        """Slots kept for the ends owed. A turn that never ended its `processing` (it crashed)
+        stops being owed one after `OWED_FOR_SECONDS`, so the reserve cannot grow for good."""
+        stale = time.monotonic() - OWED_FOR_SECONDS
+        for key in [k for k, at in self._owed.items() if at < stale]:
+            del self._owed[key]
+        return len(self._owed)
 
     async def _attempt(
         self,
