@@ -23,8 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
-import subprocess
 import tempfile
 import time
 from contextlib import AsyncExitStack
@@ -36,18 +34,18 @@ from sqlalchemy import func, select
 
 from bench.load_traffic import click, reply_done, seed, signed_event
 from bench.processes import (
+    bot_env,
     bucket_quantile,
     pct,
-    peak_rss_mb,
     scrape,
     start_processes,
+    stop_processes,
 )
 from bot.db.models import AuditEntry, Proposal, Task
 from bot.db.session import Database
-from tests.fakes import openai as fake_openai
 from tests.fakes.openai import FakeOpenAI, Script
-from tests.fakes.slack import BOT_TOKEN, BOT_USER_ID, FakeSlack, Limit
-from tests.harness import SIGNING_SECRET, SlackFront, clean_env
+from tests.fakes.slack import BOT_USER_ID, FakeSlack, Limit
+from tests.harness import SlackFront
 from tests.pg import temporary_database
 
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/14")
@@ -101,18 +99,7 @@ async def run(
     catch_up = float("nan")
     texts: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
-        env = clean_env(
-            SLACK_BOT_TOKEN=BOT_TOKEN,
-            SLACK_SIGNING_SECRET=SIGNING_SECRET,
-            SLACK_API_URL=slack.api_url,
-            OPENAI_API_KEY=fake_openai.API_KEY,
-            OPENAI_BASE_URL=model.base_url,
-            LLM_MODEL=fake_openai.MODEL,
-            DATABASE_URL=database_url,
-            PROPOSAL_REMINDER_MINUTES="0",
-            LOG_LEVEL="WARNING",
-            **({"REDIS_URL": redis_url} if redis_url else {}),
-        )
+        env = bot_env(slack, model, database_url, redis_url)
         processes = await start_processes(replicas, env, Path(tmp))
         db = Database.from_url(database_url)
         try:
@@ -200,27 +187,8 @@ async def run(
                 )
             texts = await scrape([port for _, port in processes])
         finally:
-            rss = []
-            for process, _ in processes:
-                rss.append(peak_rss_mb(process.pid))
-                process.send_signal(signal.SIGTERM)
-            for process, _ in processes:
-                try:
-                    process.wait(90)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-            lines = [
-                line
-                for log in Path(tmp).glob("bot-*.log")
-                for line in log.read_text().splitlines()
-                if " ERROR " in line
-            ]
+            rss, lines = stop_processes(processes, Path(tmp))
             errors = len(lines)
-            keep = os.environ.get("BENCH_KEEP_LOGS")
-            if keep:
-                for log in Path(tmp).glob("bot-*.log"):
-                    Path(keep).mkdir(parents=True, exist_ok=True)
-                    (Path(keep) / log.name).write_text(log.read_text())
             for line in sorted({line.split(" ERROR ", 1)[1][:160] for line in lines})[:5]:
                 print("  ERROR", line)
             await db.dispose()

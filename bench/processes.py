@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import aiohttp
+
+from tests.fakes import openai as fake_openai
+from tests.fakes.openai import FakeOpenAI
+from tests.fakes.slack import BOT_TOKEN, FakeSlack
+from tests.harness import SIGNING_SECRET, clean_env
 
 
 def pct(values: list[float], q: float) -> float:
@@ -58,6 +65,49 @@ async def start_processes(
                     raise SystemExit(f"bot on port {port} did not start")
                 await asyncio.sleep(0.2)
     return started
+
+
+def bot_env(
+    slack: FakeSlack, model: FakeOpenAI, database_url: str, redis_url: str | None
+) -> dict[str, str]:
+    """A `countersign serve` process's settings against the fakes (HTTP mode, signed events);
+    with `redis_url` the replicas share budgets, locks and stop signals through Redis."""
+    return clean_env(
+        SLACK_BOT_TOKEN=BOT_TOKEN,
+        SLACK_SIGNING_SECRET=SIGNING_SECRET,
+        SLACK_API_URL=slack.api_url,
+        OPENAI_API_KEY=fake_openai.API_KEY,
+        OPENAI_BASE_URL=model.base_url,
+        LLM_MODEL=fake_openai.MODEL,
+        DATABASE_URL=database_url,
+        PROPOSAL_REMINDER_MINUTES="0",
+        LOG_LEVEL="WARNING",
+        **({"REDIS_URL": redis_url} if redis_url else {}),
+    )
+
+
+def stop_processes(
+    processes: list[tuple[subprocess.Popen[str], int]], workdir: Path
+) -> tuple[list[float], list[str]]:
+    """Stop the bots (SIGTERM, then kill after 90 s); return each one's peak RSS (MB) and the
+    ERROR lines of their logs. BENCH_KEEP_LOGS=DIR keeps the logs there."""
+    rss = []
+    for process, _ in processes:
+        rss.append(peak_rss_mb(process.pid))
+        process.send_signal(signal.SIGTERM)
+    for process, _ in processes:
+        try:
+            process.wait(90)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    logs = sorted(workdir.glob("bot-*.log"))
+    keep = os.environ.get("BENCH_KEEP_LOGS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        for log in logs:
+            (Path(keep) / log.name).write_text(log.read_text())
+    errors = [line for log in logs for line in log.read_text().splitlines() if " ERROR " in line]
+    return rss, errors
 
 
 async def scrape(ports: list[int]) -> list[str]:

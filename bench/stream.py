@@ -14,6 +14,13 @@ Each reply is TOKENS tokens at RATE tokens/s after TTFT seconds. Times are taken
 happen: tokens when the fake model sends them, "visible" when the fake Slack accepts the call
 that shows the text. The age of the shown text at a moment is how long ago the model had
 produced what the reader sees; it is averaged over each reply's streaming time.
+
+The bot's own cost (issue 28): "event -> model request" is from sending a reply's event to the
+fake model receiving that reply's first request (matched by its prompt); "event -> first text"
+is from the event to the fake Slack accepting the first call that shows words of the reply.
+The bot's CPU per reply is the process's CPU over the wave less the fakes' threads'
+(bench/bot_cost.py says how), divided by the replies; "RSS per concurrent reply" is the peak
+growth of resident memory over the wave divided by the replies in flight.
 """
 
 from __future__ import annotations
@@ -24,11 +31,13 @@ import bisect
 import resource
 import statistics
 import tempfile
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.bot_cost import CostMeter, first_requests
 from tests.fakes.openai import FakeOpenAI, Played, Script
 from tests.fakes.slack import BOT_USER_ID, FakeSlack, Limit
 from tests.harness import make_settings, start_bot, stop_bot
@@ -112,6 +121,29 @@ def combined_timeline(slack: FakeSlack, channel: str) -> list[tuple[float, str]]
     return out
 
 
+def reply_figures(
+    slack: FakeSlack, channel: str, final: str, stream: Played, sent_at: float
+) -> ReplyFigures:
+    """One reply's figures, read from the fakes' records: what the channel showed and when
+    (the fake Slack), when the model sent its tokens (the fake model), the event sent at
+    `sent_at`. A reply that never showed words or its exact final has NaN there."""
+    messages = slack.bot_messages(channel)
+    timeline = combined_timeline(slack, channel)
+    assert stream.last_token_at is not None
+    assert stream.first_token_at is not None
+    first_visible = next((t for t, text in timeline if shown_length(text, final) > 0), float("nan"))
+    words = final.split()
+    complete = next((t for t, text in timeline if text.split() == words), float("nan"))
+    return ReplyFigures(
+        event_to_visible=first_visible - sent_at,
+        first_token_to_visible=first_visible - stream.first_token_at,
+        age_while_streaming=mean_age(timeline, final, stream),
+        last_token_to_complete=complete - stream.last_token_at,
+        exact=" ".join(m.text for m in messages).split() == words,
+        native=bool(messages) and messages[0].ts in slack.streams,
+    )
+
+
 def limits_for(
     replies: int, rate: float, tokens: int, streaming: str, appends: int
 ) -> dict[str, float]:
@@ -141,8 +173,10 @@ async def run_scenario(
     streaming: str,
     appends: int = APPENDS_PER_MINUTE,
 ) -> dict[str, float]:
+    before = {t.native_id for t in threading.enumerate()}
     slack = FakeSlack().start()
     model = FakeOpenAI().start()
+    fakes = [t.native_id for t in threading.enumerate() if t.native_id not in before]
     slack.limits["chat.update"] = Limit(EDITS_PER_MINUTE, 60.0)
     slack.limits["chat.postMessage"] = Limit(60, 60.0, per_channel=True)
     slack.limits["chat.startStream"] = Limit(STARTS_PER_MINUTE, 60.0)
@@ -194,38 +228,26 @@ async def run_scenario(
             )
             await bot.idle(timeout=60)
             counted_from = len(slack.calls)
+            meter = CostMeter([t for t in fakes if t is not None])
+            meter.start()
             started = time.monotonic()
             await asyncio.gather(*[mention(i) for i in range(replies)])
             await bot.idle(timeout=600)
             finished = time.monotonic()
+            bot_cpu, fakes_cpu, rss_growth = meter.stop()
             budgets = bot.countersign.budgets
             learned = {
                 m: r.limit for m, r in (budgets.learned.items() if budgets is not None else [])
             }
         finally:
             await stop_bot(bot)
-    figures: list[ReplyFigures] = []
     played = {p.text: p for p in model.played}
-    for i in range(replies):
-        channel = f"C{i:03d}"
-        messages = slack.bot_messages(channel)
-        timeline = combined_timeline(slack, channel)
-        stream = played[texts[i]]
-        assert stream.last_token_at is not None
-        assert stream.first_token_at is not None
-        first_visible = next(t for t, text in timeline if shown_length(text, texts[i]) > 0)
-        words = texts[i].split()
-        complete = next((t for t, text in timeline if text.split() == words), float("nan"))
-        figures.append(
-            ReplyFigures(
-                event_to_visible=first_visible - sent_at[channel],
-                first_token_to_visible=first_visible - stream.first_token_at,
-                age_while_streaming=mean_age(timeline, texts[i], stream),
-                last_token_to_complete=complete - stream.last_token_at,
-                exact=" ".join(m.text for m in messages).split() == words,
-                native=messages[0].ts in slack.streams,
-            )
-        )
+    figures = [
+        reply_figures(slack, f"C{i:03d}", texts[i], played[texts[i]], sent_at[f"C{i:03d}"])
+        for i in range(replies)
+    ]
+    asked = first_requests(model.requests, [f"reply {i} please" for i in range(replies)])
+    to_model = [asked[i] - sent_at[f"C{i:03d}"] for i in range(replies)]
     measured = slack.calls[counted_from:]
     calls = Counter(c.method for c in measured if c.method.startswith("chat."))
     rate_limited = sum(1 for c in measured if c.status == 429)
@@ -235,6 +257,8 @@ async def run_scenario(
     out: dict[str, float] = {
         "replies": replies,
         "streamed natively": sum(f.native for f in figures),
+        "event -> model request p50 ms": pct(to_model, 0.5) * ms,
+        "event -> model request p95 ms": pct(to_model, 0.95) * ms,
         "event -> first text p50 ms": pct([f.event_to_visible for f in figures], 0.5) * ms,
         "event -> first text p95 ms": pct([f.event_to_visible for f in figures], 0.95) * ms,
         "first token -> first words max s": max(f.first_token_to_visible for f in figures),
@@ -248,6 +272,9 @@ async def run_scenario(
         "429 answers": rate_limited,
         "stream seconds per reply": tokens / rate,
         "wall s": finished - started,
+        "bot CPU per reply ms": bot_cpu / replies * ms,
+        "fakes' CPU per reply ms": fakes_cpu / replies * ms,
+        "RSS growth per concurrent reply MiB": rss_growth / replies,
     }
     for method in sorted(calls):
         out[f"calls {method}"] = calls[method]

@@ -114,7 +114,12 @@ class Countersign:
         db = Database.from_url(
             settings.database_url, settings.database_pool_size, settings.audit_key
         )
-        llm = LLM(make_client(settings), settings.llm_model)
+        llm = LLM(
+            make_client(settings),
+            settings.llm_model,
+            settings.reply_tokens,
+            settings.model_deadline_seconds,
+        )
         links = link_signer(settings)
         registry = ToolRegistry.from_packs(settings.tool_packs)
         # Tools may take half of what the reply leaves (the rule `doctor` checks), no more.
@@ -237,23 +242,39 @@ class Countersign:
 
     async def start(self) -> None:
         """Run pending migrations before any event is handled; `StartupError` (one line for
-        the person starting it) when the database cannot be reached."""
+        the person starting it) when the database cannot be reached. What only makes the
+        first turn faster is `settle`, once events can come in."""
         await reach_database(self.db)
         self._reached = True
-        log.info("bringing the database schema up to date (migrating)…")
-        await upgrade_to_head(self.db)
-        await self.integrations.start()
+        # The tool servers come up (a stdio server is a process to start) while the schema
+        # is checked; both are done before any event is handled.
+        tools_up = asyncio.create_task(self.integrations.start(), name="integrations-start")
+        try:
+            log.info("bringing the database schema up to date (migrating)…")
+            await upgrade_to_head(self.db)
+        except BaseException:
+            tools_up.cancel()
+            with contextlib.suppress(BaseException):
+                await tools_up
+            raise
+        await tools_up
         if self.policy is not None:
             self.policy.remap()  # tool servers' tools are known now
         await self.sweeper.recover()
         self.sweeper.start()
-        TokenCounter(self.settings.llm_model).warm_up()
         if self.stopper is not None:
             self.stopper.start()
-        freeze_start_up_objects()
         self.heartbeat.start()
         if self.policy is not None and self.policy.path is not None:
             self._policy_watch = asyncio.create_task(self.policy.watch(), name="policy-watch")
+
+    async def settle(self) -> None:
+        """The warm-ups no event has to wait for, run once the bot is connected (or listens):
+        the token encoding (a few tenths of a second, in a thread: a turn that needs it first
+        waits for tiktoken's own lock, not for a second load), then the start-up objects are
+        frozen out of the collector's way."""
+        await asyncio.to_thread(TokenCounter(self.settings.llm_model).warm_up)
+        freeze_start_up_objects()
 
     async def reload_policy(self) -> bool:
         """Read the policy file now (as the watch does every few seconds) and, if a new

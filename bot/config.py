@@ -71,6 +71,9 @@ class Settings(IntegrationSettings, AuditSettings, ThreadSettings, BaseSettings)
     llm_model: str = "gpt-4o-mini"
     llm_timeout_seconds: Annotated[float, Field(ge=1, le=600)] = 60.0
     llm_max_retries: Annotated[int, Field(ge=0, le=10)] = 2
+    # The longest one model request may take, from sending it to its last token (the read
+    # time-out above only bounds each silence); a reply cut by it ends with a note saying so.
+    model_deadline_seconds: Annotated[float, Field(ge=1, le=3600)] = 300.0
     # Names each conversation from its first request: a model ("" = LLM_MODEL), or "off" for
     # its first words only. A title call never delays or fails a reply; past the timeout the
     # first words stay.

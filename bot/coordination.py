@@ -4,6 +4,10 @@ replicas together stay within Slack's limits, and a 429 pauses that method on bo
 that keeps one thread's turns in order is `bot.thread_locks`. Without Redis both live in the
 process.
 
+Every time those shared windows keep is the Redis server's (`TIME` inside the Lua scripts
+that check and record a call, count what is free, pause a method and count the replicas), never
+a replica's: replicas whose clocks disagree by minutes still share one window fairly.
+
 If Redis stops answering (every call has a socket time-out, so a hung Redis cannot stall a
 reply), each replica falls back to its own window, sized to its share of the budget (the limit
 divided by the replicas last seen alive), and to its own lock, and says so in the log; replies
@@ -127,30 +131,90 @@ class Breaker:
         self.warned = False
 
 
-_TAKE = """
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', tonumber(ARGV[1]) - tonumber(ARGV[2]))
+# Every shared time is the Redis server's (`TIME`), never a replica's: a replica whose clock
+# runs ahead would otherwise score its calls in the future, where they stay in everyone's window
+# (the others told to wait ten minutes) and never expire for itself. Scores are seconds, written
+# with microseconds (Lua's own number-to-string keeps only 14 digits).
+_NOW = """
+if redis.replicate_commands then redis.replicate_commands() end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local function at(seconds) return string.format('%.6f', seconds) end
+"""
+
+# KEYS[1] the window; ARGV seconds, limit, keep_free, a unique member. {granted, wait}: wait is
+# the seconds until the oldest call leaves (never more than the window), '-1' if none will.
+_TAKE = (
+    _NOW
+    + """
+local seconds = tonumber(ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', at(now - seconds))
 local used = redis.call('ZCARD', KEYS[1])
-if used < tonumber(ARGV[3]) - tonumber(ARGV[4]) then
-  redis.call('ZADD', KEYS[1], ARGV[1], ARGV[5])
-  redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) * 1000))
+if used < tonumber(ARGV[2]) - tonumber(ARGV[3]) then
+  redis.call('ZADD', KEYS[1], at(now), ARGV[4])
+  redis.call('PEXPIRE', KEYS[1], math.ceil(seconds * 1000))
   return {1, '0'}
 end
 local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 if oldest[2] then
-  return {0, tostring(tonumber(oldest[2]) + tonumber(ARGV[2]) - tonumber(ARGV[1]))}
+  local wait = math.min(seconds, math.max(0, tonumber(oldest[2]) + seconds - now))
+  return {0, at(wait)}
 end
 return {0, '-1'}
 """
+)
+
+# KEYS[1] the window; ARGV seconds, within. The calls still in the window `within` from now.
+_USED = (
+    _NOW
+    + """
+local seconds = tonumber(ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', at(now - seconds))
+return redis.call('ZCOUNT', KEYS[1], '(' .. at(now + tonumber(ARGV[2]) - seconds), '+inf')
+"""
+)
+
+# KEYS[1] the replicas; ARGV this replica, seconds a replica counts after it was last seen.
+_REPLICAS = (
+    _NOW
+    + """
+local ttl = tonumber(ARGV[2])
+redis.call('ZADD', KEYS[1], at(now), ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', at(now - ttl))
+redis.call('EXPIRE', KEYS[1], math.ceil(ttl * 2))
+return redis.call('ZCARD', KEYS[1])
+"""
+)
+
+# KEYS[1] the pause; ARGV milliseconds. Paused that long unless already paused for longer. The
+# pause is the key's time to live; its value (the server's time it ends) is for the record.
+_PAUSE = (
+    _NOW
+    + """
+local ms = tonumber(ARGV[1])
+if redis.call('PTTL', KEYS[1]) < ms then
+  redis.call('SET', KEYS[1], at(now + ms / 1000), 'PX', ms)
+end
+return 1
+"""
+)
 
 
 class RedisWindow:
-    """The same window in a Redis sorted set, checked and recorded atomically (Lua); times are
-    wall-clock seconds, which replicas share."""
+    """The same window in a Redis sorted set, checked and recorded atomically (Lua scripts).
+    Times are the Redis server's, shared by every replica whatever their clocks; `clock` (this
+    replica's) serves only its own fallback window and how often it announces itself."""
 
     REPLICA_TTL = 60.0  # a replica not seen for this long no longer counts
 
     def __init__(
-        self, redis: Redis, key: str, limit: int, seconds: float, replica: str | None = None
+        self,
+        redis: Redis,
+        key: str,
+        limit: int,
+        seconds: float,
+        replica: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.redis = redis
         self.key = key
@@ -158,26 +222,26 @@ class RedisWindow:
         self.seconds = seconds
         self.replica = replica or uuid.uuid4().hex
         self.replicas = 1
-        self._seen_at = 0.0
+        self._clock = clock
+        self._seen_at = float("-inf")
         self._take = redis.register_script(_TAKE)
-        self._fallback = LocalWindow(limit, seconds, time.time)
+        self._used = redis.register_script(_USED)
+        self._replicas = redis.register_script(_REPLICAS)
+        self._pause = redis.register_script(_PAUSE)
+        self._fallback = LocalWindow(limit, seconds, clock)
         self.breaker = Breaker()
 
     async def _count_replicas(self) -> None:
         """Announce this replica and count the live ones (every ten seconds at most), so a
         fallback window takes only this replica's share of the workspace's budget."""
-        now = time.time()
+        now = self._clock()
         if now - self._seen_at < 10:
             return
         self._seen_at = now
-        key = f"{self.key}:replicas"
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.zadd(key, {self.replica: now})
-            pipe.zremrangebyscore(key, "-inf", now - self.REPLICA_TTL)
-            pipe.zcard(key)
-            pipe.expire(key, int(self.REPLICA_TTL * 2))
-            results = await pipe.execute()
-        self.replicas = max(1, int(results[2]))
+        count = await self._replicas(
+            keys=[f"{self.key}:replicas"], args=[self.replica, self.REPLICA_TTL]
+        )
+        self.replicas = max(1, int(count))
         self._fallback.limit = max(1, self.limit // self.replicas)
 
     def resize(self, limit: int) -> None:
@@ -194,7 +258,7 @@ class RedisWindow:
             await self._count_replicas()
             granted, wait = await self._take(
                 keys=[self.key],
-                args=[time.time(), self.seconds, self.limit, keep_free, uuid.uuid4().hex],
+                args=[self.seconds, self.limit, keep_free, uuid.uuid4().hex],
             )
         except RedisError as exc:
             self._down(exc)
@@ -207,33 +271,26 @@ class RedisWindow:
         if not self.breaker.closed:
             return await self._fallback.free(within)
         try:
-            now = time.time()
-            async with self.redis.pipeline(transaction=True) as pipe:
-                pipe.zremrangebyscore(self.key, "-inf", now - self.seconds)
-                pipe.zcount(self.key, f"({now + within - self.seconds}", "+inf")
-                results = await pipe.execute()
+            used = await self._used(keys=[self.key], args=[self.seconds, within])
         except RedisError as exc:
             self._down(exc)
             return await self._fallback.free(within)
-        return max(0, self.limit - int(results[1]))
+        return max(0, self.limit - int(used))
 
     async def pause(self, seconds: float) -> None:
         await self._fallback.pause(seconds)
-        if not self.breaker.closed:
+        if not self.breaker.closed or seconds <= 0:
             return
         with contextlib.suppress(RedisError):
-            until = time.time() + seconds
-            current = await self.redis.get(f"{self.key}:paused")
-            if current is None or float(current) < until:
-                await self.redis.set(f"{self.key}:paused", until, px=math.ceil(seconds * 1000))
+            await self._pause(keys=[f"{self.key}:paused"], args=[math.ceil(seconds * 1000)])
 
     async def paused_for(self) -> float:
         local = await self._fallback.paused_for()
         if not self.breaker.closed:
             return local
         try:
-            until = await self.redis.get(f"{self.key}:paused")
+            left = await self.redis.pttl(f"{self.key}:paused")
         except RedisError as exc:
             self._down(exc)
             return local
-        return max(local, float(until) - time.time()) if until is not None else local
+        return max(local, int(left) / 1000)

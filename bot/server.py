@@ -148,6 +148,7 @@ async def serve_http(
             started.set_result(bound)
         if own_stop:
             _stop_on_signals(stop)
+        await countersign.settle()
         await stop.wait()
     except Exception as exc:
         if started is not None and not started.done():  # whoever waits for the port learns why
@@ -178,6 +179,7 @@ async def run_socket_mode(countersign: Countersign, stop: asyncio.Event | None =
         log.info("connecting to Slack (Socket Mode)…")
         await connect_to_slack(handler, str(countersign.settings.slack_api_url))
         log.info("Socket Mode: connected; ready")
+        await countersign.settle()
         await stop.wait()
     finally:
         await handler.close_async()  # type: ignore[no-untyped-call]

@@ -22,7 +22,7 @@ HINTS: dict[str, str] = {
     "SYSTEM_PROMPT_FILE": "the path of a readable text file holding the system prompt",
     "HISTORY_WINDOW_MESSAGES": "a whole number of messages, at least 2",
     "TOKEN_BUDGET": "the model's context tokens Countersign may use, e.g. 16000 or 128000",
-    "REPLY_TOKENS": "tokens kept free for the model's reply",
+    "REPLY_TOKENS": "the most tokens one model answer may take (sent as max_tokens), at least 100",
     "TOOL_RESULT_TOKENS": "tokens of one tool result the model sees before it is cut",
     "SUMMARY_TOKENS": "tokens a summary of older turns may take",
     "SLACK_EDIT_BUDGET_PER_MINUTE": "chat.update calls per minute for the workspace, 1 to 600",
@@ -30,6 +30,8 @@ HINTS: dict[str, str] = {
     "SLACK_MESSAGE_MAX_CHARS": "characters per Slack message before a reply continues, 500-3900",
     "LLM_TIMEOUT_SECONDS": "seconds to wait for the model (per read), 1 to 600",
     "LLM_MAX_RETRIES": "how often the openai SDK retries a failed request, 0 to 10",
+    "MODEL_DEADLINE_SECONDS": "seconds one model request may take from sending it to its last "
+    "token, 1 to 3600",
     "SHUTDOWN_GRACE_SECONDS": "seconds to let live replies finish on SIGTERM, 0 to 600",
     "LOG_LEVEL": "DEBUG, INFO, WARNING or ERROR",
     "TOOL_PACKS": "comma-separated Python modules with a TOOLS list, e.g. "

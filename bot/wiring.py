@@ -146,7 +146,9 @@ def titles(
     model = None if settings.title_model == "off" else settings.title_model
     made = Titles(
         db,
-        None if model is None else LLM(llm.client, model or settings.llm_model),
+        None
+        if model is None
+        else LLM(llm.client, model or settings.llm_model, llm.max_tokens, llm.deadline),
         settings.title_timeout_seconds,
         tasks,
     )

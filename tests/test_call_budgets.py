@@ -109,8 +109,7 @@ async def test_a_429_on_any_method_pauses_that_method_only(
         ("users.info", 200),
     ]
     assert calls[3].at - calls[1].at >= 2.0  # not before Retry-After
-    assert budgets.calls.learned["users.info"].limit < 100  # and its rate was lowered
-    assert budgets.calls.learned["conversations.info"].limit == 50
+    # (Its learned rate is lowered only if 429s continue at the floor: bot/slack/learned_rates.)
 
 
 async def test_a_spent_method_waits_for_its_window_then_is_called(

@@ -121,14 +121,21 @@ async def test_event_is_acknowledged_before_the_reply_is_done(
 
 
 async def test_twenty_thousand_characters_arrive_whole_across_messages(
-    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
 ) -> None:
     words = [f"w{i:05d}" for i in range(3334)]  # 6 chars + space each: ~23,000 characters
     scripted = " ".join(words)
     assert len(scripted) > 20_000
     fake_model.script(Script(text=scripted, tokens_per_second=2000))
-    root = await bot.mention("C1", "write a lot", fake_slack)
-    await bot.idle(timeout=60)
+    # A reply this long needs a length limit (max_tokens) above the default 2,000 tokens.
+    bot = await start_bot(
+        make_settings(fake_slack, fake_model, sqlite_url, reply_tokens=12_000, token_budget=32_000)
+    )
+    try:
+        root = await bot.mention("C1", "write a lot", fake_slack)
+        await bot.idle(timeout=60)
+    finally:
+        await stop_bot(bot)
     replies = [m for m in fake_slack.bot_messages("C1") if m.thread_ts == root]
     assert len(replies) >= 6
     assert all(len(m.text) <= 4000 for m in replies)

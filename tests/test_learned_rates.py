@@ -40,13 +40,17 @@ def rate(floor: int = 100, ceiling: int = 600) -> tuple[LearnedRate, Clock, list
     return LearnedRate(APPEND, floor, ceiling, applied.append, clock), clock, applied
 
 
-def test_a_rate_starts_at_the_floor_and_halves_on_a_429_at_a_proven_rate() -> None:
-    learned, _, applied = rate()
+def test_a_rate_starts_at_the_floor_and_goes_under_it_only_while_429s_continue() -> None:
+    learned, clock, applied = rate()
     assert learned.limit == 100
-    learned.refused()  # nothing proven yet: the limit is below where we started
+    learned.refused()  # one 429 at the documented floor: a strike, not a decrease
+    assert learned.limit == 100
+    clock.now += learned_rates.EPOCH_SECONDS
+    learned.refused()  # another, after the first one's window: 429s continue at the floor
     assert learned.limit == 50
     assert applied == [50]  # the window was resized with it
     for _ in range(10):
+        clock.now += learned_rates.EPOCH_SECONDS
         learned.refused()
     assert learned.limit == 25  # never below a quarter of the floor
 
@@ -73,8 +77,12 @@ def test_slow_start_then_back_to_the_last_good_rate_then_rare_small_probes() -> 
     assert learned.limit == 235  # + a tenth of the floor
     learned.refused()
     assert learned.limit == 225
-    learned.refused()  # refused at a proven rate: the limit went down, halve
+    clock.now += learned_rates.EPOCH_SECONDS
+    learned.refused()  # refused at a proven rate: the limit went down, halve (to the floor)
     assert learned.limit == 112
+    clock.now += learned_rates.EPOCH_SECONDS
+    learned.refused()
+    assert learned.limit == 100  # not under the documented floor on the way down
 
 
 def test_a_probe_is_not_trusted_until_it_held() -> None:
@@ -88,8 +96,14 @@ def test_a_probe_is_not_trusted_until_it_held() -> None:
     assert (learned.limit, learned.trusted) == (225, 150)
     learned.refused()
     assert (learned.limit, learned.trusted) == (150, 150)
-    learned.refused()  # refused at a proven rate: below the floor, all of it is trusted
-    assert (learned.limit, learned.trusted) == (75, 75)
+    clock.now += learned_rates.EPOCH_SECONDS
+    learned.refused()  # refused at a proven rate: halved, but the floor holds
+    assert (learned.limit, learned.trusted) == (100, 100)
+    clock.now += learned_rates.EPOCH_SECONDS
+    learned.refused()  # refused at the floor: a strike
+    clock.now += learned_rates.EPOCH_SECONDS
+    learned.refused()  # and again: under the floor, all of it is trusted
+    assert (learned.limit, learned.trusted) == (50, 50)
 
 
 async def test_a_budget_spreads_only_the_trusted_part_of_its_window() -> None:
@@ -111,7 +125,7 @@ def test_an_unsaturated_or_refused_epoch_raises_nothing() -> None:
     learned.refused()
     clock.now += learned_rates.EPOCH_SECONDS
     learned.tick()
-    assert learned.limit == 50
+    assert learned.limit == 100  # saturated, but refused: not raised (nor lowered: the floor)
 
 
 @given(st.lists(st.sampled_from(["saturated", "refused", "epoch"]), max_size=200))
@@ -134,10 +148,12 @@ async def test_a_429_lowers_only_the_method_that_got_it(native_bot: RunningBot) 
     assert budgets is not None
     before = {m: r.limit for m, r in budgets.learned.items()}
     assert before == {UPDATE: 50, APPEND: 100, START: 20, STOP: 20}  # the documented floors
+    for method in (APPEND, START):
+        budgets.learned[method].adopt(budgets.learned[method].floor * 2, slow_start=True)
     budgets.rate_limited(APPEND, 1.0)
     after = {m: r.limit for m, r in budgets.learned.items()}
-    assert after == {**before, APPEND: 50}
-    assert budgets.appends.per_minute == 50
+    assert after == {**before, APPEND: 100, START: 40}  # appends halved, starts kept
+    assert budgets.appends.per_minute == 100
 
 
 @pytest.fixture
@@ -157,12 +173,14 @@ async def test_replicas_share_what_they_learned(
     second = WorkspaceBudgets(Limits(), redis, workspace_key=workspace)
     elsewhere = WorkspaceBudgets(Limits(), redis, workspace_key=f"xoxb-{uuid.uuid4().hex}")
     try:
+        for budgets in (first, second, elsewhere):  # all had learned 200 appends a minute
+            budgets.learned[APPEND].adopt(200.0, slow_start=False)
         first.rate_limited(APPEND, 0.1)  # only the first replica got the 429
         second._keep_learning()
         elsewhere._keep_learning()
-        await wait_until(lambda: second.learned[APPEND].limit == 50, timeout=5)
-        assert second.appends.per_minute == 50
-        assert elsewhere.learned[APPEND].limit == 100  # another workspace learns its own
+        await wait_until(lambda: second.learned[APPEND].limit == 100, timeout=5)
+        assert second.appends.per_minute == 100
+        assert elsewhere.learned[APPEND].limit == 200  # another workspace learns its own
     finally:
         for budgets in (first, second, elsewhere):
             await budgets.stop()

@@ -130,7 +130,8 @@ async def test_a_refused_stream_start_falls_back_to_edits(
 async def test_a_reply_longer_than_one_stream_continues_in_new_messages(
     native_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
-    long_text = " ".join(f"w{i:05d}" for i in range(2400)) + "."  # ~16,800 characters
+    # ~16,800 characters in 1,400 tokens: within the reply's length limit (REPLY_TOKENS).
+    long_text = " ".join(f"word{i:07d}" for i in range(1400)) + "."
     fake_model.script(Script(text=long_text, tokens_per_second=4000))
     await native_bot.mention("C1", "very long", fake_slack)
     await native_bot.idle(timeout=60)

@@ -10,9 +10,9 @@ second write. Only the tool's run is judged this way; the re-read before it writ
 from __future__ import annotations
 
 import json
+import sys
 
 import aiohttp
-import httpx
 import httpx2
 from slack_sdk.errors import SlackApiError
 
@@ -24,11 +24,6 @@ _NOT_SENT: tuple[type[BaseException], ...] = (
     aiohttp.ClientConnectorError,
     aiohttp.ConnectionTimeoutError,
     aiohttp.InvalidURL,
-    httpx.ConnectError,
-    httpx.ConnectTimeout,
-    httpx.PoolTimeout,
-    httpx.UnsupportedProtocol,
-    httpx.LocalProtocolError,
     httpx2.ConnectError,
     httpx2.ConnectTimeout,
     httpx2.PoolTimeout,
@@ -40,13 +35,32 @@ _MAYBE_SENT: tuple[type[BaseException], ...] = (
     OutcomeUnknown,
     TimeoutError,  # asyncio's and the tool's own time-outs
     aiohttp.ClientError,  # disconnected, reset, payload cut off, unreadable body
-    httpx.TransportError,
-    httpx.DecodingError,
     httpx2.TransportError,
     httpx2.DecodingError,
     json.JSONDecodeError,
     ConnectionError,
 )
+
+
+def _httpx(sent: bool) -> tuple[type[BaseException], ...]:
+    """The same kinds from httpx (the GitHub pack's and the MCP SDK's client). None of its
+    exceptions exists before one of them imported it, and a start without them does not."""
+    httpx = sys.modules.get("httpx")
+    if httpx is None:
+        return ()
+    if sent:
+        return (httpx.TransportError, httpx.DecodingError)
+    return (
+        httpx.ConnectError,
+        httpx.ConnectTimeout,
+        httpx.PoolTimeout,
+        httpx.UnsupportedProtocol,
+        httpx.LocalProtocolError,
+    )
+
+
+def _not_sent(exc: BaseException) -> bool:
+    return isinstance(exc, _NOT_SENT + _httpx(sent=False))
 
 
 def _unreadable_slack_answer(exc: SlackApiError) -> bool:
@@ -61,9 +75,9 @@ def _unreadable_slack_answer(exc: SlackApiError) -> bool:
 def _lost(exc: BaseException) -> bool:
     if isinstance(exc, SlackApiError):
         return _unreadable_slack_answer(exc)
-    if isinstance(exc, _NOT_SENT):
+    if _not_sent(exc):
         return False
-    return isinstance(exc, _MAYBE_SENT)
+    return isinstance(exc, _MAYBE_SENT + _httpx(sent=True))
 
 
 def _causes(exc: BaseException) -> list[BaseException]:
@@ -84,7 +98,7 @@ def outcome_unknown(exc: BaseException) -> bool:
     after sending does not know either."""
     if isinstance(exc, ToolError) and not isinstance(exc, OutcomeUnknown):
         causes = [c for c in _causes(exc) if not isinstance(c, ToolError)]
-        if any(isinstance(c, _NOT_SENT) for c in causes):
+        if any(_not_sent(c) for c in causes):
             return False
         return any(_lost(c) for c in causes)
     return _lost(exc)

@@ -16,6 +16,7 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.audience import place
 from bot.conversation.authors import authors_of
@@ -24,6 +25,7 @@ from bot.conversation.shared_files import FileMessage, TurnFiles, mention_files,
 from bot.db import repositories as repo
 from bot.db.models import Conversation, Role
 from bot.db.session import Database
+from bot.db.turn_writes import ADD_USER_MESSAGE, UserMessage
 from bot.errors import slack_error
 from bot.provenance import Source
 from bot.text import unescape
@@ -131,7 +133,15 @@ async def store_user_message(
     request."""
     where = place(incoming.channel_id, incoming.user_id, incoming.is_dm)
     files = files or {}
-    async with db.transaction() as session:
+    said = source.dumps() if source is not None else None
+    if not earlier and not files.get(incoming.ts):  # the usual case: with other turns' messages
+        message = UserMessage(
+            conversation.id, incoming.text, incoming.ts, incoming.user_id, where, said
+        )
+        await db.group.add(ADD_USER_MESSAGE, message)
+        return
+
+    async def store(session: AsyncSession) -> None:
         for message in earlier:
             fields = {k: v for k, v in message.items() if k not in ("files", "source")}
             await _store_files(session, conversation, files.get(str(fields.get("slack_ts"))), where)
@@ -140,16 +150,18 @@ async def store_user_message(
             if isinstance(message.get("source"), Source):
                 added.source = message["source"].dumps()
         await _store_files(session, conversation, files.get(incoming.ts), where)
-        stored = await repo.add_message(
+        await repo.add_message(
             session,
             conversation,
             Role.USER,
             incoming.text,
             slack_ts=incoming.ts,
             slack_user=incoming.user_id,
+            audience=where,
+            source=said,
         )
-        stored.audience = where
-        stored.source = source.dumps() if source is not None else None
+
+    await db.group.run(store)  # with other turns' messages, in one transaction
 
 
 async def _store_files(

@@ -14,10 +14,9 @@ import logging
 import re
 
 from openai.types.chat import ChatCompletionMessageParam
-from sqlalchemy import update
 
-from bot.db.models import Conversation
 from bot.db.session import Database
+from bot.db.turn_writes import SET_TITLE, Title
 from bot.llm import LLM, LLMError
 from bot.slack.agent_threads import AgentThreads, thread_title
 from bot.tasks import TaskGroup
@@ -97,8 +96,5 @@ class Titles:
         return plain_title(answer)
 
     async def _store(self, conversation_id: int, title: str, *, only_if_unnamed: bool) -> None:
-        query = update(Conversation).where(Conversation.id == conversation_id)
-        if only_if_unnamed:
-            query = query.where(Conversation.title.is_(None))
-        async with self.db.transaction() as session:
-            await session.execute(query.values(title=title[:200]))
+        # with other conversations' titles, in one statement (`bot.db.turn_writes`)
+        await self.db.group.add(SET_TITLE, Title(conversation_id, title, only_if_unnamed))

@@ -19,8 +19,8 @@ from bot.conversation.incoming import Incoming
 from bot.conversation.memory import Memory
 from bot.conversation.notes import (
     BROKE,
-    EMPTY,
     INTERRUPTED,
+    answer_note,
     failure_note,
     pause_note,
     rounds_note,
@@ -39,6 +39,7 @@ from bot.db import repositories as repo
 from bot.db.claims import DeliveryClaims
 from bot.db.models import Conversation, Role
 from bot.db.session import Database
+from bot.db.turn_writes import OPEN_CONVERSATION, ThreadStart
 from bot.llm import LLM, Finished, LLMError, TextDelta, Usage
 from bot.logs import log_context
 from bot.membership import reach_of
@@ -85,14 +86,11 @@ class Conversations(Resuming):
         self.titles: Titles | None = None  # names new conversations (set by the app)
 
     async def _conversation(self, incoming: Incoming) -> tuple[Conversation, bool]:
-        async with self.db.transaction() as session:
-            return await repo.get_or_create_conversation(
-                session,
-                incoming.team_id,
-                incoming.channel_id,
-                incoming.conversation_key,
-                incoming.user_id,
-            )
+        """The thread's conversation, found or opened with other turns' (`Database.group`)."""
+        start = ThreadStart(
+            incoming.team_id, incoming.channel_id, incoming.conversation_key, incoming.user_id
+        )
+        return await self.db.group.add(OPEN_CONVERSATION, start)
 
     async def handle(
         self, incoming: Incoming, bot_user_id: str | None = None, bot_id: str | None = None
@@ -233,13 +231,14 @@ class Conversations(Resuming):
             usage = finished.usage
             if not finished.tool_calls or self.desk is None:
                 await deliver_held(self.slack, stream, conversation.channel_id, requester, seen)
-                if stream.source.strip():
+                said = bool(stream.source.strip())
+                if said and not finished.cut:
                     stream.closing_blocks = [feedback_block()]  # a finished answer
-                await stream.finish("" if stream.source.strip() else EMPTY)
+                await stream.finish(answer_note(finished, self.llm, said))
                 await self._store_answer(
                     conversation, stream, text, usage, hook, seen.audience, requester
                 )
-                TURNS.labels(outcome="answered").inc()
+                TURNS.labels(outcome=finished.finish_reason if finished.cut else "answered").inc()
                 return True
             rounds += 1
             if rounds > self.settings.max_tool_rounds:

@@ -23,6 +23,8 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
+from bot.db.group_commit import GroupCommit
+
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 CONNECTION_WAIT_SECONDS = 60.0
 _PROBE = text("SELECT 1")
@@ -143,6 +145,10 @@ class Database:
         size = 1 if self._sqlite else engine.pool.size()  # type: ignore[attr-defined]
         self._turns = asyncio.Semaphore(size)
         self.wait_seconds = wait_seconds
+        # Small independent writes of many turns at once share a transaction (`group.run`),
+        # and so do their reads of history (`reads`: one snapshot, off the writers' queue).
+        self.group = GroupCommit(self.transaction)
+        self.reads = GroupCommit(self.reading)
 
     @classmethod
     def from_url(cls, raw_url: str, pool_size: int = 10, audit_key: str | None = None) -> Database:

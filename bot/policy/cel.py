@@ -31,10 +31,6 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-import celpy
-from celpy import celtypes
-from celpy.adapter import json_to_cel
-
 if TYPE_CHECKING:
     from bot.policy.model import PolicyFile
 
@@ -49,8 +45,21 @@ _LOOPS = "celpy.evaluation.macro_"  # what a comprehension transpiles to
 # Conditions are transpiled to Python once (celpy's CompiledRunner): 2-3 times faster than
 # walking the parse tree at every evaluation (bench/policy.py), the same outcomes (literals
 # are emitted with repr, names are the lexer's). celpy keeps one parser per process, built
-# with the tree class of the first Environment: this must stay the only one.
-_ENV = celpy.Environment(runner_class=celpy.CompiledRunner)
+# with the tree class of the first Environment: this must stay the only one. It is made (and
+# celpy imported, a tenth of a second and more) when a policy first has a condition, not at
+# every start.
+_ENVIRONMENT: list[Any] = []
+_MAKING = threading.Lock()
+
+
+def _env() -> Any:
+    if not _ENVIRONMENT:
+        with _MAKING:
+            if not _ENVIRONMENT:
+                import celpy
+
+                _ENVIRONMENT.append(celpy.Environment(runner_class=celpy.CompiledRunner))
+    return _ENVIRONMENT[0]
 
 
 class ConditionError(Exception):
@@ -59,7 +68,8 @@ class ConditionError(Exception):
 
 @lru_cache(maxsize=512)
 def _program(expression: str) -> Any:
-    return _ENV.program(_ENV.compile(expression))
+    env = _env()
+    return env.program(env.compile(expression))
 
 
 @lru_cache(maxsize=512)
@@ -78,7 +88,9 @@ def _namespace(activation: dict[str, Any]) -> dict[str, Any]:
     with the facts loaded once for all of a decision's conditions. celpy's own `evaluate`
     writes each condition's `ex_N` functions, `base_activation` and `CEL` into the module's
     namespace itself: shared by every thread, where two decisions mix facts and results."""
-    scope = dict(celpy.evaluation.result.__globals__)
+    from celpy import evaluation
+
+    scope = dict(evaluation.result.__globals__)
     base = _program("true").tp.base_activation.clone()
     base.identifiers.load_values(activation)
     scope["base_activation"] = base
@@ -158,6 +170,8 @@ def _failed(exc: Exception) -> ConditionError:
 
 
 def _outcome(result: Any) -> Outcome:
+    from celpy import celtypes
+
     if isinstance(result, celtypes.BoolType | bool):
         return bool(result)
     if isinstance(result, Exception):  # celpy returns some errors as values
@@ -218,6 +232,8 @@ def evaluate_all(
     if size > MAX_CONTEXT:
         too_long = ConditionError(f"the arguments are longer than {MAX_CONTEXT} characters")
         return [too_long] * len(expressions)
+    from celpy.adapter import json_to_cel
+
     try:
         scope = _namespace({name: json_to_cel(value) for name, value in facts.items()})
     except Exception as exc:

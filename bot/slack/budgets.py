@@ -256,7 +256,7 @@ class WorkspaceBudgets:
         if method not in self.learned:
             self.calls.rate_limited(method, seconds, channel)
             return
-        self.learned[method].refused()
+        self.learned[method].refused(seconds)
         self._keep_learning()
         if method == UPDATE:
             self.edits.pause(seconds)

@@ -202,7 +202,7 @@ class CallBudgets:
         limit) on every replica, and lower its learned rate."""
         rate = self.learned.get(method)
         if rate is not None:
-            rate.refused()
+            rate.refused(seconds)
             if self.on_learn is not None:
                 self.on_learn()
         windows = self.windows_of(method, channel)

@@ -74,6 +74,7 @@ class ReplyStream(NativePath, EditPath):
         self._last_edit_at: float | None = None
         self._changed = asyncio.Event()
         self._final_requested = asyncio.Event()
+        self._grown = asyncio.Event()
         self._pump: asyncio.Task[None] | None = None
         self.journal = ReplyRecord(journal, channel) if journal is not None else None
         self.options = native
@@ -133,6 +134,7 @@ class ReplyStream(NativePath, EditPath):
                 self._first_text_at = self._clock()
             self.source += text
             self._changed.set()
+            self._grown.set()
 
     def set_status(self, status: str) -> None:
         """A short line under the text while the turn works (e.g. runs a read tool)."""
@@ -146,6 +148,7 @@ class ReplyStream(NativePath, EditPath):
         self._final = True
         self._changed.set()
         self._final_requested.set()
+        self._grown.set()
         self.budget.poke()
         if self.options is not None:
             self.options.appends.poke()

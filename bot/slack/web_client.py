@@ -25,7 +25,13 @@ from bot.metrics import SLACK_RATELIMITED
 from bot.slack.budgets import WorkspaceBudgets
 from bot.slack.call_budgets import BUDGET_SPENT, Spent
 from bot.slack.method_limits import limit_of
-from bot.slack.ratelimit import RETRIED, retry_after, retry_handlers
+from bot.slack.ratelimit import (
+    RETRIED,
+    NotifyingRateLimitRetryHandler,
+    header,
+    read_retry_after,
+    retry_handlers,
+)
 
 log = logging.getLogger(__name__)
 
@@ -81,10 +87,21 @@ class BudgetedWebClient(AsyncWebClient):
             root._identity = asyncio.ensure_future(super().auth_test(**kwargs))
         return await asyncio.shield(root._identity)
 
+    def _retry_after(self, method: str, raw: str | None) -> float:
+        """Capped, and logged once per method when absurd (by the 429 handler, which knows
+        which methods it warned about)."""
+        for handler in self.retry_handlers:
+            if isinstance(handler, NotifyingRateLimitRetryHandler):
+                return handler.seconds(method, raw)
+        return read_retry_after(raw)[0]
+
     def _rate_limited(self, method: str, seconds: float, channel: str | None) -> None:
         log.warning("Slack rate-limited %s for %.1fs", method, seconds)
         SLACK_RATELIMITED.labels(method=method).inc()
-        self.budgets.rate_limited(method, seconds, channel)
+        if channel is None:
+            self.budgets.rate_limited(method, seconds)
+        else:
+            self.budgets.rate_limited(method, seconds, channel)
 
     def _skipped(self, method: str, spent: Spent) -> CallSkipped:
         response = AsyncSlackResponse(
@@ -114,7 +131,9 @@ class BudgetedWebClient(AsyncWebClient):
             except SlackApiError as exc:
                 if exc.response.status_code != 429 or api_method in RETRIED:
                     raise  # chat.update's 429s are reported (and retried) by its handler
-                self._rate_limited(api_method, retry_after(exc.response.headers), channel)
+                seconds = self._retry_after(api_method, header(exc.response.headers))
+                per_channel = limit is not None and limit.per_channel is not None
+                self._rate_limited(api_method, seconds, channel if per_channel else None)
                 if retries <= 0 or slack_error(exc) != "ratelimited":
                     raise
                 retries -= 1

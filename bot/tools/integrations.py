@@ -1,16 +1,20 @@
 """The outside tools turned on by settings: the `github` pack (`GITHUB_TOKEN`), the `linear`
 pack (`LINEAR_API_KEY`) and every MCP server in `MCP_SERVERS`. Built once, started with the bot
-(stdio MCP servers are its child processes) and closed with it."""
+(stdio MCP servers are its child processes) and closed with it. Each is imported only when
+configured: the MCP SDK alone is about a third of the bot's imports."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from bot.tools.catalog import ToolRegistry
 from bot.tools.integration_settings import IntegrationSettings
-from bot.tools.mcp.hub import McpHub
+
+if TYPE_CHECKING:
+    from bot.tools.mcp.hub import McpHub
 
 
 @dataclass
@@ -37,6 +41,8 @@ class Integrations:
                 registry.add(tool)
             integrations.closers.append(linear.close)
         if settings.mcp_servers:
+            from bot.tools.mcp.hub import McpHub
+
             integrations.mcp = McpHub(settings.mcp_servers, check_every=settings.mcp_check_seconds)
             registry.add_source(integrations.mcp)
         return integrations

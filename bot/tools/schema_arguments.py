@@ -2,7 +2,8 @@
 
 The schema goes to the model as the server wrote it; what the model sends back is checked with
 `jsonschema` (the validator the `mcp` SDK itself uses) before anything is shown or run, and the
-problems are put in the same plain `field: problem` form as a pydantic tool's.
+problems are put in the same plain `field: problem` form as a pydantic tool's. `jsonschema` is
+imported when a schema is first checked: a bot without MCP servers never needs it.
 
 A schema's regular expressions (`pattern`, `patternProperties`) come from the server, which may
 be hostile: with Python's `re` one pattern of 25 characters held the event loop for a second,
@@ -19,12 +20,14 @@ import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 import regex
-from jsonschema import Draft202012Validator, validators
-from jsonschema.exceptions import SchemaError, ValidationError
 from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
 
 PATTERN_SECONDS = 0.25  # all of one validation's pattern matching
 _deadline: contextvars.ContextVar[float] = contextvars.ContextVar("pattern_deadline", default=0.0)
@@ -47,6 +50,8 @@ def _search(pattern: str, text: str) -> bool:
 
 
 def _unmatchable(pattern: str, exc: Exception) -> ValidationError:
+    from jsonschema.exceptions import ValidationError
+
     if isinstance(exc, PatternTooSlow):
         return ValidationError(
             f"could not be checked against the tool's pattern {pattern[:100]!r} in time (the "
@@ -64,6 +69,8 @@ def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterat
         yield _unmatchable(pattern, exc)
         return
     if not found:
+        from jsonschema.exceptions import ValidationError
+
         yield ValidationError(f"{instance[:200]!r} does not match {pattern[:200]!r}")
 
 
@@ -109,20 +116,26 @@ def _additional_properties(validator: Any, extra: Any, instance: Any, schema: An
         for key in extras:
             yield from validator.descend(instance[key], extra, path=key)
     elif not extra and extras:
+        from jsonschema.exceptions import ValidationError
+
         names = ", ".join(repr(k)[:100] for k in sorted(extras)[:10])
         yield ValidationError(f"Additional properties are not allowed ({names} unexpected)")
 
 
 # `unevaluatedProperties` would match `patternProperties` with `re` inside jsonschema: a schema
 # with both is not checked with `re`, it is refused (`usable`).
-_Checker = validators.extend(  # type: ignore[no-untyped-call]
-    Draft202012Validator,
-    {
-        "pattern": _pattern,
-        "patternProperties": _pattern_properties,
-        "additionalProperties": _additional_properties,
-    },
-)
+@lru_cache(maxsize=1)
+def _checker() -> Any:
+    from jsonschema import Draft202012Validator, validators
+
+    return validators.extend(  # type: ignore[no-untyped-call]
+        Draft202012Validator,
+        {
+            "pattern": _pattern,
+            "patternProperties": _pattern_properties,
+            "additionalProperties": _additional_properties,
+        },
+    )
 
 
 def _mentions(schema: Any, keyword: str) -> bool:
@@ -136,6 +149,9 @@ def _mentions(schema: Any, keyword: str) -> bool:
 def usable(schema: dict[str, Any]) -> str | None:
     """Why a tool's input schema cannot be offered, or None: it must be a valid schema, and
     its patterns must be checkable off Python's backtracking `re`."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
@@ -172,9 +188,12 @@ def problems(schema: dict[str, Any], data: dict[str, Any]) -> list[str]:
     """Each way `data` misses the schema, as `field: problem`; empty when it fits."""
     if _mentions(schema, "unevaluatedProperties") and _mentions(schema, "patternProperties"):
         return ["arguments: the tool's schema mixes unevaluatedProperties and patternProperties"]
+    from jsonschema.exceptions import SchemaError
+
+    checker = _checker()  # made (jsonschema imported) before the patterns' time starts
     token = _deadline.set(time.monotonic() + PATTERN_SECONDS)
     try:
-        validator = _Checker(schema)
+        validator = checker(schema)
         errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
     except SchemaError as exc:
         return [f"arguments: the tool's own schema is invalid ({exc.message})"]

@@ -5,6 +5,10 @@ Each request to `/v1/chat/completions` takes the next `Script` (or the default o
 time to first token, a token rate, text, tool calls streamed in fragments (interleaved by index),
 usage, and failures: an HTTP status for the first N attempts, a stream cut off after N tokens,
 or a hang. Every request body is recorded with its arrival time.
+
+Like OpenAI, a stream honours the request's `max_tokens` (or `max_completion_tokens`): once
+that many tokens are sent (a text token or a tool-call fragment counts as one) it stops where
+it is, even inside a tool call's arguments, and ends with `finish_reason` "length".
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ class Script:
     raw_after_tokens: tuple[int, str] | None = None
     # like some compatible servers: no `index`, the name and id repeated in every fragment
     quirky_tool_calls: bool = False
+    hang_after_fragments: int | None = None  # stop sending (not closing) after this many
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,19 @@ IMAGE_REFUSAL = {
 }
 
 
+# What OpenAI answers when `max_tokens` is sent to a model that takes only
+# `max_completion_tokens` (its reasoning models, GPT-5 and later).
+CAP_REFUSAL = {
+    "error": {
+        "message": "Unsupported parameter: 'max_tokens' is not supported with this model. "
+        "Use 'max_completion_tokens' instead.",
+        "type": "invalid_request_error",
+        "param": "max_tokens",
+        "code": "unsupported_parameter",
+    }
+}
+
+
 def images_in(body: dict[str, Any]) -> list[bytes]:
     """The images of a request's image parts (base64 `data:` URLs), decoded."""
     found: list[bytes] = []
@@ -106,10 +124,19 @@ def images_in(body: dict[str, Any]) -> list[bytes]:
     return found
 
 
+class _Capped(Exception):
+    """The stream reached the request's `max_tokens`."""
+
+
+class _Hung(Exception):
+    """A scripted hang was released: the stream ends without another byte."""
+
+
 class FakeOpenAI:
     def __init__(self, default: Script | None = None) -> None:
         self.default = default or Script(text="Hello from the fake model.")
-        self.requests: list[Received] = []
+        self.requests: list[Received] = []  # streamed requests
+        self.bodies: list[dict[str, Any]] = []  # every request's body, streamed or not
         self.played: list[Played] = []
         self.summaries: list[str] = []
         self._scripts: deque[Script] = deque()
@@ -120,6 +147,8 @@ class FakeOpenAI:
         # request holding one with OpenAI's 400 for a model that takes no images.
         self.images_seen: list[bytes] = []
         self.refuse_images = False
+        # Like OpenAI's reasoning models: refuse `max_tokens`, take `max_completion_tokens`.
+        self.wants_completion_tokens = False
         self._lock = threading.Lock()
         self._hangs: list[asyncio.Event] = []
         self._server = ThreadedServer(self._build())
@@ -180,10 +209,13 @@ class FakeOpenAI:
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
+        self.bodies.append(body)
         if body.get("stream"):
             self.requests.append(Received(body, time.monotonic()))
         if request.headers.get("Authorization") != f"Bearer {API_KEY}":
             return web.json_response({"error": {"message": "bad key"}}, status=401)
+        if self.wants_completion_tokens and "max_tokens" in body:
+            return web.json_response(CAP_REFUSAL, status=400)
         if not body.get("stream"):
             said = " ".join(str(m.get("content", "")) for m in body.get("messages", []))
             scripted = next((c for k, c in self._scripted_completions.items() if k in said), None)
@@ -263,6 +295,21 @@ class FakeOpenAI:
                 played.disconnected_at = time.monotonic()
                 raise
 
+        cap = body.get("max_tokens") or body.get("max_completion_tokens")
+        sent = fragments = 0
+
+        async def emit(delta: dict[str, Any]) -> None:
+            """Send one token's delta (a text token, a tool-call fragment) within the cap."""
+            nonlocal sent, fragments
+            if isinstance(cap, int) and sent >= cap:
+                raise _Capped
+            if "tool_calls" in delta:
+                if fragments == script.hang_after_fragments:
+                    await self._hang()
+                fragments += 1
+            sent += 1
+            await send(delta)
+
         tokens = tokens_of(script.text)
         played = Played(script.text, tokens=len(tokens))
         self.played.append(played)
@@ -270,31 +317,20 @@ class FakeOpenAI:
         interval = 1 / script.tokens_per_second if script.tokens_per_second else 0.0
         await send({"role": "assistant", "content": ""})
         start = time.monotonic()
-        for n, token in enumerate(tokens):
-            if script.cut_after_tokens is not None and n >= script.cut_after_tokens:
-                assert request.transport is not None
-                request.transport.abort()
-                return
-            if script.hang_after_tokens is not None and n >= script.hang_after_tokens:
-                hang = asyncio.Event()
-                self._hangs.append(hang)
-                await hang.wait()
-                return
-            if interval:
-                await asyncio.sleep(max(0.0, start + n * interval - time.monotonic()))
-            if script.raw_after_tokens is not None and n == script.raw_after_tokens[0]:
-                await response.write(f"data: {script.raw_after_tokens[1]}\n\n".encode())
-            await send({"content": token})
-            produced = len(token) + (played.token_times[-1][1] if played.token_times else 0)
-            played.token_times.append((time.monotonic(), produced))
-            if n == 0:
-                played.first_token_at = time.monotonic()
-        if tokens:
-            played.last_token_at = time.monotonic()
-        await self._send_tool_calls(script, send)
-        finish = "tool_calls" if script.tool_calls else "stop"
+        try:
+            await self._play_tokens(
+                script, tokens, played, (interval, start), request, response, emit
+            )
+            await self._send_tool_calls(script, emit)
+        except _Hung:
+            return
+        except _Capped:
+            finish = "length"
+        else:
+            finish = "tool_calls" if script.tool_calls else "stop"
         await send({}, finish)
         if (body.get("stream_options") or {}).get("include_usage"):
+            completion = sent if finish == "length" else len(tokens)
             usage_chunk = {
                 "id": "chatcmpl-fake",
                 "object": "chat.completion.chunk",
@@ -303,12 +339,49 @@ class FakeOpenAI:
                 "choices": [],
                 "usage": {
                     "prompt_tokens": script.prompt_tokens,
-                    "completion_tokens": len(tokens),
-                    "total_tokens": script.prompt_tokens + len(tokens),
+                    "completion_tokens": completion,
+                    "total_tokens": script.prompt_tokens + completion,
                 },
             }
             await response.write(f"data: {json.dumps(usage_chunk)}\n\n".encode())
         await response.write(b"data: [DONE]\n\n")
+
+    async def _hang(self) -> None:
+        hang = asyncio.Event()
+        self._hangs.append(hang)
+        await hang.wait()
+        raise _Hung
+
+    async def _play_tokens(
+        self,
+        script: Script,
+        tokens: list[str],
+        played: Played,
+        pace: tuple[float, float],
+        request: web.Request,
+        response: web.StreamResponse,
+        emit: Any,
+    ) -> None:
+        """The text, token by token (raises `_Hung` where the stream ends early)."""
+        interval, start = pace
+        for n, token in enumerate(tokens):
+            if script.cut_after_tokens is not None and n >= script.cut_after_tokens:
+                assert request.transport is not None
+                request.transport.abort()
+                raise _Hung
+            if script.hang_after_tokens is not None and n >= script.hang_after_tokens:
+                await self._hang()
+            if interval:
+                await asyncio.sleep(max(0.0, start + n * interval - time.monotonic()))
+            if script.raw_after_tokens is not None and n == script.raw_after_tokens[0]:
+                await response.write(f"data: {script.raw_after_tokens[1]}\n\n".encode())
+            await emit({"content": token})
+            produced = len(token) + (played.token_times[-1][1] if played.token_times else 0)
+            played.token_times.append((time.monotonic(), produced))
+            if n == 0:
+                played.first_token_at = time.monotonic()
+        if tokens:
+            played.last_token_at = time.monotonic()
 
     @staticmethod
     async def _send_tool_calls(script: Script, send: Any) -> None:

@@ -238,6 +238,9 @@ class FakeSlack:
     # the same with the time each text became visible (time.monotonic())
     timeline: dict[str, list[tuple[float, str]]] = field(default_factory=lambda: defaultdict(list))
     fail_methods: dict[str, str] = field(default_factory=dict)
+    # method -> the Retry-After header its 429s carry instead of the seconds until a slot frees
+    # (a misbehaving proxy or a Slack bug: "inf", "3600", "soon")
+    retry_after: dict[str, str] = field(default_factory=dict)
     ephemerals: list[dict[str, Any]] = field(default_factory=list)
     responses: list[dict[str, Any]] = field(default_factory=list)
     published: list[dict[str, Any]] = field(default_factory=list)
@@ -411,7 +414,9 @@ class FakeSlack:
                 return web.json_response(
                     {"ok": False, "error": "ratelimited"},
                     status=429,
-                    headers={"Retry-After": str(max(1, math.ceil(wait)))},
+                    headers={
+                        "Retry-After": self.retry_after.get(method, str(max(1, math.ceil(wait))))
+                    },
                 )
             expected = APP_TOKEN if method == "apps.connections.open" else BOT_TOKEN
             lacking = needed(method, self._kind_of_call(method, args), self.scopes)
