@@ -40,7 +40,7 @@ rules:
 """
 
 
-def slack_limits() -> dict[str, Limit]:
+def slack_limits() -> dict[str, Limit | tuple[Limit, ...]]:
     return {
         **documented_floors(),
         "conversations.open": Limit(50, 60.0),

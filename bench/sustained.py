@@ -43,7 +43,7 @@ import aiohttp
 from bench.processes import bot_env, pct, start_processes, stop_processes
 from bench.stream import reply_figures, script_text
 from tests.fakes.openai import FakeOpenAI, Script
-from tests.fakes.slack import FakeSlack, documented_floors
+from tests.fakes.slack import FakeSlack, Limit, documented_floors
 from tests.harness import SlackFront
 from tests.pg import temporary_database
 
@@ -255,7 +255,9 @@ def finals_allowed(args: argparse.Namespace) -> int:
     floors = documented_floors()
 
     def per_minute(method: str) -> float:
-        return floors[method].calls * 60 / floors[method].per_seconds
+        limit = floors[method]
+        assert isinstance(limit, Limit)  # a per-workspace limit (not per channel as well)
+        return limit.calls * 60 / limit.per_seconds
 
     streams = per_minute("chat.startStream") * max(1.0, args.seconds / 60)
     return int(streams + per_minute("chat.update") * (args.seconds + args.drain) / 60)

@@ -46,7 +46,7 @@ from bot.slack.commands import Records
 from bot.slack.edit_budget import EditBudget
 from bot.slack.interactions import Interactions
 from bot.slack.show_all import ShowAll
-from bot.slack.web_client import web_client
+from bot.slack.web_client import BudgetedApp, web_client
 from bot.startup import reach_database
 from bot.tasks import TaskGroup, new_worker_id
 from bot.thread_locks import ThreadLocks
@@ -190,7 +190,7 @@ class Countersign:
             door,
         )
         signing_secret = settings.slack_signing_secret
-        bolt = AsyncApp(
+        bolt = BudgetedApp(
             client=slack,
             signing_secret=signing_secret.get_secret_value() if signing_secret else "",
             logger=bolt_logger(slack),

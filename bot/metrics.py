@@ -27,6 +27,12 @@ SLACK_EDITS = Counter(
 SLACK_RATELIMITED = Counter(
     "countersign_slack_ratelimited_total", "429 answers from Slack", ["method"]
 )
+SLACK_CALLS_SKIPPED = Counter(
+    "countersign_slack_calls_skipped_total",
+    "Slack calls not made because their method's budget was spent (cosmetic or optional calls,"
+    " or a wait longer than the caller's patience)",
+    ["method"],
+)
 SLACK_LEARNED_RATE = Gauge(
     "countersign_slack_learned_rate_per_minute",
     "Calls a minute the bot allows itself per Slack method, as learned from Slack's answers",

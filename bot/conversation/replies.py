@@ -13,7 +13,7 @@ import asyncio
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.conversation.turn_settings import TurnSettings
-from bot.slack.agent_status import AgentStatus, Status
+from bot.slack.agent_status import AgentStatus, Outcome, Status
 from bot.slack.budgets import WorkspaceBudgets
 from bot.slack.edit_budget import EditBudget
 from bot.slack.native_reply import NativeOptions
@@ -63,7 +63,7 @@ class Replies:
             reader=user,  # in a DM, the one person who reads it
         )
 
-    def working(self, stream: ReplyStream, user: str) -> asyncio.Task[None] | None:
+    def working(self, stream: ReplyStream, user: str) -> asyncio.Task[Outcome] | None:
         """The thread shows that the agent works (concurrently with the reply's start)."""
         if self.status is None:
             return None
@@ -72,7 +72,7 @@ class Replies:
         )
 
     async def done(
-        self, stream: ReplyStream, working: asyncio.Task[None] | None, user: str
+        self, stream: ReplyStream, working: asyncio.Task[Outcome] | None, user: str
     ) -> None:
         """`suspended` while the turn's proposals wait for people, else `active`."""
         if self.status is None or working is None:

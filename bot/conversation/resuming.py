@@ -19,6 +19,7 @@ from bot.conversation.tool_round import OnStored
 from bot.db import repositories as repo
 from bot.db.models import Conversation, Proposal, Role
 from bot.db.session import Database
+from bot.slack.agent_status import Outcome
 from bot.slack.streamer import ReplyStream
 from bot.thread_locks import ThreadLocks
 
@@ -62,7 +63,7 @@ class Resuming:
             conversation.team_id,
         )
         placeholder: asyncio.Task[str] | None = None
-        status: asyncio.Task[None] | None = None
+        status: asyncio.Task[Outcome] | None = None
         running = self.running.track(
             conversation.team_id, conversation.channel_id, stream.thread_ts, requester, stream
         )

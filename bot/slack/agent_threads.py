@@ -19,6 +19,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import slack_error
 from bot.slack.agent_status import UNSUPPORTED
+from bot.slack.call_budgets import BUDGET_SPENT
 from bot.suggested_prompts import SuggestedPrompt
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,9 @@ class AgentThreads:
             await call
             return True
         except SlackApiError as exc:
-            if slack_error(exc) in UNSUPPORTED:
+            if slack_error(exc) == BUDGET_SPENT:
+                log.info("assistant %s skipped: its budget is spent", what)
+            elif slack_error(exc) in UNSUPPORTED:
                 log.info("assistant %s unavailable (%s): not asked again", what, slack_error(exc))
                 self._off.add(what)
             else:

@@ -11,6 +11,7 @@ the reply refreshed longest ago, never more than the window allows). Starts and 
 through `StreamSlots`: a reply streams natively only if a start is free now and a stop will be
 free for it and for every native reply still open; otherwise (in `auto`) it uses edits. A 429
 pauses the method that got it and no other. With Redis, every window is shared by the replicas.
+Every other method the bot calls has its budget in `calls` (`bot/slack/call_budgets.py`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from bot.coordination import LocalWindow, RedisWindow, Window
+from bot.coordination import Breaker, LocalWindow, RedisWindow, Window
+from bot.slack.call_budgets import CallBudgets
 from bot.slack.edit_budget import WINDOW_MARGIN_SECONDS, WINDOW_SECONDS, BudgetClosed, EditBudget
 from bot.slack.learned_rates import SHARE_EVERY_SECONDS, LearnedRate, SharedRates
 
@@ -175,10 +177,19 @@ class WorkspaceBudgets:
         digest = hashlib.sha256(workspace_key.encode()).hexdigest()[:16]
         prefix = f"countersign:{{method}}:{digest}"
 
-        def window(method: str, limit: int) -> Window:
+        # One breaker for all the workspace's windows: a hung Redis costs one time-out, not
+        # one per method (there is a window for every method the bot calls).
+        breaker = Breaker()
+
+        def named_window(name: str, limit: int, seconds: float) -> Window:
             if redis is None:
                 return LocalWindow(limit, seconds, clock)
-            return RedisWindow(redis, prefix.format(method=method), limit, seconds)
+            shared = RedisWindow(redis, prefix.format(method=name), limit, seconds)
+            shared.breaker = breaker
+            return shared
+
+        def window(method: str, limit: int) -> Window:
+            return named_window(method, limit, seconds)
 
         self.limits = limits
         self.edits = EditBudget(
@@ -203,10 +214,11 @@ class WorkspaceBudgets:
             method: LearnedRate(method, floor, floor * CEILINGS[method], apply, clock)
             for method, (floor, apply) in floors.items()
         }
+        self.calls = CallBudgets(named_window, clock)
+        self.calls.on_learn = self._keep_learning
+        rates = [*self.learned.values(), *self.calls.learned.values()]
         self.shared = (
-            SharedRates(redis, f"countersign:rates:{digest}", list(self.learned.values()))
-            if redis is not None
-            else None
+            SharedRates(redis, f"countersign:rates:{digest}", rates) if redis is not None else None
         )
         self.edits.trusted = lambda: self.learned[UPDATE].trusted
         self.appends.trusted = lambda: self.learned[APPEND].trusted
@@ -232,16 +244,20 @@ class WorkspaceBudgets:
         while not self.streams.closed:
             for rate in self.learned.values():
                 rate.tick()
+            self.calls.tick()
             if self.shared is not None and time.monotonic() - shared_at >= SHARE_EVERY_SECONDS:
                 shared_at = time.monotonic()
                 await self.shared.refresh()
             await asyncio.sleep(LEARN_EVERY_SECONDS)
 
-    def rate_limited(self, method: str, seconds: float) -> None:
-        """Slack answered 429 to `method`: pause that method only, and lower its rate."""
-        if method in self.learned:
-            self.learned[method].refused(seconds)
-            self._keep_learning()
+    def rate_limited(self, method: str, seconds: float, channel: str | None = None) -> None:
+        """Slack answered 429 to `method`: pause that method only (`chat.postMessage`: in
+        that channel), and lower its rate."""
+        if method not in self.learned:
+            self.calls.rate_limited(method, seconds, channel)
+            return
+        self.learned[method].refused(seconds)
+        self._keep_learning()
         if method == UPDATE:
             self.edits.pause(seconds)
         elif method == APPEND:

@@ -1,12 +1,14 @@
-"""slack_sdk's own rate-limit retry handler, taught to tell the workspace's budgets about a 429.
+"""slack_sdk's own rate-limit retry handler, taught to tell the workspace's budgets about a 429
+of `chat.update`.
 
-Every 429 is reported (method and `Retry-After`), also the last one of a call that has no retry
-left: the budget of that method pauses and learns a lower rate, so the other replies hold their
-calls instead of each running into the same 429. The handler then sleeps out `Retry-After` and
-retries, which freezes the call that was refused: a last resort for methods we do not pace. For
-the streaming methods we pace ourselves it does not retry: the refusal returns at once, so a
-reply whose append was refused can still close its stream with its final text instead of
-sitting out a minute inside one call.
+A `chat.update` 429 is reported (`Retry-After`), also the last one of a call that has no retry
+left: the edit budget pauses and learns a lower rate, so the other replies hold their edits
+instead of each running into the same 429. The handler then sleeps out `Retry-After` and
+retries the edit. Every other method's 429 comes back to the budgeted client
+(`bot/slack/web_client.py`), which reports it with the call's channel and retries through the
+method's budget (the streaming methods and cosmetic calls not at all: a reply whose append was
+refused can still close its stream with its final text instead of sitting out a minute inside
+one call).
 
 `Retry-After` is read defensively. Slack counts a sliding minute, so it never needs to ask for
 more than `RETRY_AFTER_CAP_SECONDS`; a larger value (or `inf`) is taken as the cap, and one that
@@ -21,7 +23,7 @@ import asyncio
 import logging
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from slack_sdk.http_retry.async_handler import AsyncRetryHandler
@@ -43,9 +45,15 @@ RETRY_AFTER_DEFAULT_SECONDS = 1.0
 
 
 def _header(response: HttpResponse) -> str | None:
-    for name, values in response.headers.items():
-        if name.lower() == "retry-after" and values:
-            return str(values[0])
+    return header(response.headers)
+
+
+def header(headers: Mapping[str, Any]) -> str | None:
+    """The `Retry-After` header's value (slack_sdk gives lists of values, or values)."""
+    for name, values in headers.items():
+        value = values[0] if isinstance(values, list) and values else values
+        if name.lower() == "retry-after" and value:
+            return str(value)
     return None
 
 
@@ -65,9 +73,8 @@ def read_retry_after(raw: str | None) -> tuple[float, bool]:
     return seconds, False
 
 
-# Paced by us; a refused call returns at once and the reply decides what next (a start that
-# is refused means edits, a stop that is refused means the rest goes on in a new message).
-NOT_RETRIED = frozenset({"chat.appendStream", "chat.startStream", "chat.stopStream"})
+# Retried here; every other method's 429 is the budgeted client's (`bot/slack/web_client.py`).
+RETRIED = frozenset({"chat.update"})
 
 
 def _method(request: HttpRequest) -> str:
@@ -75,8 +82,8 @@ def _method(request: HttpRequest) -> str:
 
 
 class NotifyingRateLimitRetryHandler(AsyncRateLimitErrorRetryHandler):
-    """Calls `on_rate_limited(api_method, seconds)` for every 429; sleeps it out (capped) and
-    retries only methods not in `NOT_RETRIED`, at most `max_retry_count` times."""
+    """Calls `on_rate_limited(api_method, seconds)` for every 429 of a method in `RETRIED`,
+    sleeps it out (capped) and retries, at most `max_retry_count` times."""
 
     def __init__(
         self, on_rate_limited: Callable[[str, float], None], max_retry_count: int = 2
@@ -86,7 +93,11 @@ class NotifyingRateLimitRetryHandler(AsyncRateLimitErrorRetryHandler):
         self._warned: set[str] = set()  # methods whose absurd Retry-After was logged
 
     def retry_after(self, method: str, response: HttpResponse) -> float:
-        raw = _header(response)
+        return self.seconds(method, _header(response))
+
+    def seconds(self, method: str, raw: str | None) -> float:
+        """The capped wait for a `Retry-After` value, an absurd one logged once per method
+        (also for the 429s the budgeted client reports)."""
         seconds, absurd = read_retry_after(raw)
         if absurd and method not in self._warned:
             self._warned.add(method)
@@ -111,8 +122,10 @@ class NotifyingRateLimitRetryHandler(AsyncRateLimitErrorRetryHandler):
         if error is not None or response is None or response.status_code != 429:
             return False
         method = _method(request)
+        if method not in RETRIED:
+            return False  # reported (with its channel) and retried by the budgeted client
         self.on_rate_limited(method, self.retry_after(method, response))
-        return method not in NOT_RETRIED and state.current_attempt < self.max_retry_count
+        return state.current_attempt < self.max_retry_count
 
     async def prepare_for_next_attempt_async(
         self,

@@ -186,23 +186,51 @@ def parse_blocks(blocks: Any) -> list[dict[str, Any]] | dict[str, Any]:
     return parsed
 
 
-def documented_floors() -> dict[str, Limit]:
-    """Slack's documented per-workspace floors for the methods a live reply spends (Tier 3
-    `chat.update` ~50/min, Tier 4 `chat.appendStream` "100+", Tier 2 `chat.startStream` and
-    `chat.stopStream` "20+"), which the fake enforces unless a test says otherwise: the fake
-    models Slack, not the bot's own assumption about Slack (a fake that enforced the bot's
-    budget could never reveal a wrong budget)."""
+TIER_1, TIER_2, TIER_3, TIER_4 = (Limit(n, 60.0) for n in (1, 20, 50, 100))
+
+
+def documented_floors() -> dict[str, Limit | tuple[Limit, ...]]:
+    """Slack's documented per-workspace floors for every method the bot calls (docs.slack.dev,
+    "Rate limits" and each method's page), which the fake enforces unless a test says
+    otherwise: the fake models Slack, not the bot's own assumption about Slack (a fake that
+    enforced the bot's budget could never reveal a wrong budget). Tier 2 is "20+" a minute,
+    Tier 3 "50+", Tier 4 "100+": the floor is enforced. `chat.postMessage` is "1 per second
+    [per channel], short bursts >1 allowed" (here: 3 in any 3 s) and "several hundred" a
+    minute per workspace (here: 300). Methods whose limit Slack calls "Special" without a
+    number (`chat.getPermalink`, `auth.test`) and `apps.connections.open` (Socket Mode's
+    connection, not the bot's Web API client) are not limited here."""
     return {
-        "chat.update": Limit(50, 60.0),
-        "chat.appendStream": Limit(100, 60.0),
-        "chat.startStream": Limit(20, 60.0),
-        "chat.stopStream": Limit(20, 60.0),
+        "chat.update": TIER_3,
+        "chat.appendStream": TIER_4,
+        "chat.startStream": TIER_2,
+        "chat.stopStream": TIER_2,
+        "agents.sessions.setStatus": TIER_3,
+        "assistant.threads.setStatus": TIER_3,
+        "assistant.threads.setTitle": TIER_3,
+        "assistant.threads.setSuggestedPrompts": TIER_3,
+        "chat.postMessage": (Limit(3, 3.0, per_channel=True), Limit(300, 60.0)),
+        "chat.postEphemeral": TIER_4,
+        "chat.scheduleMessage": TIER_3,
+        "chat.scheduledMessages.list": TIER_3,
+        "views.open": TIER_4,
+        "views.push": TIER_4,
+        "views.publish": TIER_4,
+        "users.info": TIER_4,
+        "users.lookupByEmail": TIER_3,
+        "usergroups.users.list": TIER_2,
+        "conversations.replies": TIER_3,
+        "conversations.history": TIER_3,
+        "conversations.info": TIER_3,
+        "conversations.members": TIER_4,
+        "conversations.open": TIER_3,
+        "conversations.setTopic": TIER_2,
     }
 
 
 @dataclass
 class FakeSlack:
-    limits: dict[str, Limit] = field(default_factory=documented_floors)
+    # method -> its limit (or limits: per channel and per workspace)
+    limits: dict[str, Limit | tuple[Limit, ...]] = field(default_factory=documented_floors)
     calls: list[Call] = field(default_factory=list)
     channels: dict[str, list[StoredMessage]] = field(default_factory=lambda: defaultdict(list))
     # every text a message showed, in order: ts -> [posted text, edit 1, edit 2, ...]
@@ -260,7 +288,7 @@ class FakeSlack:
         self._lock = threading.Lock()
         self._ts = itertools.count(1)
         self._last_ts = 0.0
-        self._windows: dict[tuple[str, str], deque[float]] = defaultdict(deque)
+        self._windows: dict[tuple[str, int, str], deque[float]] = defaultdict(deque)
         self.files = SlackFiles(self)
         self._server = ThreadedServer(self._build())
         self._sockets: list[web.WebSocketResponse] = []
@@ -314,16 +342,23 @@ class FakeSlack:
         return next((m for m in self.channels[channel] if m.ts == ts), None)
 
     def _rate_limited(self, method: str, args: dict[str, Any], now: float) -> float | None:
+        """Seconds until the call would be allowed, or None (then it is counted). A call
+        refused by one of its limits is not counted by any."""
         limit = self.limits.get(method)
         if limit is None:
             return None
-        key = (method, str(args.get("channel", "")) if limit.per_channel else "*")
-        window = self._windows[key]
-        while window and window[0] <= now - limit.per_seconds:
-            window.popleft()
-        if len(window) >= limit.calls:
-            return window[0] + limit.per_seconds - now
-        window.append(now)
+        windows = []
+        for i, each in enumerate(limit if isinstance(limit, tuple) else (limit,)):
+            scope = str(args.get("channel") or args.get("channel_id") or "")
+            key = (method, i, scope if each.per_channel else "*")
+            window = self._windows[key]
+            while window and window[0] <= now - each.per_seconds:
+                window.popleft()
+            if len(window) >= each.calls:
+                return window[0] + each.per_seconds - now
+            windows.append(window)
+        for window in windows:
+            window.append(now)
         return None
 
     def _build(self) -> web.Application:

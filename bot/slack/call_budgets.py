@@ -1,0 +1,226 @@
+"""A budget for every Slack method the bot calls that no other budget paces.
+
+Each method has a window (`bot.coordination.Window`, shared by the replicas through Redis) as
+large as Slack's documented limit (`bot/slack/method_limits.py`), resized by a `LearnedRate`
+where Slack documents a floor with "+"; `chat.postMessage` also has one per channel. A call
+takes a slot before it is sent:
+
+* a method whose window is spent is not called until the window frees a slot (so a method
+  gets at most the one 429 that teaches its rate, then waits): the caller waits, at most its
+  patience (70 s by default, 2 s for a modal whose trigger expires), then gets `Spent`;
+* cosmetic methods (the thread's status, its title, the DM's prompts) are never waited for:
+  when their window is spent they are skipped at once, and a caller may keep a reserve free
+  (`asking(keep_free=n)`: a `processing` status leaves room for the `active` that ends it);
+* an optional read (`asking(skip=True)`) is skipped like a cosmetic call.
+
+A 429 pauses the method (for `chat.postMessage`, the channel) for its Retry-After, on every
+replica, and lowers its learned rate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from bot.coordination import Window
+from bot.metrics import SLACK_CALLS_SKIPPED
+from bot.slack.learned_rates import LearnedRate
+from bot.slack.method_limits import METHODS, MethodLimit, limit_of
+
+log = logging.getLogger(__name__)
+
+# Our clock and Slack's disagree by a request's travel time: a window holds a call this much
+# longer than Slack does (a minute's window 1.5 s, a channel's few seconds 0.5 s).
+MINUTE_WINDOW_SECONDS = 61.5
+CHANNEL_MARGIN_SECONDS = 0.5
+MAX_CHANNEL_WINDOWS = 2048  # the channels posted to lately; older ones are forgotten
+SHORTEST_WAIT_SECONDS = 0.05
+
+# (name within the workspace's keys, calls, seconds) -> a window
+WindowMaker = Callable[[str, int, float], Window]
+
+
+# The error of a call that was not made (`bot.slack.web_client.CallSkipped`).
+BUDGET_SPENT = "budget_spent"
+
+
+class Spent(Exception):
+    """The method's budget is spent: the call was not made (skipped, or waited too long)."""
+
+    def __init__(self, method: str, why: str) -> None:
+        super().__init__(f"{method}: {why}")
+        self.method = method
+        self.why = why
+
+
+@dataclass(frozen=True)
+class Ask:
+    """How the caller wants its calls treated when their budget is spent (see `asking`)."""
+
+    skip: bool | None = None  # None: the method's default (cosmetic methods skip)
+    # Slots the call must leave free in its window (a function: asked at the moment it takes).
+    keep_free: int | Callable[[], int] = 0
+    patience: float | None = None  # at most this long to wait (None: the method's)
+
+
+_ASK: ContextVar[Ask | None] = ContextVar("slack_call_ask", default=None)
+
+
+@contextlib.contextmanager
+def asking(
+    *,
+    skip: bool | None = None,
+    keep_free: int | Callable[[], int] = 0,
+    patience: float | None = None,
+) -> Iterator[None]:
+    """The Slack calls made inside (in this task) are skipped rather than waited for (`skip`),
+    leave `keep_free` slots, or wait at most `patience` seconds."""
+    token = _ASK.set(Ask(skip, keep_free, patience))
+    try:
+        yield
+    finally:
+        _ASK.reset(token)
+
+
+class CallBudgets:
+    """The windows of one workspace's methods, made on first use."""
+
+    def __init__(self, make_window: WindowMaker, clock: Callable[[], float] = time.monotonic):
+        self._make = make_window
+        self._clock = clock
+        self._windows: dict[str, Window] = {}
+        self._channels: OrderedDict[tuple[str, str], Window] = OrderedDict()
+        self.learned: dict[str, LearnedRate] = {}
+        for method, limit in METHODS.items():
+            self._method_window(method, limit)  # every known method's rate is learned from start
+        self.skipped: dict[str, int] = {}
+        self._pauses: set[asyncio.Task[None]] = set()
+        self._paused_until: dict[str, float] = {}
+        self.on_learn: Callable[[], None] | None = None  # a rate needs its epochs counted
+
+    def _method_window(self, method: str, limit: MethodLimit) -> Window:
+        window = self._windows.get(method)
+        if window is None:
+            window = self._make(method, limit.per_minute, MINUTE_WINDOW_SECONDS)
+            self._windows[method] = window
+            if limit.learned:
+                # Rates climb back to the floor, never above it: a probe past Slack's floor
+                # would cost a 429 on calls that people wait for.
+                self.learned[method] = LearnedRate(
+                    method, limit.per_minute, limit.per_minute, window.resize, self._clock
+                )
+        return window
+
+    def _channel_window(self, method: str, channel: str, calls: int, seconds: float) -> Window:
+        key = (method, channel)
+        window = self._channels.get(key)
+        if window is None:
+            window = self._make(f"{method}:{channel}", calls, seconds + CHANNEL_MARGIN_SECONDS)
+            self._channels[key] = window
+            while len(self._channels) > MAX_CHANNEL_WINDOWS:
+                self._channels.popitem(last=False)
+        else:
+            self._channels.move_to_end(key)
+        return window
+
+    def windows_of(self, method: str, channel: str | None) -> list[tuple[str, Window]]:
+        """The windows a call must take a slot in, by name (the channel's first), [] if
+        none."""
+        limit = limit_of(method)
+        if limit is None:
+            return []
+        windows = []
+        if limit.per_channel is not None and channel:
+            window = self._channel_window(method, channel, *limit.per_channel)
+            windows.append((f"{method}:{channel}", window))
+        windows.append((method, self._method_window(method, limit)))
+        return windows
+
+    async def _try(
+        self, named: list[tuple[str, Window]], keep_free: int | Callable[[], int]
+    ) -> float | None:
+        """Take a slot in every window: 0.0 if done, else seconds until one may free (None: it
+        never will, e.g. the reserve asked is larger than the window)."""
+        now = self._clock()
+        for name, window in named:
+            paused = max(self._paused_until.get(name, 0.0) - now, await window.paused_for())
+            if paused > 0:
+                return paused
+        windows = [window for _, window in named]
+        last = len(windows) - 1
+        for i, window in enumerate(windows):
+            keep = 0 if i < last else keep_free() if callable(keep_free) else keep_free
+            granted, wait = await window.take(keep_free=keep)
+            if not granted:
+                return wait
+        return 0.0
+
+    async def admit(self, method: str, channel: str | None = None) -> None:
+        """Wait for the method's budget (see the module's doc); `Spent` if the call must not
+        be made."""
+        limit = limit_of(method)
+        windows = self.windows_of(method, channel)
+        if limit is None or not windows:
+            return
+        ask = _ASK.get() or Ask()
+        skip = limit.cosmetic if ask.skip is None else ask.skip
+        patience = limit.patience if ask.patience is None else ask.patience
+        deadline = self._clock() + patience
+        while True:
+            wait = await self._try(windows, ask.keep_free)
+            if wait == 0.0:
+                return
+            self._saturated(method)
+            if skip:
+                self._skipped(method)
+                raise Spent(method, "skipped: its budget is spent")
+            delay = max(SHORTEST_WAIT_SECONDS, wait if wait is not None else 1.0)
+            if self._clock() + delay > deadline:
+                self._skipped(method)
+                raise Spent(method, f"its budget stays spent for more than {patience:.0f} s")
+            await asyncio.sleep(min(delay, 1.0))
+
+    def _saturated(self, method: str) -> None:
+        rate = self.learned.get(method)
+        if rate is not None:
+            rate.saturated(True)
+            if self.on_learn is not None:
+                self.on_learn()
+
+    def _skipped(self, method: str) -> None:
+        self.skipped[method] = self.skipped.get(method, 0) + 1
+        SLACK_CALLS_SKIPPED.labels(method=method).inc()
+
+    def rate_limited(self, method: str, seconds: float, channel: str | None = None) -> None:
+        """Slack answered 429: pause the method (the channel's window for a per-channel
+        limit) on every replica, and lower its learned rate."""
+        rate = self.learned.get(method)
+        if rate is not None:
+            rate.refused(seconds)
+            if self.on_learn is not None:
+                self.on_learn()
+        windows = self.windows_of(method, channel)
+        if not windows:
+            return
+        # The channel's window if the method is counted per channel (the likelier cause).
+        name, target = windows[0]
+        # Known here at once (the shared window hears of it when the pause task has run).
+        until = self._clock() + seconds
+        self._paused_until[name] = max(self._paused_until.get(name, 0.0), until)
+        if len(self._paused_until) > MAX_CHANNEL_WINDOWS:
+            now = self._clock()
+            self._paused_until = {k: v for k, v in self._paused_until.items() if v > now}
+        with contextlib.suppress(RuntimeError):  # no running loop: nothing waits on it
+            task = asyncio.get_running_loop().create_task(target.pause(seconds))
+            self._pauses.add(task)
+            task.add_done_callback(self._pauses.discard)
+
+    def tick(self) -> None:
+        for rate in self.learned.values():
+            rate.tick()
