@@ -297,6 +297,19 @@ async def test_prompt_injection_produces_no_write_without_a_click(
     ],
 )
 async def test_cards_stay_within_block_kit_limits(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str, hostile: str
+) -> None:
+    # Arguments this long take thousands of tokens: the reply's length limit must allow them.
+    bot = await start_bot(
+        make_settings(fake_slack, fake_model, sqlite_url, reply_tokens=16_000, token_budget=64_000)
+    )
+    try:
+        await _card_within_limits(bot, fake_slack, fake_model, hostile)
+    finally:
+        await stop_bot(bot)
+
+
+async def _card_within_limits(
     bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI, hostile: str
 ) -> None:
     args = {
