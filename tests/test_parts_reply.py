@@ -1,0 +1,113 @@
+"""Replies "in parts" (bot/slack/parts_reply.py) through the front door: when no stream start
+is free and the chat.update budget cannot promise another final edit, a reply is posted as
+ordinary messages that are never edited; with room, replies stream natively or by edits."""
+
+from __future__ import annotations
+
+from tests.fakes.openai import FakeOpenAI, Script
+from tests.fakes.slack import FakeSlack, Limit
+from tests.harness import make_settings, start_bot, stop_bot
+from tests.test_feedback import give, stored
+
+WORDS = " ".join(f"word{i}" for i in range(200)) + "."
+
+
+def floors(slack: FakeSlack, updates: int) -> None:
+    """Slack's documented floors, with `updates` chat.update a minute and one stream start."""
+    slack.limits["chat.postMessage"] = Limit(3, 3.0, per_channel=True)  # ~1/s, short bursts
+    slack.limits["chat.update"] = Limit(updates, 60.0)
+    slack.limits["chat.startStream"] = Limit(1, 60.0)
+    slack.limits["chat.stopStream"] = Limit(1, 60.0)
+    slack.limits["chat.appendStream"] = Limit(100, 60.0)
+
+
+async def test_a_reply_goes_in_parts_when_the_edit_budget_cannot_promise_its_final(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
+) -> None:
+    """Two edits a minute and one stream start: of four replies at once one streams, two are
+    sent as edits (a final edit each fills the budget) and the fourth goes in parts: never
+    edited, its first part at a word boundary while the model still writes, its final part
+    (with the feedback buttons) the first call in its channel after the model's last token,
+    the parts read in order the exact text, and Slack never answers 429."""
+    floors(fake_slack, updates=2)
+    bot = await start_bot(
+        make_settings(
+            fake_slack,
+            fake_model,
+            sqlite_url,
+            streaming="auto",
+            slack_stream_starts_per_minute=1,
+            slack_edit_budget_per_minute=2,
+        )
+    )
+    texts = {f"C{i}": f"answer number {i} " + WORDS for i in range(4)}
+    try:
+        for channel, text in texts.items():
+            fake_model.script_for(
+                f"question {channel}",
+                Script(text=text, time_to_first_token=0.1, tokens_per_second=40),
+            )
+        for channel in texts:
+            await bot.mention(channel, f"question {channel}", fake_slack)
+        await bot.idle(timeout=60)
+
+        in_parts = [c for c in texts if len(fake_slack.bot_messages(c)) > 1]
+        assert len(in_parts) == 1
+        (channel,) = in_parts
+        parts = fake_slack.bot_messages(channel)
+        assert all(m.ts not in fake_slack.streams and m.edits == 0 for m in parts)
+        assert not [c for c in fake_slack.calls_to("chat.update") if c.args["channel"] == channel]
+        assert " ".join(m.text for m in parts).split() == texts[channel].split()
+        words = set(texts[channel].split())
+        assert all(w in words for m in parts for w in m.text.split()), "no part ends mid-word"
+        assert "▍" not in parts[0].text
+        assert "Thinking" not in parts[0].text
+
+        (played,) = [p for p in fake_model.played if p.text == texts[channel]]
+        assert played.last_token_at is not None
+        posts = [c for c in fake_slack.calls_to("chat.postMessage") if c.args["channel"] == channel]
+        assert posts[0].at < played.last_token_at, "the first part came while the model wrote"
+        after = [c for c in fake_slack.calls if c.at > played.last_token_at]
+        mine = [c for c in after if c.args.get("channel") == channel]
+        assert [c.method for c in mine] == ["chat.postMessage"], "the final part, at once"
+
+        assert fake_slack.feedback_buttons(parts[-1].ts) is not None
+        assert all(fake_slack.feedback_buttons(m.ts) is None for m in parts[:-1])
+        assert await give(bot, channel, parts[-1].ts, "UALICE", "good") == 200
+        await bot.idle()
+        assert (parts[-1].ts, "UALICE", "good") in await stored(bot)
+
+        for other in texts:
+            if other != channel:
+                (reply,) = fake_slack.bot_messages(other)
+                assert reply.text == texts[other]
+        assert all(c.status != 429 for c in fake_slack.calls)
+    finally:
+        await stop_bot(bot)
+
+
+async def test_with_room_for_edits_no_reply_goes_in_parts(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
+) -> None:
+    """Fifty edits a minute and one stream start: six replies at once stream or go as edits,
+    one message each."""
+    floors(fake_slack, updates=50)
+    bot = await start_bot(
+        make_settings(
+            fake_slack, fake_model, sqlite_url, streaming="auto", slack_stream_starts_per_minute=1
+        )
+    )
+    texts = {f"C{i}": f"answer number {i} " + WORDS[:300] for i in range(6)}
+    try:
+        for channel, text in texts.items():
+            fake_model.script_for(f"question {channel}", Script(text=text, tokens_per_second=80))
+        for channel in texts:
+            await bot.mention(channel, f"question {channel}", fake_slack)
+        await bot.idle(timeout=60)
+    finally:
+        await stop_bot(bot)
+    for channel, text in texts.items():
+        (reply,) = fake_slack.bot_messages(channel)
+        assert reply.text.split() == text.split()
+    assert len(fake_slack.calls_to("chat.update")) >= 5
+    assert all(c.status != 429 for c in fake_slack.calls)
