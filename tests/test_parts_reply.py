@@ -4,10 +4,16 @@ ordinary messages that are never edited; with room, replies stream natively or b
 
 from __future__ import annotations
 
+import pytest
+from sqlalchemy import select
+
+from bot.db.models import LiveReply
+from bot.slack.native_reply import CURSOR
 from tests.fakes.openai import FakeOpenAI, Script
-from tests.fakes.slack import FakeSlack, Limit
+from tests.fakes.slack import FakeSlack, Limit, wait_until
 from tests.harness import make_settings, start_bot, stop_bot
 from tests.test_feedback import give, stored
+from tests.test_stop import LONG, press_stop
 
 WORDS = " ".join(f"word{i}" for i in range(200)) + "."
 
@@ -111,3 +117,81 @@ async def test_with_room_for_edits_no_reply_goes_in_parts(
         assert reply.text.split() == text.split()
     assert len(fake_slack.calls_to("chat.update")) >= 5
     assert all(c.status != 429 for c in fake_slack.calls)
+
+
+async def test_a_stopped_reply_in_parts_ends_with_the_note_and_leaves_no_journal_rows(
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    sqlite_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One edit and one stream start a minute, both taken: a long reply goes in parts and is
+    stopped after its first part. Its last part (posted, never an edit) carries the rest said
+    so far and who stopped it, without feedback buttons. Each part was journaled with the
+    cursor while it was the newest (so recovery after a crash would mark it interrupted), the
+    earlier one closed once a later one was posted, and no row is left."""
+    floors(fake_slack, updates=1)
+    bot = await start_bot(
+        make_settings(
+            fake_slack,
+            fake_model,
+            sqlite_url,
+            streaming="auto",
+            slack_stream_starts_per_minute=1,
+            slack_edit_budget_per_minute=1,
+        )
+    )
+    journal_log: list[tuple[str, str, str]] = []
+    journal = bot.countersign.live_replies
+    assert journal is not None
+    opened, shown, closed = journal.opened, journal.shown, journal.closed
+
+    async def logged_opened(channel: str, ts: str) -> None:
+        journal_log.append(("opened", ts, ""))
+        await opened(channel, ts)
+
+    def logged_shown(ts: str, text: str) -> None:
+        journal_log.append(("shown", ts, text))
+        shown(ts, text)
+
+    async def logged_closed(ts: str) -> None:
+        journal_log.append(("closed", ts, ""))
+        await closed(ts)
+
+    monkeypatch.setattr(journal, "opened", logged_opened)
+    monkeypatch.setattr(journal, "shown", logged_shown)
+    monkeypatch.setattr(journal, "closed", logged_closed)
+    try:
+        for channel in ("C8", "C9"):  # the stream start, then the edit
+            fake_model.script_for(f"question {channel}", Script(text=WORDS, tokens_per_second=40))
+            await bot.mention(channel, f"question {channel}", fake_slack)
+            await wait_until(lambda c=channel: bool(fake_slack.bot_messages(c)), timeout=10)
+        fake_model.script_for("write a long essay", Script(text=LONG, tokens_per_second=40))
+        root = await bot.mention("C1", "write a long essay", fake_slack)
+        await wait_until(lambda: len(fake_slack.bot_messages("C1")) >= 1, timeout=10)
+        first = fake_slack.bot_messages("C1")[0]
+        await press_stop(bot, fake_slack, root, "UALICE")
+        await bot.idle(timeout=60)
+        await wait_until(lambda: ("closed", first.ts, "") in journal_log, timeout=10)
+        async with bot.countersign.db.transaction() as session:
+            left = (await session.scalars(select(LiveReply))).all()
+    finally:
+        await stop_bot(bot)
+
+    parts = fake_slack.bot_messages("C1")
+    assert len(parts) >= 2
+    assert all(m.edits == 0 and m.ts not in fake_slack.streams for m in parts)
+    body, note = " ".join(m.text for m in parts).rsplit("\n\n", 1)
+    assert note == ":octagonal_sign: _Stopped by <@UALICE>._"
+    assert LONG.split()[: len(body.split())] == body.split()
+    assert len(body.split()) < len(LONG.split())
+    assert all(fake_slack.feedback_buttons(m.ts) is None for m in parts)
+
+    assert ("shown", first.ts, first.text + CURSOR) in journal_log
+    mine = {m.ts for m in parts}
+    journaled = [ts for kind, ts, _ in journal_log if kind == "opened" and ts in mine]
+    assert journaled[: len(parts) - 1] == [m.ts for m in parts[:-1]]
+    assert parts[-1].ts not in journaled, "the final part is complete when posted"
+    for ts in journaled:
+        assert journal_log.index(("opened", ts, "")) < journal_log.index(("closed", ts, ""))
+    assert left == []
