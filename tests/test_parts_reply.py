@@ -9,6 +9,7 @@ from sqlalchemy import select
 
 from bot.db.models import LiveReply
 from bot.slack.native_reply import CURSOR
+from bot.slack.parts_reply import part_cut
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack, Limit, wait_until
 from tests.harness import make_settings, start_bot, stop_bot
@@ -195,3 +196,22 @@ async def test_a_stopped_reply_in_parts_ends_with_the_note_and_leaves_no_journal
     for ts in journaled:
         assert journal_log.index(("opened", ts, "")) < journal_log.index(("closed", ts, ""))
     assert left == []
+
+
+def test_a_part_ends_at_a_clean_boundary_and_leaves_a_word_for_the_final() -> None:
+    sentence = "The first sentence is quite long enough to be posted on its own. Then more"
+    assert part_cut(sentence, first=True, ripe=False, limit=3500) == sentence.index(" Then")
+    assert part_cut("Short. Then mo", first=True, ripe=False, limit=3500) is None
+    assert part_cut("a few words and a partial wo", first=True, ripe=True, limit=3500) == len(
+        "a few words and a partial"
+    )
+    assert part_cut("oneword", first=True, ripe=True, limit=3500) is None
+    assert part_cut("ends with a space ", first=True, ripe=True, limit=3500) == len("ends with a")
+    code = "Look:\n```\nx = 1\ny = 2\n"
+    cut = part_cut(code, first=True, ripe=True, limit=3500)
+    assert cut is not None
+    assert code[:cut].count("```") % 2 == 0, "never inside a code block"
+    assert part_cut("some *bold words here", first=True, ripe=True, limit=3500) == len("some")
+    paragraph = "x " * 400 + "\n\nnext"
+    assert part_cut(paragraph, first=False, ripe=False, limit=3500) is None
+    assert part_cut(paragraph, first=False, ripe=True, limit=3500) == len("x " * 400)

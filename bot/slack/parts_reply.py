@@ -43,7 +43,7 @@ from bot.slack.edit_budget import EditBudget
 from bot.slack.native_reply import CURSOR, WITHHELD
 from bot.slack.render import to_mrkdwn
 from bot.slack.reply_journal import ReplyRecord
-from bot.slack.split import _splits_a_span, split_message
+from bot.slack.split import _markers, _splits_a_span, split_message
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +79,13 @@ def _clean(text: str, at: int) -> bool:
     before = text[:at]
     if before.count("```") % 2 == 1:
         return False
-    line = before[before.rfind("\n") + 1 :]
+    line = before[before.rfind("\n") + 1 :].lstrip()
     if line.count("[") > line.count("]") or line.count("](") > line.count(")"):
+        return False
+    if line.startswith(("* ", "- ", "+ ")):
+        line = line[2:]  # a bullet, not emphasis
+    # A span still open may close in words not written yet: cutting there shows its syntax.
+    if any(_markers(line.replace("```", ""), m) % 2 for m in ("*", "_", "~", "`")):
         return False
     return not _splits_a_span(text, at)
 
@@ -133,6 +138,7 @@ class PartsPath:
     max_chars: int
     _final: bool
     _changed: asyncio.Event
+    _final_requested: asyncio.Event
     _clock: Callable[[], float]
     _first_text_at: float | None
     in_parts: bool
@@ -189,10 +195,11 @@ class PartsPath:
                         await self._post_final()
                         break
                     cut = self._next_cut()
-                    if cut is None:
+                    if cut is None:  # wait for more words (or for them to age)
                         self._changed.clear()
+                        wait = self._part_wait()
                         with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(self._changed.wait(), self._part_wait())
+                            await asyncio.wait_for(self._changed.wait(), wait or None)
                         continue
                     await self._post_part(cut)
                     failures = 0
@@ -211,6 +218,7 @@ class PartsPath:
         except Exception as exc:  # Slack or the network failed for good
             reason = slack_error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
             log.warning("reply in %s stopped posting parts: %s", self.channel, reason)
+            await self._final_requested.wait()  # the journal keeps the final text, once known
         finally:
             LIVE_REPLIES.dec()
             if self._final:
