@@ -52,6 +52,7 @@ FIRST_PART_WAIT = 1.5  # s: first words this old are posted at their last word b
 PART_INTERVAL = 10.0  # s: at most one intermediate part this often
 PART_MIN_CHARS = 600  # an intermediate part holds at least this much
 MAX_FAILURES = 4
+CANDIDATES = 40  # boundaries tried per look (it runs on every token while a part waits)
 _SENTENCE_ENDS = (". ", "! ", "? ", ".\n", "!\n", "?\n", ":\n", "\n")
 
 
@@ -106,20 +107,34 @@ def part_cut(text: str, *, first: bool, ripe: bool, limit: int) -> int | None:
         ends, floor = ("\n\n",), PART_MIN_CHARS
     upto = min(len(text), limit)
     if first or ripe or len(text) > limit:
-        for end in ends:
-            at = text.rfind(end, 0, upto)
-            while at >= floor:
-                cut = at + len(end.rstrip())
-                if _clean(text, cut) and _has_word_after(text, cut):
-                    return cut
-                at = text.rfind(end, 0, at)
+        candidates = sorted(
+            {at + len(end.rstrip()) for end in ends for at in _ends(text, end, floor, upto)},
+            reverse=True,
+        )
+        for cut in candidates[:CANDIDATES]:
+            if _clean(text, cut) and _has_word_after(text, cut):
+                return cut
     if (first and ripe) or len(text) > limit:
-        at = upto
-        while at > 0:
+        at, tried = upto, 0
+        while at > 0 and tried < CANDIDATES:  # bounded: this runs as the tokens come
             at = max(text.rfind(" ", 0, at), text.rfind("\n", 0, at))
+            if text[:at].count("```") % 2 == 1:
+                at = text.rfind("```", 0, at)  # nothing inside the code block will do
+                continue
+            tried += 1
             if at > 0 and text[:at].strip() and _clean(text, at) and _has_word_after(text, at):
                 return at
     return None
+
+
+def _ends(text: str, end: str, floor: int, upto: int) -> list[int]:
+    """Where `end` occurs in `text[floor:upto]`, the last `CANDIDATES` of them."""
+    found: list[int] = []
+    at = text.rfind(end, 0, upto)
+    while at >= floor and len(found) < CANDIDATES:
+        found.append(at)
+        at = text.rfind(end, 0, at)
+    return found
 
 
 class PartsPath:
