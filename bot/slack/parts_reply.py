@@ -327,5 +327,6 @@ class PartsPath:
             index = self.message_ts.index(ts)
             rest = self._final_text()
             whole = f"{self.shown[index]}\n\n{rest}" if rest else self.shown[index]
-            fits = len(whole) <= self.max_chars and not self.withheld
+            cleared = not self.withheld and await self.outlet.cleared(self.carries)
+            fits = len(whole) <= self.max_chars and cleared  # only what may be shown there
             await self.journal.abandoned(ts, whole if fits else self.shown[index] + CURSOR)
