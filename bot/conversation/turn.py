@@ -290,7 +290,7 @@ class Conversations(Resuming):
                 conversation,
                 Role.ASSISTANT,
                 text,
-                slack_ts=stream.message_ts[0] if stream.message_ts else None,
+                slack_ts=stream.answer_ts,
                 prompt_tokens=usage.prompt_tokens if usage else None,
                 completion_tokens=usage.completion_tokens if usage else None,
             )

@@ -44,11 +44,13 @@ class Outlet:
         if not await self.cleared(carries):
             raise PostRefused(self.channel, carries)
 
-    async def post(self, text: str, *, carries: str) -> dict[str, Any]:
+    async def post(
+        self, text: str, *, carries: str, blocks: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
         """A message of the reply in its thread (a continuation, or its first post), posted
         once although Slack's answer may be lost (`Poster.post_once`)."""
         await self._allow(carries)
-        return await self.poster.post_once(self.channel, text, self.thread_ts)
+        return await self.poster.post_once(self.channel, text, self.thread_ts, blocks)
 
     async def update(
         self, ts: str, text: str, *, carries: str, blocks: list[dict[str, Any]] | None = None

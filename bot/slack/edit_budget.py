@@ -213,8 +213,12 @@ class EditBudget:
             waiter.future.set_result(None)
 
     def _keep_free(self) -> int:
-        """Intermediate calls leave one slot per open reply (and some headroom) for finals."""
-        return (len(self._open) if self.reserve_finals else 0) + self.headroom
+        """Intermediate calls leave one slot per open reply (and some headroom) for finals.
+        Replicas sharing the window (Redis) each owe finals too; their open replies are not
+        known here, so each is taken to have as many as this one."""
+        if not self.reserve_finals:
+            return self.headroom
+        return len(self._open) * max(1, int(getattr(self.window, "replicas", 1))) + self.headroom
 
     async def spare(self) -> int:
         """Intermediate calls the window could grant now, beyond the finals' reserve."""

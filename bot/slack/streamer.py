@@ -7,7 +7,9 @@ Slack calls whenever the workspace's budget for that method lets it, so refreshe
 time and budget, never by how many tokens arrived. A native stream that dies (Slack ends
 streams after about five minutes) is finished by `chat.update` on the same message: the edit
 path then owns it, and `chat.update` replaces the whole text, so nothing is lost or doubled.
-A reply longer than one native message continues in ordinary messages.
+A reply longer than one native message continues in ordinary messages. A third way, "in
+parts" (bot/slack/parts_reply.py), takes a reply that cannot stream natively when the
+`chat.update` budget cannot promise its final edit: ordinary messages, never edited.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from bot.slack.edit_budget import EditBudget
 from bot.slack.edit_reply import FIRST_WORDS_GRACE, PLACEHOLDER, EditPath
 from bot.slack.native_reply import NativeOptions, NativePath
 from bot.slack.native_stream import NativeMessage, StreamGone
+from bot.slack.parts_reply import PartsPath, edits_cannot_promise
 from bot.slack.reply_journal import Journal, ReplyRecord
 
 __all__ = ["PLACEHOLDER", "Journal", "ReplyStream"]
@@ -41,7 +44,7 @@ MAX_FAILURES = 4  # transient failures in a row before a reply stops updating
 BACKOFF_SECONDS = 0.5
 
 
-class ReplyStream(NativePath, EditPath):
+class ReplyStream(NativePath, EditPath, PartsPath):
     def __init__(
         self,
         client: AsyncWebClient,
@@ -95,12 +98,18 @@ class ReplyStream(NativePath, EditPath):
         self._stop_taken = False
         self._closer: asyncio.Task[None] | None = None
         self._first_text_at: float | None = None
+        self.in_parts = False  # posted in parts (`PartsPath`), never edited
 
     # -- the model's side ------------------------------------------------------------------
     async def start(self) -> str:
         """Start the native stream or post the placeholder; returns the message's ts ("" for
         a reply that fell back from native streaming: its first post waits for words)."""
         if not await self._start_native() and self.options is not None:
+            if await edits_cannot_promise(self.budget):
+                self._init_parts()  # no final edit to be had soon: ordinary messages
+                LIVE_REPLIES.inc()
+                self._pump = asyncio.get_running_loop().create_task(self._run_parts())
+                return ""
             # No stream start free (auto, or native's patience ran out): edits instead. The
             # first post needs no chat.update, so it does not queue behind the edits of every
             # other reply; it waits a moment for the model's first words instead of posting
@@ -126,6 +135,13 @@ class ReplyStream(NativePath, EditPath):
     @property
     def started(self) -> bool:
         return self._pump is not None
+
+    @property
+    def answer_ts(self) -> str | None:
+        """The message the stored answer is keyed by: the one with the closing blocks."""
+        if self.in_parts and self._answer_index is not None:
+            return self.message_ts[self._answer_index]
+        return self.message_ts[0] if self.message_ts else None
 
     @property
     def finished(self) -> bool:
@@ -172,6 +188,8 @@ class ReplyStream(NativePath, EditPath):
     @property
     def _pump_died_early(self) -> bool:
         """The pump stopped (Slack failed for good) before the final text was asked for."""
+        if self.in_parts:
+            return False  # a reply in parts settles its journal itself
         return self._pump is not None and self._pump.done() and not self._landed()
 
     # -- the Slack side --------------------------------------------------------------------

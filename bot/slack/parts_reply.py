@@ -1,0 +1,332 @@
+"""The third way to show a live reply: "in parts", ordinary messages that are never edited.
+
+A reply that cannot stream natively falls back to edits, and each reply sent as edits ends
+with at least one `chat.update` (its final text), of which Slack allows about 50 a minute
+for the whole workspace. Under sustained load more replies end per minute than that: finals
+queue for minutes. `chat.postMessage` has the capacity (about one a second per channel,
+several hundred a minute per workspace), so such a reply is posted in parts instead:
+
+* its first part once it has words at a clean boundary (the end of a sentence or line after
+  `FIRST_PART_CHARS`, or a word boundary once its first words are `FIRST_PART_WAIT` old),
+  without a cursor or placeholder;
+* an intermediate part only for a long reply: at a paragraph break once `PART_INTERVAL` has
+  passed since the last part and `PART_MIN_CHARS` wait, or when a message's worth waits;
+* its final part (the rest, the footer and the closing blocks) as soon as the reply ends,
+  split with `split_message` if it is longer than one message.
+
+A part never ends mid-word, inside a code block or an inline span, and always leaves at least
+one word for the final part (which carries the feedback buttons), so the parts read in order
+are the final text exactly. No status line is shown (it could never be edited away): the
+thread's status says the agent works.
+
+The journal holds one row, the last part posted, showing its text with the cursor: a crash
+before the final part leaves that message to be finished by recovery with the "interrupted"
+note (the words already posted stay, none is posted twice). A final part that cannot be posted
+is handed to the journal with the rest of the text when it fits in that message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+
+from bot.errors import retryable, slack_error
+from bot.metrics import LIVE_REPLIES
+from bot.poster import NOTHING_PRIVATE, Outlet, PostRefused
+from bot.slack.closing_blocks import with_closing
+from bot.slack.edit_budget import EditBudget
+from bot.slack.native_reply import CURSOR, WITHHELD
+from bot.slack.render import to_mrkdwn
+from bot.slack.reply_journal import ReplyRecord
+from bot.slack.split import _markers, _splits_a_span, split_message
+
+log = logging.getLogger(__name__)
+
+FIRST_PART_CHARS = 60  # a sentence or line ending after this many characters is posted
+FIRST_PART_WAIT = 1.5  # s: first words this old are posted at their last word boundary
+PART_INTERVAL = 10.0  # s: at most one intermediate part this often
+PART_MIN_CHARS = 600  # an intermediate part holds at least this much
+MAX_FAILURES = 4
+CANDIDATES = 40  # boundaries tried per look (it runs on every token while a part waits)
+_SENTENCE_ENDS = (". ", "! ", "? ", ".\n", "!\n", "?\n", ":\n", "\n")
+
+
+async def edits_cannot_promise(budget: EditBudget) -> bool:
+    """Whether the `chat.update` window cannot promise a new reply's final edit at once.
+
+    Each reply sent as edits (open on the budget) is owed at least one final edit; the window
+    must hold a free slot for each of them and for this one, now: a slot that frees later may
+    come after this reply's last token (a short reply ends within seconds), and its final
+    would then wait. Intermediate edits already leave one slot per open reply free, so once
+    admitted a reply always finds its slot. With Redis the window is the workspace's and the
+    other replicas owe finals too: they are counted as owing as many as this one
+    (`replicas`, when the window knows them). This depends only on the budget's state: with
+    room (20 or 60 replies at once, a workspace at rest) replies go on as edits; under
+    sustained load the finals of replies already open reach what the window holds, and new
+    replies go in parts until it frees again."""
+    replicas = max(1, int(getattr(budget.window, "replicas", 1)))
+    owed = (budget.open_count + 1) * replicas
+    return await budget.window.free() < owed
+
+
+def _clean(text: str, at: int) -> bool:
+    """Whether cutting `text` (the model's Markdown) at `at` leaves both halves whole: not in
+    a code block, an inline span or a link."""
+    before = text[:at]
+    if before.count("```") % 2 == 1:
+        return False
+    line = before[before.rfind("\n") + 1 :].lstrip()
+    if line.count("[") > line.count("]") or line.count("](") > line.count(")"):
+        return False
+    if line.startswith(("* ", "- ", "+ ")):
+        line = line[2:]  # a bullet, not emphasis
+    # A span still open may close in words not written yet: cutting there shows its syntax.
+    if any(_markers(line.replace("```", ""), m) % 2 for m in ("*", "_", "~", "`")):
+        return False
+    return not _splits_a_span(text, at)
+
+
+def _has_word_after(text: str, at: int) -> bool:
+    return bool(text[at:].strip())
+
+
+def part_cut(text: str, *, first: bool, ripe: bool, limit: int) -> int | None:
+    """Where a part of the unposted `text` may end now (None: nowhere yet). `first`: the
+    reply's first part (a sentence or line end after `FIRST_PART_CHARS`, or any word boundary
+    once `ripe`); otherwise an intermediate part (a paragraph break after `PART_MIN_CHARS`
+    once `ripe`, or any clean boundary once a message's worth waits)."""
+    if first:
+        ends: tuple[str, ...] = _SENTENCE_ENDS
+        floor = FIRST_PART_CHARS
+    else:
+        ends, floor = ("\n\n",), PART_MIN_CHARS
+    upto = min(len(text), limit)
+    if first or ripe or len(text) > limit:
+        candidates = sorted(
+            {at + len(end.rstrip()) for end in ends for at in _ends(text, end, floor, upto)},
+            reverse=True,
+        )
+        for cut in candidates[:CANDIDATES]:
+            if _clean(text, cut) and _has_word_after(text, cut):
+                return cut
+    if (first and ripe) or len(text) > limit:
+        at, tried = upto, 0
+        while at > 0 and tried < CANDIDATES:  # bounded: this runs as the tokens come
+            at = max(text.rfind(" ", 0, at), text.rfind("\n", 0, at))
+            if text[:at].count("```") % 2 == 1:
+                at = text.rfind("```", 0, at)  # nothing inside the code block will do
+                continue
+            tried += 1
+            if at > 0 and text[:at].strip() and _clean(text, at) and _has_word_after(text, at):
+                return at
+    return None
+
+
+def _ends(text: str, end: str, floor: int, upto: int) -> list[int]:
+    """Where `end` occurs in `text[floor:upto]`, the last `CANDIDATES` of them."""
+    found: list[int] = []
+    at = text.rfind(end, 0, upto)
+    while at >= floor and len(found) < CANDIDATES:
+        found.append(at)
+        at = text.rfind(end, 0, at)
+    return found
+
+
+class PartsPath:
+    """A mixin of `ReplyStream` (bot/slack/streamer.py): the pump of a reply in parts."""
+
+    outlet: Outlet
+    carries: str
+    withheld: bool
+    channel: str
+    source: str
+    footer: str
+    shown: list[str]
+    message_ts: list[str]
+    journal: ReplyRecord | None
+    closing_blocks: list[dict[str, Any]] | None
+    max_chars: int
+    _final: bool
+    _changed: asyncio.Event
+    _final_requested: asyncio.Event
+    _clock: Callable[[], float]
+    _first_text_at: float | None
+    in_parts: bool
+    _posted_to: int  # how much of `source` the parts posted so far show
+    _part_at: float | None  # when the last part was posted
+    _parts_done: bool  # the final part is posted (or the reply was withheld)
+    _closings: list[asyncio.Task[None]]  # journal rows of parts followed by a later part
+    _answer_index: int | None  # the part that carries the closing blocks
+    _journaled: str | None  # the part whose journal row is open (the newest non-final one)
+    _final_chunks: list[str] | None  # the final part, cut into messages once
+    _final_sent: int  # how many of those are posted
+
+    def _init_parts(self) -> None:
+        self.in_parts = True
+        self._posted_to = 0
+        self._part_at = None
+        self._parts_done = False
+        self._closings = []
+        self._answer_index = None
+        self._journaled = None
+        self._final_chunks = None
+        self._final_sent = 0
+
+    async def _withhold(self, live: bool = True) -> None:
+        raise NotImplementedError  # EditPath's
+
+    def _part_wait(self) -> float | None:
+        """Seconds until the unposted text may become a part by age alone (None: only news)."""
+        if self._first_text_at is None:
+            return None
+        if not self.message_ts:
+            return max(0.0, self._first_text_at + FIRST_PART_WAIT - self._clock())
+        assert self._part_at is not None
+        return max(0.0, self._part_at + PART_INTERVAL - self._clock())
+
+    def _next_cut(self) -> int | None:
+        if self._first_text_at is None:
+            return None
+        wait = self._part_wait()
+        cut = part_cut(
+            self.source[self._posted_to :],
+            first=not self.message_ts,
+            ripe=wait is not None and wait <= 0,
+            limit=self.max_chars,
+        )
+        return None if cut is None else self._posted_to + cut
+
+    async def _run_parts(self) -> None:
+        failures = 0
+        try:
+            while not self._parts_done:
+                try:
+                    if self._final:
+                        await self._post_final()
+                        break
+                    cut = self._next_cut()
+                    if cut is None:  # wait for more words (or for them to age)
+                        self._changed.clear()
+                        wait = self._part_wait()
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self._changed.wait(), wait or None)
+                        continue
+                    await self._post_part(cut)
+                    failures = 0
+                except PostRefused:
+                    await self._post_withheld()
+                except Exception as exc:
+                    if not retryable(exc):
+                        raise
+                    if isinstance(exc, SlackApiError) and slack_error(exc) == "ratelimited":
+                        await asyncio.sleep(1.0)  # still refused after the SDK's retry
+                        continue
+                    failures += 1
+                    if failures > MAX_FAILURES:
+                        raise
+                    await asyncio.sleep(min(8.0, 0.5 * 2**failures))
+        except Exception as exc:  # Slack or the network failed for good
+            reason = slack_error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
+            log.warning("reply in %s stopped posting parts: %s", self.channel, reason)
+            await self._final_requested.wait()  # the journal keeps the final text, once known
+        finally:
+            LIVE_REPLIES.dec()
+            if self._final:
+                await self._settle_parts()
+
+    async def _post(self, text: str, blocks: list[dict[str, Any]] | None, carries: str) -> str:
+        if blocks is not None:
+            try:
+                response = await self.outlet.post(text, carries=carries, blocks=blocks)
+                self._answer_index = len(self.message_ts)
+                return str(response["ts"])
+            except SlackApiError as exc:
+                if slack_error(exc) != "invalid_blocks":
+                    raise
+                log.warning("closing blocks refused in %s: text only", self.channel)
+                self.closing_blocks = None
+        response = await self.outlet.post(text, carries=carries)
+        return str(response["ts"])
+
+    async def _post_part(self, cut: int) -> None:
+        """One part that is not the last: the text up to `cut`, posted and journaled."""
+        body = to_mrkdwn(self.source[self._posted_to : cut].strip())
+        for chunk in split_message(body, self.max_chars):
+            ts = await self._post(chunk, None, self.carries)
+            self.message_ts.append(ts)
+            self.shown.append(chunk)
+            self._journal_part(ts, chunk)
+        self._posted_to = cut
+        self._part_at = self._clock()
+
+    def _journal_part(self, ts: str, text: str) -> None:
+        """The newest part is the reply's open message; the one before it is complete."""
+        if self.journal is None:
+            return
+        if self._journaled is not None:
+            done = self.journal.closed(self._journaled)
+            self._closings.append(asyncio.get_running_loop().create_task(done))
+        self.journal.opened(ts, text + CURSOR)
+        self._journaled = ts
+
+    def _final_text(self) -> str:
+        body = to_mrkdwn(self.source[self._posted_to :].strip())
+        if self.footer:
+            body = f"{body}\n\n{self.footer}" if body else self.footer
+        return body
+
+    async def _post_final(self) -> None:
+        """The rest of the reply, its footer and its closing blocks (on its last message), at
+        once. Cut into chunks once, so that a retry after a failure goes on where it was."""
+        if self._final_chunks is None:
+            self._final_chunks = split_message(self._final_text() or " ", self.max_chars)
+        chunks = self._final_chunks
+        while self._final_sent < len(chunks):
+            chunk = chunks[self._final_sent]
+            blocks = None
+            if self._final_sent == len(chunks) - 1 and self.closing_blocks:
+                blocks = with_closing(chunk, self.closing_blocks)
+            ts = await self._post(chunk, blocks, self.carries)
+            self.message_ts.append(ts)
+            self.shown.append(chunk)
+            self._final_sent += 1
+        self._parts_done = True
+
+    async def _post_withheld(self) -> None:
+        """The poster refused what the reply now carries: what was posted stays (it was
+        cleared when it went), and the reply ends with the withheld note, carrying nothing
+        private (as the edit path shows it)."""
+        if self.withheld:
+            raise RuntimeError("a withheld reply was refused again")
+        await self._withhold(live=False)
+        ts = await self._post(WITHHELD, None, NOTHING_PRIVATE)
+        self.message_ts.append(ts)
+        self.shown.append(WITHHELD)
+        self._posted_to = len(self.source)
+        self._parts_done = True
+
+    async def _settle_parts(self) -> None:
+        """Landed: the journal's rows go. Not landed: the last part posted keeps in the
+        journal what it should show (the rest of the reply when it fits, else the cursor that
+        recovery turns into the "interrupted" note)."""
+        if self.journal is None:
+            return
+        with contextlib.suppress(Exception):
+            await asyncio.gather(*self._closings, return_exceptions=True)
+            ts = self._journaled
+            if ts is None:
+                return
+            if self._parts_done:
+                await self.journal.closed(ts)
+                return
+            index = self.message_ts.index(ts)
+            rest = self._final_text()
+            whole = f"{self.shown[index]}\n\n{rest}" if rest else self.shown[index]
+            cleared = not self.withheld and await self.outlet.cleared(self.carries)
+            fits = len(whole) <= self.max_chars and cleared  # only what may be shown there
+            await self.journal.abandoned(ts, whole if fits else self.shown[index] + CURSOR)
