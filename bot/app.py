@@ -103,6 +103,7 @@ class Countersign:
                 edits_per_minute=settings.slack_edit_budget_per_minute,
                 appends_per_minute=settings.slack_append_budget_per_minute,
                 starts_per_minute=settings.slack_stream_starts_per_minute,
+                calls_scale=settings.slack_call_budget_scale,
             ),
             redis,
             workspace_key=settings.slack_bot_token.get_secret_value(),

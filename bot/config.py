@@ -103,6 +103,9 @@ class Settings(IntegrationSettings, AuditSettings, ThreadSettings, BaseSettings)
     slack_append_budget_per_minute: Annotated[int, Field(ge=10, le=6000)] = 100
     slack_append_min_interval_seconds: Annotated[float, Field(ge=0.1, le=60)] = 0.5
     slack_stream_starts_per_minute: Annotated[int, Field(ge=1, le=600)] = 20
+    # Every other method's budget is Slack's documented floor (bot/slack/method_limits.py)
+    # times this: for a workspace known to allow more (and for fakes that limit nothing).
+    slack_call_budget_scale: Annotated[float, Field(ge=1, le=100)] = 1.0
     slack_edit_min_interval_seconds: Annotated[float, Field(ge=0.1, le=60)] = 1.0
     slack_message_max_chars: Annotated[int, Field(ge=500, le=3900)] = 3500
     # Shown when a person opens the bot's DM (JSON list of {"title", "message"}, at most 4;

@@ -121,6 +121,7 @@ class OneDoorBot:
             policy_file=self.policy_path,
             sweep_interval_seconds=300,
             slack_edit_budget_per_minute=600,
+            slack_call_budget_scale=100,  # the fake limits nothing here
             proposal_reminder_minutes=0,
         )
 

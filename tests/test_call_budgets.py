@@ -150,6 +150,27 @@ async def test_replicas_share_a_method_window(fake_slack: FakeSlack) -> None:
         await redis.aclose()
 
 
+async def test_a_scaled_budget_allows_that_many_times_the_floor(fake_slack: FakeSlack) -> None:
+    """SLACK_CALL_BUDGET_SCALE=2 (a workspace known to allow twice the floors): 40 Tier 2
+    calls in a minute are made, the 41st is not; at the floor only 20 are."""
+    fake_slack.limits.pop("conversations.setTopic", None)  # this workspace allows more
+    for scale, made in ((2.0, 40), (1.0, 20)):
+        budgets = WorkspaceBudgets(Limits(calls_scale=scale))
+        client = web_client(BOT_TOKEN, fake_slack.api_url, budgets)
+        fake_slack.calls.clear()
+        try:
+            for _ in range(made):
+                with asking(skip=True):
+                    await client.conversations_setTopic(channel="C1", topic="t")
+            with asking(skip=True), pytest.raises(SlackApiError):
+                await client.conversations_setTopic(channel="C1", topic="t")
+            assert len(fake_slack.calls_to("conversations.setTopic")) == made
+        finally:
+            assert client.session is not None
+            await client.session.close()
+            await budgets.stop()
+
+
 async def test_sixty_replies_at_once_get_no_429_on_any_method(
     fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
 ) -> None:

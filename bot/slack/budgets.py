@@ -151,6 +151,7 @@ class Limits:
     edits_per_minute: int = 50
     appends_per_minute: int = 100
     starts_per_minute: int = 20
+    calls_scale: float = 1.0  # every other method's documented floor times this
 
 
 # How far above where it started a method's learned rate may climb. `chat.update` does not
@@ -214,7 +215,7 @@ class WorkspaceBudgets:
             method: LearnedRate(method, floor, floor * CEILINGS[method], apply, clock)
             for method, (floor, apply) in floors.items()
         }
-        self.calls = CallBudgets(named_window, clock)
+        self.calls = CallBudgets(named_window, clock, limits.calls_scale)
         self.calls.on_learn = self._keep_learning
         rates = [*self.learned.values(), *self.calls.learned.values()]
         self.shared = (

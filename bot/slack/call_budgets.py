@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -91,18 +93,40 @@ def asking(
 class CallBudgets:
     """The windows of one workspace's methods, made on first use."""
 
-    def __init__(self, make_window: WindowMaker, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        make_window: WindowMaker,
+        clock: Callable[[], float] = time.monotonic,
+        scale: float = 1.0,
+    ) -> None:
         self._make = make_window
         self._clock = clock
+        # Every floor times this (`SLACK_CALL_BUDGET_SCALE`: a workspace known to allow more).
+        self.scale = scale
         self._windows: dict[str, Window] = {}
         self._channels: OrderedDict[tuple[str, str], Window] = OrderedDict()
         self.learned: dict[str, LearnedRate] = {}
-        for method, limit in METHODS.items():
-            self._method_window(method, limit)  # every known method's rate is learned from start
+        for method, limit in METHODS.items():  # every known method's rate is learned from start
+            self._method_window(method, self._scaled(limit))
         self.skipped: dict[str, int] = {}
         self._pauses: set[asyncio.Task[None]] = set()
         self._paused_until: dict[str, float] = {}
         self.on_learn: Callable[[], None] | None = None  # a rate needs its epochs counted
+
+    def _limit(self, method: str) -> MethodLimit | None:
+        limit = limit_of(method)
+        return None if limit is None else self._scaled(limit)
+
+    def _scaled(self, limit: MethodLimit) -> MethodLimit:
+        """The documented limit, times `scale`."""
+        if self.scale == 1.0:
+            return limit
+        per_channel = limit.per_channel
+        if per_channel is not None:
+            per_channel = (math.ceil(per_channel[0] * self.scale), per_channel[1])
+        return dataclasses.replace(
+            limit, per_minute=math.ceil(limit.per_minute * self.scale), per_channel=per_channel
+        )
 
     def _method_window(self, method: str, limit: MethodLimit) -> Window:
         window = self._windows.get(method)
@@ -132,7 +156,7 @@ class CallBudgets:
     def windows_of(self, method: str, channel: str | None) -> list[tuple[str, Window]]:
         """The windows a call must take a slot in, by name (the channel's first), [] if
         none."""
-        limit = limit_of(method)
+        limit = self._limit(method)
         if limit is None:
             return []
         windows = []
@@ -164,7 +188,7 @@ class CallBudgets:
     async def admit(self, method: str, channel: str | None = None) -> None:
         """Wait for the method's budget (see the module's doc); `Spent` if the call must not
         be made."""
-        limit = limit_of(method)
+        limit = self._limit(method)
         windows = self.windows_of(method, channel)
         if limit is None or not windows:
             return
