@@ -9,7 +9,7 @@ from sqlalchemy import select
 
 from bot.db.models import LiveReply
 from bot.slack.native_reply import CURSOR
-from bot.slack.parts_reply import part_cut
+from bot.slack.part_cuts import part_cut
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack, Limit, wait_until
 from tests.harness import make_settings, start_bot, stop_bot

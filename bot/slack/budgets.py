@@ -157,9 +157,11 @@ class Limits:
 # How far above where it started a method's learned rate may climb. `chat.update` does not
 # probe upwards: it carries the finals of replies sent as edits and of cards, and a probe's 429
 # would hold every one of them for its Retry-After (measured: finals 4-6 s late); a 429 still
-# lowers it. The streaming methods probe: a refused append only delays refreshes (the final
-# goes with the stop), a refused start means edits, a refused stop a new message.
-CEILINGS = {UPDATE: 1, APPEND: 6, START: 3, STOP: 3}
+# lowers it. Starts and stops do not probe either: each probe past Slack's real limit costs a
+# 429 (measured: one `chat.startStream` 429 in every sustained-load run), and a start refused
+# sends a reply to edits anyway. Appends probe: a refused append only delays refreshes (the
+# final goes with the stop), and a workspace that allows more refreshes every reply more often.
+CEILINGS = {UPDATE: 1, APPEND: 6, START: 1, STOP: 1}
 LEARN_EVERY_SECONDS = 1.0
 
 

@@ -38,22 +38,32 @@ from slack_sdk.errors import SlackApiError
 from bot.errors import retryable, slack_error
 from bot.metrics import LIVE_REPLIES
 from bot.poster import NOTHING_PRIVATE, Outlet, PostRefused
+from bot.slack.call_budgets import asking
 from bot.slack.closing_blocks import with_closing
 from bot.slack.edit_budget import EditBudget
 from bot.slack.native_reply import CURSOR, WITHHELD
+from bot.slack.part_cuts import part_cut
 from bot.slack.render import to_mrkdwn
 from bot.slack.reply_journal import ReplyRecord
-from bot.slack.split import _markers, _splits_a_span, split_message
+from bot.slack.split import split_message
+from bot.slack.web_client import CallSkipped
 
 log = logging.getLogger(__name__)
 
-FIRST_PART_CHARS = 60  # a sentence or line ending after this many characters is posted
 FIRST_PART_WAIT = 1.5  # s: first words this old are posted at their last word boundary
 PART_INTERVAL = 10.0  # s: at most one intermediate part this often
-PART_MIN_CHARS = 600  # an intermediate part holds at least this much
 MAX_FAILURES = 4
-CANDIDATES = 40  # boundaries tried per look (it runs on every token while a part waits)
-_SENTENCE_ENDS = (". ", "! ", "? ", ".\n", "!\n", "?\n", ":\n", "\n")
+# Replies in parts of this process whose final part is still to come. An intermediate part
+# (the first words included) leaves that many `chat.postMessage` slots of the workspace's
+# minute free, and is not posted when it cannot: the finals come first (people wait for them,
+# within 2 s of the last token), a first part only shows words sooner. It is tried again
+# after `PART_RETRY_SECONDS`, or goes out with the final part.
+_owed_finals = 0
+PART_RETRY_SECONDS = 0.25
+
+
+def owed_finals() -> int:
+    return _owed_finals
 
 
 async def edits_cannot_promise(budget: EditBudget) -> bool:
@@ -72,69 +82,6 @@ async def edits_cannot_promise(budget: EditBudget) -> bool:
     replicas = max(1, int(getattr(budget.window, "replicas", 1)))
     owed = (budget.open_count + 1) * replicas
     return await budget.window.free() < owed
-
-
-def _clean(text: str, at: int) -> bool:
-    """Whether cutting `text` (the model's Markdown) at `at` leaves both halves whole: not in
-    a code block, an inline span or a link."""
-    before = text[:at]
-    if before.count("```") % 2 == 1:
-        return False
-    line = before[before.rfind("\n") + 1 :].lstrip()
-    if line.count("[") > line.count("]") or line.count("](") > line.count(")"):
-        return False
-    if line.startswith(("* ", "- ", "+ ")):
-        line = line[2:]  # a bullet, not emphasis
-    # A span still open may close in words not written yet: cutting there shows its syntax.
-    if any(_markers(line.replace("```", ""), m) % 2 for m in ("*", "_", "~", "`")):
-        return False
-    return not _splits_a_span(text, at)
-
-
-def _has_word_after(text: str, at: int) -> bool:
-    return bool(text[at:].strip())
-
-
-def part_cut(text: str, *, first: bool, ripe: bool, limit: int) -> int | None:
-    """Where a part of the unposted `text` may end now (None: nowhere yet). `first`: the
-    reply's first part (a sentence or line end after `FIRST_PART_CHARS`, or any word boundary
-    once `ripe`); otherwise an intermediate part (a paragraph break after `PART_MIN_CHARS`
-    once `ripe`, or any clean boundary once a message's worth waits)."""
-    if first:
-        ends: tuple[str, ...] = _SENTENCE_ENDS
-        floor = FIRST_PART_CHARS
-    else:
-        ends, floor = ("\n\n",), PART_MIN_CHARS
-    upto = min(len(text), limit)
-    if first or ripe or len(text) > limit:
-        candidates = sorted(
-            {at + len(end.rstrip()) for end in ends for at in _ends(text, end, floor, upto)},
-            reverse=True,
-        )
-        for cut in candidates[:CANDIDATES]:
-            if _clean(text, cut) and _has_word_after(text, cut):
-                return cut
-    if (first and ripe) or len(text) > limit:
-        at, tried = upto, 0
-        while at > 0 and tried < CANDIDATES:  # bounded: this runs as the tokens come
-            at = max(text.rfind(" ", 0, at), text.rfind("\n", 0, at))
-            if text[:at].count("```") % 2 == 1:
-                at = text.rfind("```", 0, at)  # nothing inside the code block will do
-                continue
-            tried += 1
-            if at > 0 and text[:at].strip() and _clean(text, at) and _has_word_after(text, at):
-                return at
-    return None
-
-
-def _ends(text: str, end: str, floor: int, upto: int) -> list[int]:
-    """Where `end` occurs in `text[floor:upto]`, the last `CANDIDATES` of them."""
-    found: list[int] = []
-    at = text.rfind(end, 0, upto)
-    while at >= floor and len(found) < CANDIDATES:
-        found.append(at)
-        at = text.rfind(end, 0, at)
-    return found
 
 
 class PartsPath:
@@ -165,8 +112,12 @@ class PartsPath:
     _journaled: str | None  # the part whose journal row is open (the newest non-final one)
     _final_chunks: list[str] | None  # the final part, cut into messages once
     _final_sent: int  # how many of those are posted
+    _owes_final: bool  # counted in `_owed_finals`
 
     def _init_parts(self) -> None:
+        global _owed_finals
+        _owed_finals += 1
+        self._owes_final = True
         self.in_parts = True
         self._posted_to = 0
         self._part_at = None
@@ -218,6 +169,10 @@ class PartsPath:
                         continue
                     await self._post_part(cut)
                     failures = 0
+                except CallSkipped:  # no room for a part now: the finals first
+                    self._changed.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._changed.wait(), PART_RETRY_SECONDS)
                 except PostRefused:
                     await self._post_withheld()
                 except Exception as exc:
@@ -235,6 +190,7 @@ class PartsPath:
             log.warning("reply in %s stopped posting parts: %s", self.channel, reason)
             await self._final_requested.wait()  # the journal keeps the final text, once known
         finally:
+            self._paid_final()
             LIVE_REPLIES.dec()
             if self._final:
                 await self._settle_parts()
@@ -256,8 +212,12 @@ class PartsPath:
     async def _post_part(self, cut: int) -> None:
         """One part that is not the last: the text up to `cut`, posted and journaled."""
         body = to_mrkdwn(self.source[self._posted_to : cut].strip())
-        for chunk in split_message(body, self.max_chars):
-            ts = await self._post(chunk, None, self.carries)
+        for i, chunk in enumerate(split_message(body, self.max_chars)):
+            if i == 0:  # skipped when the finals need the room (nothing posted yet)
+                with asking(skip=True, keep_free=owed_finals):
+                    ts = await self._post(chunk, None, self.carries)
+            else:
+                ts = await self._post(chunk, None, self.carries)
             self.message_ts.append(ts)
             self.shown.append(chunk)
             self._journal_part(ts, chunk)
@@ -296,6 +256,13 @@ class PartsPath:
             self.shown.append(chunk)
             self._final_sent += 1
         self._parts_done = True
+        self._paid_final()
+
+    def _paid_final(self) -> None:
+        global _owed_finals
+        if self._owes_final:
+            self._owes_final = False
+            _owed_finals -= 1
 
     async def _post_withheld(self) -> None:
         """The poster refused what the reply now carries: what was posted stays (it was
