@@ -62,8 +62,13 @@ _owed_finals = 0
 PART_RETRY_SECONDS = 0.25
 
 
+# At most this many slots are held: finals come a few a second at most, and the sliding
+# minute frees slots as it goes; holding one per open reply starved first parts for 12 s.
+MAX_HELD_FOR_FINALS = 6
+
+
 def owed_finals() -> int:
-    return _owed_finals
+    return min(_owed_finals, MAX_HELD_FOR_FINALS)
 
 
 async def edits_cannot_promise(budget: EditBudget) -> bool:
