@@ -215,3 +215,45 @@ def test_a_part_ends_at_a_clean_boundary_and_leaves_a_word_for_the_final() -> No
     paragraph = "x " * 400 + "\n\nnext"
     assert part_cut(paragraph, first=False, ripe=False, limit=3500) is None
     assert part_cut(paragraph, first=False, ripe=True, limit=3500) == len("x " * 400)
+
+
+async def test_a_first_part_gives_way_to_the_finals_when_posts_are_scarce(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
+) -> None:
+    """The workspace's chat.postMessage minute has one slot left: a reply in parts owes its
+    final that slot, so its first part is not posted (the words wait) and the whole reply goes
+    in its final part, right after the model's last token, without a 429."""
+    floors(fake_slack, updates=1)
+    bot = await start_bot(
+        make_settings(
+            fake_slack,
+            fake_model,
+            sqlite_url,
+            streaming="auto",
+            slack_stream_starts_per_minute=1,
+            slack_edit_budget_per_minute=1,
+        )
+    )
+    try:
+        budgets = bot.countersign.budgets
+        assert budgets is not None
+        # The minute's stream start and edit are spent: the next reply goes in parts.
+        assert (await budgets.streams.starts.take(keep_free=0))[0]
+        assert (await budgets.edits.window.take(keep_free=0))[0]
+        [(_, posts)] = budgets.calls.windows_of("chat.postMessage", None)
+        while await posts.free() > 1:
+            assert (await posts.take(keep_free=0))[0]
+        text = "answer number 1 " + WORDS
+        fake_model.script(Script(text=text, time_to_first_token=0.1, tokens_per_second=40))
+        await bot.mention("C1", "question", fake_slack)
+        await bot.idle(timeout=60)
+
+        (reply,) = fake_slack.bot_messages("C1")
+        assert reply.text.split() == text.split()
+        (played,) = [p for p in fake_model.played if p.text == text]
+        assert played.last_token_at is not None
+        (post,) = fake_slack.calls_to("chat.postMessage")
+        assert post.at > played.last_token_at, "the words waited for the final part"
+        assert [c for c in fake_slack.calls if c.status == 429] == []
+    finally:
+        await stop_bot(bot)
