@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
+from bot.config import Settings
 from bot.db.models import LiveReply
 from bot.slack.native_reply import CURSOR
 from bot.slack.part_cuts import part_cut
@@ -17,6 +18,20 @@ from tests.test_feedback import give, stored
 from tests.test_stop import LONG, press_stop
 
 WORDS = " ".join(f"word{i}" for i in range(200)) + "."
+
+
+def scarce(slack: FakeSlack, model: FakeOpenAI, sqlite_url: str, updates: int) -> Settings:
+    """Settings of a bot told Slack's floors, `updates` edits and one stream start a minute,
+    against a fake Slack that enforces them."""
+    floors(slack, updates)
+    return make_settings(
+        slack,
+        model,
+        sqlite_url,
+        streaming="auto",
+        slack_stream_starts_per_minute=1,
+        slack_edit_budget_per_minute=updates,
+    )
 
 
 def floors(slack: FakeSlack, updates: int) -> None:
@@ -36,17 +51,7 @@ async def test_a_reply_goes_in_parts_when_the_edit_budget_cannot_promise_its_fin
     edited, its first part at a word boundary while the model still writes, its final part
     (with the feedback buttons) the first call in its channel after the model's last token,
     the parts read in order the exact text, and Slack never answers 429."""
-    floors(fake_slack, updates=2)
-    bot = await start_bot(
-        make_settings(
-            fake_slack,
-            fake_model,
-            sqlite_url,
-            streaming="auto",
-            slack_stream_starts_per_minute=1,
-            slack_edit_budget_per_minute=2,
-        )
-    )
+    bot = await start_bot(scarce(fake_slack, fake_model, sqlite_url, updates=2))
     texts = {f"C{i}": f"answer number {i} " + WORDS for i in range(4)}
     try:
         for channel, text in texts.items():
@@ -131,17 +136,7 @@ async def test_a_stopped_reply_in_parts_ends_with_the_note_and_leaves_no_journal
     so far and who stopped it, without feedback buttons. Each part was journaled with the
     cursor while it was the newest (so recovery after a crash would mark it interrupted), the
     earlier one closed once a later one was posted, and no row is left."""
-    floors(fake_slack, updates=1)
-    bot = await start_bot(
-        make_settings(
-            fake_slack,
-            fake_model,
-            sqlite_url,
-            streaming="auto",
-            slack_stream_starts_per_minute=1,
-            slack_edit_budget_per_minute=1,
-        )
-    )
+    bot = await start_bot(scarce(fake_slack, fake_model, sqlite_url, updates=1))
     journal_log: list[tuple[str, str, str]] = []
     journal = bot.countersign.live_replies
     assert journal is not None
@@ -223,17 +218,7 @@ async def test_a_first_part_gives_way_to_the_finals_when_posts_are_scarce(
     """The workspace's chat.postMessage minute has one slot left: a reply in parts owes its
     final that slot, so its first part is not posted (the words wait) and the whole reply goes
     in its final part, right after the model's last token, without a 429."""
-    floors(fake_slack, updates=1)
-    bot = await start_bot(
-        make_settings(
-            fake_slack,
-            fake_model,
-            sqlite_url,
-            streaming="auto",
-            slack_stream_starts_per_minute=1,
-            slack_edit_budget_per_minute=1,
-        )
-    )
+    bot = await start_bot(scarce(fake_slack, fake_model, sqlite_url, updates=1))
     try:
         budgets = bot.countersign.budgets
         assert budgets is not None
