@@ -80,12 +80,17 @@ class BudgetedWebClient(AsyncWebClient):
         )
 
     async def auth_test(self, **kwargs: Any) -> AsyncSlackResponse:
-        """One `auth.test` at a time, shared by everyone who asks meanwhile: bolt asks it for
-        every request until its first answer is back (60 events at once asked it 61 times)."""
+        """One `auth.test` for the process, shared by everyone who asks (the token's identity
+        does not change while it runs): bolt asks it for every request until its own first
+        answer is stored (60 events at once asked it 61 times, and a request that came just
+        after the answer asked again). A failed one is asked again by the next caller."""
         root = self._root
-        if root._identity is None or root._identity.done():
-            root._identity = asyncio.ensure_future(super().auth_test(**kwargs))
-        return await asyncio.shield(root._identity)
+        identity = root._identity
+        if identity is None or (
+            identity.done() and (identity.cancelled() or identity.exception() is not None)
+        ):
+            identity = root._identity = asyncio.ensure_future(super().auth_test(**kwargs))
+        return await asyncio.shield(identity)
 
     def _retry_after(self, method: str, raw: str | None) -> float:
         """Capped, and logged once per method when absurd (by the 429 handler, which knows
