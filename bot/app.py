@@ -35,18 +35,18 @@ from bot.db.migrate import upgrade_to_head
 from bot.db.session import Database
 from bot.heartbeat import Heartbeat, freeze_start_up_objects
 from bot.links import LinkSigner
-from bot.llm import LLM, make_client
+from bot.llm import LLM
 from bot.logs import bolt_logger
 from bot.policy.source import PolicySource
 from bot.slack import feedback
 from bot.slack.agent_threads import AgentThreads
-from bot.slack.budgets import Limits, WorkspaceBudgets
+from bot.slack.budgets import WorkspaceBudgets
 from bot.slack.card_publisher import CardPublisher
 from bot.slack.commands import Records
 from bot.slack.edit_budget import EditBudget
 from bot.slack.interactions import Interactions
 from bot.slack.show_all import ShowAll
-from bot.slack.web_client import BudgetedApp, web_client
+from bot.slack.web_client import BudgetedApp
 from bot.startup import reach_database
 from bot.tasks import TaskGroup, new_worker_id
 from bot.thread_locks import ThreadLocks
@@ -56,9 +56,11 @@ from bot.wiring import (
     checkpoint_job,
     dm_welcome,
     link_signer,
+    model_of,
     one_door,
     policy_source,
     reconsidering,
+    slack_of,
     sweeper_of,
     titles,
     tool_contexts,
@@ -97,30 +99,12 @@ class Countersign:
     def build(cls, settings: Settings) -> Countersign:
         """Make every long-lived object; call it inside the running event loop."""
         redis = redis_client(settings.redis_url) if settings.redis_url else None
-        # One scheduler for the workspace's budgets (shared by the replicas through Redis).
-        budgets = WorkspaceBudgets(
-            Limits(
-                edits_per_minute=settings.slack_edit_budget_per_minute,
-                appends_per_minute=settings.slack_append_budget_per_minute,
-                starts_per_minute=settings.slack_stream_starts_per_minute,
-                calls_scale=settings.slack_call_budget_scale,
-            ),
-            redis,
-            workspace_key=settings.slack_bot_token.get_secret_value(),
-        )
+        budgets, slack = slack_of(settings, redis)
         budget = budgets.edits
-        slack = web_client(
-            settings.slack_bot_token.get_secret_value(), str(settings.slack_api_url), budgets
-        )
         db = Database.from_url(
             settings.database_url, settings.database_pool_size, settings.audit_key
         )
-        llm = LLM(
-            make_client(settings),
-            settings.llm_model,
-            settings.reply_tokens,
-            settings.model_deadline_seconds,
-        )
+        llm = model_of(settings)
         links = link_signer(settings)
         registry = ToolRegistry.from_packs(settings.tool_packs)
         # Tools may take half of what the reply leaves (the rule `doctor` checks), no more.

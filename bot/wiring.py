@@ -8,6 +8,7 @@ from collections.abc import Callable, Coroutine
 from datetime import timedelta
 from typing import Any
 
+from redis.asyncio import Redis
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.approvals.executor import Executor
@@ -21,7 +22,7 @@ from bot.conversation.titles import Titles
 from bot.db.models import Proposal
 from bot.db.session import Database
 from bot.links import LinkSigner
-from bot.llm import LLM
+from bot.llm import LLM, make_client
 from bot.membership import reach_of
 from bot.policy.one_door import OneDoor, tool_nature
 from bot.policy.reconsider import reconsider
@@ -30,15 +31,44 @@ from bot.records.audit_checkpoints import CheckpointJob
 from bot.records.retention import Retention
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.audit_checkpoints import poster as checkpoint_poster
+from bot.slack.budgets import Limits, WorkspaceBudgets
 from bot.slack.card_publisher import CardPublisher
 from bot.slack.card_rerouting import announce_reroute
 from bot.slack.dm_welcome import DmWelcome
+from bot.slack.web_client import web_client
 from bot.tasks import TaskGroup
 from bot.tools.catalog import ToolRegistry
 from bot.tools.context import ToolContext
 from bot.welcome_text import welcome_text
 
 log = logging.getLogger(__name__)
+
+
+def slack_of(settings: Settings, redis: Redis | None) -> tuple[WorkspaceBudgets, AsyncWebClient]:
+    """The workspace's budgets (one scheduler, shared by the replicas through Redis) and the
+    one Web API client whose every call goes through them."""
+    budgets = WorkspaceBudgets(
+        Limits(
+            edits_per_minute=settings.slack_edit_budget_per_minute,
+            appends_per_minute=settings.slack_append_budget_per_minute,
+            starts_per_minute=settings.slack_stream_starts_per_minute,
+            calls_scale=settings.slack_call_budget_scale,
+        ),
+        redis,
+        workspace_key=settings.slack_bot_token.get_secret_value(),
+    )
+    token = settings.slack_bot_token.get_secret_value()
+    return budgets, web_client(token, str(settings.slack_api_url), budgets)
+
+
+def model_of(settings: Settings) -> LLM:
+    """The model client, every request bounded by `REPLY_TOKENS` and `MODEL_DEADLINE_SECONDS`."""
+    return LLM(
+        make_client(settings),
+        settings.llm_model,
+        settings.reply_tokens,
+        settings.model_deadline_seconds,
+    )
 
 
 def link_signer(settings: Settings) -> LinkSigner | None:

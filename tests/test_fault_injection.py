@@ -14,7 +14,7 @@ from sqlalchemy.exc import OperationalError
 
 from bot.conversation.history import is_valid_history
 from bot.db.models import Message, Proposal, ProposalState, Role, utcnow
-from bot.slack import cards, streamer
+from bot.slack import cards, reply_failures
 from tests.fakes.openai import FakeOpenAI, Script, ScriptedToolCall
 from tests.fakes.slack import FakeSlack, wait_until
 from tests.harness import OPERATOR, RunningBot, make_settings, start_bot, stop_bot
@@ -127,7 +127,7 @@ async def test_a_final_edit_slack_keeps_refusing_is_finished_by_the_sweeper(
     fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The reply's own retries back off 15 s in all; a tenth of that gives up just the same.
-    monkeypatch.setattr(streamer, "BACKOFF_SECONDS", 0.05)
+    monkeypatch.setattr(reply_failures, "BACKOFF_SECONDS", 0.05)
     bot = await start_bot(
         make_settings(
             fake_slack, fake_model, sqlite_url, sweep_interval_seconds=0.2, lease_seconds=1

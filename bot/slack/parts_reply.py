@@ -35,15 +35,16 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
-from bot.errors import retryable, slack_error
+from bot.errors import slack_error
 from bot.metrics import LIVE_REPLIES
 from bot.poster import NOTHING_PRIVATE, Outlet, PostRefused
 from bot.slack.call_budgets import asking
 from bot.slack.closing_blocks import with_closing
-from bot.slack.edit_budget import EditBudget
 from bot.slack.native_reply import CURSOR, WITHHELD
 from bot.slack.part_cuts import part_cut
+from bot.slack.parts_choice import OWED_FINALS
 from bot.slack.render import to_mrkdwn
+from bot.slack.reply_failures import Failures, reason
 from bot.slack.reply_journal import ReplyRecord
 from bot.slack.split import split_message
 from bot.slack.web_client import CallSkipped
@@ -52,41 +53,8 @@ log = logging.getLogger(__name__)
 
 FIRST_PART_WAIT = 1.5  # s: first words this old are posted at their last word boundary
 PART_INTERVAL = 10.0  # s: at most one intermediate part this often
-MAX_FAILURES = 4
-# Replies in parts of this process whose final part is still to come. An intermediate part
-# (the first words included) leaves that many `chat.postMessage` slots of the workspace's
-# minute free, and is not posted when it cannot: the finals come first (people wait for them,
-# within 2 s of the last token), a first part only shows words sooner. It is tried again
-# after `PART_RETRY_SECONDS`, or goes out with the final part.
-_owed_finals = 0
+# A part skipped (its budget keeps the finals' slots) is tried again this soon.
 PART_RETRY_SECONDS = 0.25
-
-
-# At most this many slots are held: finals come a few a second at most, and the sliding
-# minute frees slots as it goes; holding one per open reply starved first parts for 12 s.
-MAX_HELD_FOR_FINALS = 6
-
-
-def owed_finals() -> int:
-    return min(_owed_finals, MAX_HELD_FOR_FINALS)
-
-
-async def edits_cannot_promise(budget: EditBudget) -> bool:
-    """Whether the `chat.update` window cannot promise a new reply's final edit at once.
-
-    Each reply sent as edits (open on the budget) is owed at least one final edit; the window
-    must hold a free slot for each of them and for this one, now: a slot that frees later may
-    come after this reply's last token (a short reply ends within seconds), and its final
-    would then wait. Intermediate edits already leave one slot per open reply free, so once
-    admitted a reply always finds its slot. With Redis the window is the workspace's and the
-    other replicas owe finals too: they are counted as owing as many as this one
-    (`replicas`, when the window knows them). This depends only on the budget's state: with
-    room (20 or 60 replies at once, a workspace at rest) replies go on as edits; under
-    sustained load the finals of replies already open reach what the window holds, and new
-    replies go in parts until it frees again."""
-    replicas = max(1, int(getattr(budget.window, "replicas", 1)))
-    owed = (budget.open_count + 1) * replicas
-    return await budget.window.free() < owed
 
 
 class PartsPath:
@@ -117,11 +85,10 @@ class PartsPath:
     _journaled: str | None  # the part whose journal row is open (the newest non-final one)
     _final_chunks: list[str] | None  # the final part, cut into messages once
     _final_sent: int  # how many of those are posted
-    _owes_final: bool  # counted in `_owed_finals`
+    _owes_final: bool  # counted in `OWED_FINALS`
 
     def _init_parts(self) -> None:
-        global _owed_finals
-        _owed_finals += 1
+        OWED_FINALS.owe()
         self._owes_final = True
         self.in_parts = True
         self._posted_to = 0
@@ -158,7 +125,7 @@ class PartsPath:
         return None if cut is None else self._posted_to + cut
 
     async def _run_parts(self) -> None:
-        failures = 0
+        failures = Failures(rate_limited_wait=1.0)
         try:
             while not self._parts_done:
                 try:
@@ -173,7 +140,7 @@ class PartsPath:
                             await asyncio.wait_for(self._changed.wait(), wait or None)
                         continue
                     await self._post_part(cut)
-                    failures = 0
+                    failures.succeeded()
                 except CallSkipped:  # no room for a part now: the finals first
                     self._changed.clear()
                     with contextlib.suppress(TimeoutError):
@@ -181,18 +148,9 @@ class PartsPath:
                 except PostRefused:
                     await self._post_withheld()
                 except Exception as exc:
-                    if not retryable(exc):
-                        raise
-                    if isinstance(exc, SlackApiError) and slack_error(exc) == "ratelimited":
-                        await asyncio.sleep(1.0)  # still refused after the SDK's retry
-                        continue
-                    failures += 1
-                    if failures > MAX_FAILURES:
-                        raise
-                    await asyncio.sleep(min(8.0, 0.5 * 2**failures))
+                    await failures.failed(exc)
         except Exception as exc:  # Slack or the network failed for good
-            reason = slack_error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
-            log.warning("reply in %s stopped posting parts: %s", self.channel, reason)
+            log.warning("reply in %s stopped posting parts: %s", self.channel, reason(exc))
             await self._final_requested.wait()  # the journal keeps the final text, once known
         finally:
             self._paid_final()
@@ -219,7 +177,7 @@ class PartsPath:
         body = to_mrkdwn(self.source[self._posted_to : cut].strip())
         for i, chunk in enumerate(split_message(body, self.max_chars)):
             if i == 0:  # skipped when the finals need the room (nothing posted yet)
-                with asking(skip=True, keep_free=owed_finals):
+                with asking(skip=True, keep_free=OWED_FINALS.held):
                     ts = await self._post(chunk, None, self.carries)
             else:
                 ts = await self._post(chunk, None, self.carries)
@@ -264,10 +222,9 @@ class PartsPath:
         self._paid_final()
 
     def _paid_final(self) -> None:
-        global _owed_finals
         if self._owes_final:
             self._owes_final = False
-            _owed_finals -= 1
+            OWED_FINALS.paid()
 
     async def _post_withheld(self) -> None:
         """The poster refused what the reply now carries: what was posted stays (it was

@@ -21,27 +21,22 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.errors import retryable, slack_error
 from bot.metrics import LIVE_REPLIES
 from bot.poster import NOTHING_PRIVATE, PostRefused, poster_of
 from bot.slack.edit_budget import EditBudget
 from bot.slack.edit_reply import FIRST_WORDS_GRACE, PLACEHOLDER, EditPath
 from bot.slack.native_reply import NativeOptions, NativePath
 from bot.slack.native_stream import NativeMessage, StreamGone
-from bot.slack.parts_reply import PartsPath, edits_cannot_promise
+from bot.slack.parts_choice import edits_cannot_promise
+from bot.slack.parts_reply import PartsPath
+from bot.slack.reply_failures import Failures, reason
 from bot.slack.reply_journal import Journal, ReplyRecord
 
 __all__ = ["PLACEHOLDER", "Journal", "ReplyStream"]
 
 log = logging.getLogger(__name__)
-
-MAX_FAILURES = 4  # transient failures in a row before a reply stops updating
-# After the n-th transient failure in a row a reply waits BACKOFF_SECONDS * 2**n (at most 8 s):
-# 1, 2, 4, 8 s, about a quarter of a minute of outage before the sweeper takes over.
-BACKOFF_SECONDS = 0.5
 
 
 class ReplyStream(NativePath, EditPath, PartsPath):
@@ -205,7 +200,7 @@ class ReplyStream(NativePath, EditPath, PartsPath):
                 await asyncio.wait_for(self._final_requested.wait(), timeout=delay)
 
     async def _run(self) -> None:
-        failures = 0
+        failures = Failures()
         try:
             while True:
                 await self._changed.wait()
@@ -238,7 +233,7 @@ class ReplyStream(NativePath, EditPath, PartsPath):
                         await self._push_native(final)
                     else:
                         await self._reconcile(self.desired(), permit_held=True)
-                    failures = 0
+                    failures.succeeded()
                 except StreamGone as gone:
                     self._to_edits(str(gone))
                     continue
@@ -247,24 +242,15 @@ class ReplyStream(NativePath, EditPath, PartsPath):
                     self._changed.set()
                     continue
                 except Exception as exc:
-                    if not retryable(exc):
-                        raise
-                    if isinstance(exc, SlackApiError) and slack_error(exc) == "ratelimited":
-                        self._changed.set()  # still refused after the SDK's retry: again
-                        continue
-                    failures += 1  # a 5xx or a broken connection: back off, then again
-                    if failures > MAX_FAILURES:
-                        raise
-                    self._changed.set()
-                    await asyncio.sleep(min(8.0, BACKOFF_SECONDS * 2**failures))
+                    self._changed.set()  # what failed is tried again (unless for good)
+                    await failures.failed(exc)
                     continue
                 if final and not self._changed.is_set() and self._landed():
                     return
                 if final:
                     self._changed.set()
         except Exception as exc:  # Slack or the network failed for good: stop, release all
-            reason = slack_error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
-            log.warning("reply in %s stopped updating: %s", self.channel, reason)
+            log.warning("reply in %s stopped updating: %s", self.channel, reason(exc))
         finally:
             self.budget.close(self)
             if self.options is not None:
