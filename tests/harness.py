@@ -13,7 +13,8 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Coroutine, Mapping
+from collections.abc import AsyncIterator, Coroutine, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -425,3 +426,15 @@ async def stop_bot(bot: RunningBot) -> None:
     bot.stop.set()
     await asyncio.wait_for(bot.task, 60)
     await bot.session.close()
+
+
+@asynccontextmanager
+async def running(
+    slack: fake_slack.FakeSlack, model: fake_openai.FakeOpenAI, database_url: str, **settings: Any
+) -> AsyncIterator[RunningBot]:
+    """A bot made with `make_settings(slack, model, database_url, **settings)`, stopped after."""
+    bot = await start_bot(make_settings(slack, model, database_url, **settings))
+    try:
+        yield bot
+    finally:
+        await stop_bot(bot)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -23,11 +21,12 @@ from bot.conversation.notes import deadline_note, length_note
 from bot.conversation.titles import TITLE_TOKENS
 from bot.db.models import Message, Proposal, ResumeRequest, Role, Task
 from bot.deadlines import Deadline
-from bot.llm import DEADLINE, LENGTH, LLM, Finished, LLMError, TextDelta, make_client
+from bot.llm import DEADLINE, LENGTH, LLM, Finished, LLMError, make_client
 from bot.slack import cards
 from tests.fakes.openai import API_KEY, MODEL, Completion, FakeOpenAI, Script, ScriptedToolCall
 from tests.fakes.slack import FakeSlack
-from tests.harness import RunningBot, make_settings, start_bot, stop_bot
+from tests.harness import RunningBot, running
+from tests.test_llm_stream import collect
 
 CREATE = {"title": "Fix login bug", "description": "SSO loops", "assignee": "UDANA"}
 LENGTH_NOTE = ":scissors: _Stopped here: the reply reached its length limit (100 tokens)._"
@@ -40,17 +39,6 @@ def words(count: int) -> str:
 
 def call(name: str, arguments: dict[str, Any], call_id: str = "call_1") -> ScriptedToolCall:
     return ScriptedToolCall(call_id, name, json.dumps(arguments))
-
-
-@asynccontextmanager
-async def running(
-    slack: FakeSlack, model: FakeOpenAI, database_url: str, **settings: Any
-) -> AsyncIterator[RunningBot]:
-    bot = await start_bot(make_settings(slack, model, database_url, **settings))
-    try:
-        yield bot
-    finally:
-        await stop_bot(bot)
 
 
 async def rows(bot: RunningBot, kind: Any) -> list[Any]:
@@ -88,17 +76,6 @@ def llm_for(model: FakeOpenAI, max_tokens: int | None = None, deadline: float | 
         llm_timeout_seconds=5,
     )
     return LLM(make_client(settings), MODEL, max_tokens, deadline)
-
-
-async def collect(llm: LLM, tools: list[dict[str, Any]] | None = None) -> tuple[str, Finished]:
-    text, finished = "", None
-    async for event in llm.stream([{"role": "user", "content": "hi"}], tools):
-        if isinstance(event, TextDelta):
-            text += event.text
-        else:
-            finished = event
-    assert finished is not None
-    return text, finished
 
 
 async def test_a_stream_past_its_deadline_ends_as_it_stands_and_its_connection_is_closed(

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 from sqlalchemy import select
@@ -17,21 +15,10 @@ from bot.db.models import Conversation
 from bot.slack.record_views import HISTORY_OPEN
 from tests.fakes.openai import Completion, FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack, wait_until
-from tests.harness import RunningBot, make_settings, start_bot, stop_bot
+from tests.harness import RunningBot, running
 from tests.test_approvals_flow import CREATE, call
 
 ASKING_FOR_A_TITLE = "Write a title"
-
-
-@asynccontextmanager
-async def running(
-    slack: FakeSlack, model: FakeOpenAI, database_url: str, **settings: Any
-) -> AsyncIterator[RunningBot]:
-    bot = await start_bot(make_settings(slack, model, database_url, **settings))
-    try:
-        yield bot
-    finally:
-        await stop_bot(bot)
 
 
 async def titles(bot: RunningBot) -> list[str | None]:
