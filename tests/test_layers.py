@@ -12,7 +12,7 @@ from pathlib import Path
 import bot
 
 ROOT = Path(bot.__file__).parent
-LOWER = ("approvals", "tools", "db", "records", "policy", "files")
+LOWER = ("approvals", "tools", "db", "records", "policy", "files", "spend")
 
 
 def node_of(module: str) -> str:

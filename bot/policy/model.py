@@ -22,6 +22,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bot.durations import parse_duration
+from bot.spend.budget_model import Budget, check_timezone, unique_names
 
 Outcome = Literal["allow", "deny", "ask"]
 MAX_EXPRESSION = 2000  # characters of one `when`: a condition is a line, not a program
@@ -102,6 +103,13 @@ class PolicyFile(BaseModel):
     version: int = Field(ge=1)
     default: Outcome = "ask"
     rules: list[Rule] = Field(default_factory=list)
+    # Spend (`bot.spend`): every budget whose scope matches a turn applies to it; calendar
+    # windows are read in `timezone`.
+    budgets: list[Budget] = Field(default_factory=list)
+    timezone: str = "UTC"
+
+    _budgets = field_validator("budgets")(unique_names)
+    _tz = field_validator("timezone")(check_timezone)
 
     @field_validator("rules")
     @classmethod
