@@ -25,6 +25,7 @@ from bot.db.models.proposals import (
     ResumeRequest,
 )
 from bot.db.models.routing import CardCopy, CardMiss
+from bot.db.models.spend import BudgetPause
 from bot.db.models.stops import StopEntry
 from bot.db.models.tasks import Task, TaskComment
 from bot.db.models.welcomes import Welcome
@@ -35,6 +36,7 @@ __all__ = [
     "AuditCheckpoint",
     "AuditEntry",
     "Base",
+    "BudgetPause",
     "CardCopy",
     "CardMiss",
     "Conversation",
