@@ -52,7 +52,9 @@ from bot.tasks import TaskGroup, new_worker_id
 from bot.thread_locks import ThreadLocks
 from bot.tools.catalog import ToolRegistry
 from bot.tools.integrations import Integrations
+from bot.tools.packs.budgets import raise_tool
 from bot.wiring import (
+    budget_raises,
     checkpoint_job,
     dm_welcome,
     link_signer,
@@ -61,6 +63,7 @@ from bot.wiring import (
     policy_source,
     reconsidering,
     slack_of,
+    spend_of,
     sweeper_of,
     titles,
     tool_contexts,
@@ -122,6 +125,8 @@ class Countersign:
         live_replies = LiveReplies(db, worker, settings.lease_seconds)
         cards = CardPublisher(slack, budget, approvals, registry, policies, tasks, groups)
         door = one_door(policy, groups, slack, db, registry, approvals)
+        spend = spend_of(db, policy)
+        registry.add(raise_tool(spend))  # internal: proposed by "Ask to raise", never the model
         desk = ActionDesk(registry, policies, approvals, cards, door)
         conversations = Conversations(
             db,
@@ -201,6 +206,7 @@ class Countersign:
         interactions.register(bolt)
         ShowAll(approvals, registry, records.access, cards, tasks).register(bolt)
         feedback.register(bolt, db, cards.tell, tasks, records.access)
+        budget_raises(settings, bolt, spend, door, approvals, cards, registry, tasks)
         listeners.acknowledge_the_rest(bolt)
         return cls(
             settings,

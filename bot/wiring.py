@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from redis.asyncio import Redis
+from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.approvals.executor import Executor
@@ -35,7 +36,11 @@ from bot.slack.budgets import Limits, WorkspaceBudgets
 from bot.slack.card_publisher import CardPublisher
 from bot.slack.card_rerouting import announce_reroute
 from bot.slack.dm_welcome import DmWelcome
+from bot.slack.raise_outcomes import RaiseOutcomes
+from bot.slack.raise_requests import RaiseRequests
 from bot.slack.web_client import web_client
+from bot.spend.ledger import Spend
+from bot.spend.prices import Prices
 from bot.tasks import TaskGroup
 from bot.tools.catalog import ToolRegistry
 from bot.tools.context import ToolContext
@@ -240,3 +245,48 @@ def sweeper_of(
         timedelta(minutes=reminder) if reminder else None,
         jobs=[resume_settled, finish_cut_off_replies, Retention(db, settings.retention_days)],
     )
+
+
+def spend_of(db: Database, policy: PolicySource) -> Spend:
+    """The spend ledger, reading the budgets of the policy in force at every call."""
+    return Spend(
+        db,
+        lambda: (policy.current.policy.budgets, policy.current.policy.timezone),
+        Prices({}),  # MODEL_PRICES: wired with the ledger (helper S1)
+    )
+
+
+def budget_raises(
+    settings: Settings,
+    bolt: AsyncApp,
+    spend: Spend,
+    door: OneDoor,
+    approvals: ApprovalsService,
+    cards: CardPublisher,
+    registry: ToolRegistry,
+    tasks: TaskGroup,
+) -> RaiseRequests:
+    """ "Ask to raise" (issue 29): the form and its proposal, and the pause card following
+    the raise's outcome (after the App Home's own follower)."""
+    requests = RaiseRequests(
+        approvals.db,
+        spend,
+        door,
+        approvals,
+        cards,
+        registry,
+        cards.groups,
+        tasks,
+        timedelta(minutes=settings.proposal_expiry_minutes),
+    )
+    requests.register(bolt)
+    outcomes = RaiseOutcomes(approvals.db, cards.poster, spend, tasks)
+    before = cards.on_change
+
+    def changed(proposal: Proposal, approvers: list[str]) -> None:
+        if before is not None:
+            before(proposal, approvers)
+        outcomes.changed(proposal, approvers)
+
+    cards.on_change = changed
+    return requests
