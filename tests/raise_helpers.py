@@ -1,0 +1,129 @@
+"""What the "Ask to raise" tests share: a policy with a budget and its owners, a turn paused at
+that budget (a `BudgetPause` row and its card with the button, as the pause flow makes them),
+and the steps of asking, through the front door."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import select
+
+from bot.db.models import AuditEntry, BudgetPause, Conversation, Proposal
+from bot.slack.raise_form import ASK_RAISE
+from bot.slack.raise_outcomes import pause_blocks
+from bot.spend.raise_action import RAISE_TOOL
+from tests.fakes.openai import FakeOpenAI, Script
+from tests.fakes.slack import TEAM_ID, FakeSlack, StoredMessage, wait_until
+from tests.harness import RunningBot
+from tests.spend_stub import WINDOW
+
+BUDGET = "support-daily"
+FINANCE = "S0FINANCE"
+
+
+def budget_policy(owners: str = f"[UBOB, {FINANCE}]", rules: str = "rules: []") -> str:
+    return f"""\
+version: 1
+default: ask
+{rules}
+budgets:
+  - name: {BUDGET}
+    scope: {{workspace: true}}
+    window: day
+    usd: 12.00
+    owners: {owners}
+    fallback_model: gpt-4o-mini
+"""
+
+
+async def pause_turn(
+    bot: RunningBot, slack: FakeSlack, model: FakeOpenAI, user: str = "UALICE"
+) -> tuple[int, StoredMessage]:
+    """A turn answered once, then paused at the budget: the pause and its card."""
+    model.script(Script(text="first answer"))
+    ts = await bot.mention("C1", "help me", slack, user=user)
+    await bot.idle()
+    text = f"Budget reached: {BUDGET}, $12.00 of $12.00 today"
+    async with bot.countersign.db.transaction() as session:
+        conversation = await session.scalar(
+            select(Conversation.id).where(Conversation.thread_ts == ts)
+        )
+        pause = BudgetPause(
+            team_id=TEAM_ID,
+            conversation_id=conversation,
+            requester=user,
+            channel_id="C1",
+            thread_ts=ts,
+            turn_key=f"turn:{ts}",
+            budget=BUDGET,
+            window_key=WINDOW,
+            state="paused",
+        )
+        session.add(pause)
+        await session.flush()
+        blocks = pause_blocks(pause, "gpt-4o-mini", text)
+        pause_id = pause.id
+    posted = await bot.countersign.slack.chat_postMessage(
+        channel="C1", thread_ts=ts, text=text, blocks=blocks
+    )
+    async with bot.countersign.db.transaction() as session:
+        row = await session.get(BudgetPause, pause_id)
+        assert row is not None
+        row.card_ts = str(posted["ts"])
+    return pause_id, pause_card(slack, str(posted["ts"]))
+
+
+def pause_card(slack: FakeSlack, ts: str) -> StoredMessage:
+    return next(m for m in slack.bot_messages("C1") if m.ts == ts)
+
+
+async def ask(
+    bot: RunningBot,
+    slack: FakeSlack,
+    card: StoredMessage,
+    user: str = "UALICE",
+    typed: dict[str, Any] | None = None,
+) -> tuple[int, str]:
+    """`user` clicks Ask to raise and submits the form (`typed`: what they change on it);
+    the form's answer (status, body)."""
+    opened = len(slack.views)
+    assert await bot.click(card, ASK_RAISE, user, "C1") == 200
+    await bot.idle()
+    assert len(slack.views) == opened + 1, "no form opened"
+    view = slack.views[-1]["view"]
+    answer = await bot.submit_view(view, user, typed or {})
+    await bot.idle()
+    return answer
+
+
+async def raises(bot: RunningBot) -> list[Proposal]:
+    async with bot.countersign.db.reading() as session:
+        found = await session.scalars(
+            select(Proposal).where(Proposal.tool_name == RAISE_TOOL).order_by(Proposal.id)
+        )
+        return list(found.all())
+
+
+async def pause_state(bot: RunningBot, pause_id: int) -> str:
+    async with bot.countersign.db.reading() as session:
+        pause = await session.get(BudgetPause, pause_id)
+        assert pause is not None
+        return pause.state
+
+
+async def audit_events(bot: RunningBot, proposal_id: int) -> list[str]:
+    async with bot.countersign.db.reading() as session:
+        rows = await session.scalars(
+            select(AuditEntry).where(AuditEntry.proposal_id == proposal_id).order_by(AuditEntry.id)
+        )
+        return [r.event for r in rows]
+
+
+async def card_in(slack: FakeSlack, channel: str) -> StoredMessage:
+    await wait_until(lambda: bool(slack.cards(channel)), timeout=10)
+    return slack.cards(channel)[-1]
+
+
+def shows(message: StoredMessage) -> str:
+    return message.text + json.dumps(message.blocks)

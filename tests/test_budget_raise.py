@@ -1,0 +1,279 @@
+"""Issue 29, "Ask to raise", through the front door: the pause card's button opens the raise
+form (only for the paused turn's requester or the budget's owners); the raise is a proposal
+decided by the one door, its card sent to the owners; approved, the window's limit is raised
+once and the paused turn resumes once; declined, the turn stays paused and its card says so;
+the asker never approves their own raise alone; a reload removing an owner revokes them; the
+model is never offered the action and a call naming it is refused."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from copy import deepcopy
+from pathlib import Path
+
+import pytest
+
+from bot.slack import cards
+from bot.slack.raise_form import ASK_RAISE
+from bot.states import State
+from tests.fakes.openai import FakeOpenAI, Script
+from tests.fakes.slack import FakeSlack, wait_until
+from tests.harness import RunningBot, make_settings, start_bot, stop_bot
+from tests.raise_helpers import (
+    BUDGET,
+    FINANCE,
+    ask,
+    audit_events,
+    budget_policy,
+    card_in,
+    pause_card,
+    pause_state,
+    pause_turn,
+    raises,
+    shows,
+)
+from tests.spend_stub import WINDOW, StubLedger
+from tests.test_approvals_flow import call
+
+
+@pytest.fixture
+def ledger(monkeypatch: pytest.MonkeyPatch) -> StubLedger:
+    return StubLedger().install(monkeypatch)
+
+
+@pytest.fixture
+async def raising(
+    request: pytest.FixtureRequest,
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    sqlite_url: str,
+    tmp_path: Path,
+    ledger: StubLedger,
+) -> AsyncIterator[RunningBot]:
+    path = tmp_path / "policy.yaml"
+    path.write_text(getattr(request, "param", budget_policy()))
+    fake_slack.user_groups[FINANCE] = ["UCAT"]
+    settings = make_settings(fake_slack, fake_model, sqlite_url, policy_file=path)
+    running = await start_bot(settings)
+    yield running
+    await stop_bot(running)
+
+
+async def test_an_owner_approves_and_the_paused_turn_resumes_once(
+    raising: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI, ledger: StubLedger
+) -> None:
+    bot = raising
+    pause_id, card = await pause_turn(bot, fake_slack, fake_model)
+    status, _ = await ask(bot, fake_slack, card, "UALICE", {"reason": "launch day"})
+    assert status == 200
+    (proposal,) = await raises(bot)
+    assert proposal.state == State.PROPOSED
+    # The card goes to the owners (by DM: the user group expanded), field by field.
+    bob = await card_in(fake_slack, "DBOB")
+    assert fake_slack.cards("DCAT")
+    assert "Limit today" in shows(bob)
+    assert "$12.00" in shows(bob)
+    assert "$24.00" in shows(bob)
+    assert "launch day" in shows(bob)
+    assert BUDGET in shows(bob)
+    assert cards.EDIT not in shows(bob)  # its arguments come from the form, not the model
+    fake_model.script(Script(text="continued where it stopped"))
+    asked_before = len(fake_model.requests)
+    again = deepcopy(bob)  # the card as it showed, for a second click
+    assert await bot.click(bob, cards.APPROVE, "UBOB", "DBOB") == 200
+    await bot.idle()
+    await wait_until(lambda: len(fake_model.requests) == asked_before + 1, timeout=10)
+    await bot.idle()
+    assert len(ledger.applied) == 1
+    (name, window, usd, tokens, key) = ledger.applied[0]
+    assert (name, window, str(usd), tokens) == (BUDGET, WINDOW, "12.000000000", None)
+    assert key == (await raises(bot))[0].idempotency_key
+    assert await pause_state(bot, pause_id) == "resumed"
+    (settled,) = await raises(bot)
+    assert (settled.state, settled.decided_by) == (State.SUCCEEDED, "UBOB")
+    events = await audit_events(bot, settled.id)
+    assert events[0] == "propose"
+    assert "approve" in events
+    assert events[-1] == "succeed"
+    await wait_until(lambda: "Raised to $24.00 today by <@UBOB>" in shows(pause_card(
+        fake_slack, card.ts)), timeout=10)  # fmt: skip
+    assert ASK_RAISE not in shows(pause_card(fake_slack, card.ts))
+    # Once: a second click, a retry of the sweep, nothing more is asked or raised.
+    assert await bot.click(again, cards.APPROVE, "UBOB", "DBOB") == 200
+    await bot.idle()
+    assert len(ledger.applied) == 1
+    assert len(fake_model.requests) == asked_before + 1
+
+
+async def test_a_declined_raise_leaves_the_turn_paused_and_its_card_says_why(
+    raising: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI, ledger: StubLedger
+) -> None:
+    bot = raising
+    pause_id, card = await pause_turn(bot, fake_slack, fake_model)
+    await ask(bot, fake_slack, card)
+    bob = await card_in(fake_slack, "DBOB")
+    asked_before = len(fake_model.requests)
+    assert await bot.click(bob, cards.DECLINE, "UBOB", "DBOB") == 200
+    await bot.idle()
+    view = fake_slack.views[-1]["view"]
+    status, _ = await bot.submit_view(view, "UBOB", {"reason": "not this week"})
+    assert status == 200
+    await bot.idle()
+    (proposal,) = await raises(bot)
+    assert proposal.state == State.DECLINED
+    await wait_until(lambda: "declined by <@UBOB>: not this week" in shows(pause_card(
+        fake_slack, card.ts)), timeout=10)  # fmt: skip
+    shown = shows(pause_card(fake_slack, card.ts))
+    assert ASK_RAISE in shown
+    assert "Continue on a cheaper model" in shown
+    assert await pause_state(bot, pause_id) == "paused"
+    assert ledger.applied == []
+    assert len(fake_model.requests) == asked_before
+
+
+async def test_only_the_requester_or_an_owner_may_ask_and_only_owners_approve(
+    raising: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI, ledger: StubLedger
+) -> None:
+    bot = raising
+    _pause_id, card = await pause_turn(bot, fake_slack, fake_model)
+    assert await bot.click(card, ASK_RAISE, "UMALLORY", "C1") == 200
+    await bot.idle()
+    assert fake_slack.views == []
+    assert any("may ask to raise" in t for t in fake_slack.ephemerals_for("UMALLORY"))
+    await ask(bot, fake_slack, card, "UCAT")  # an owner through the user group may ask
+    (proposal,) = await raises(bot)
+    assert proposal.requester == "UCAT"
+    bob = await card_in(fake_slack, "DBOB")
+    assert fake_slack.cards("DCAT") == []  # four-eyes: not to the asker
+    for stranger in ("UMALLORY", "UALICE", "UCAT"):  # not an owner; the asker alone
+        assert await bot.click(bob, cards.APPROVE, stranger, "DBOB") == 200
+        await bot.idle()
+    assert (await raises(bot))[0].state == State.PROPOSED
+    assert ledger.applied == []
+    refused = [t for t in fake_slack.ephemerals_for("UMALLORY") if "Nothing changed" in t]
+    assert refused
+    assert "not one of the approvers" in refused[-1]
+    assert any("someone other than the requester" in t for t in fake_slack.ephemerals_for("UCAT"))
+
+
+async def test_the_asker_who_owns_the_budget_cannot_approve_it_alone(
+    raising: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI, ledger: StubLedger
+) -> None:
+    bot = raising
+    _pause_id, card = await pause_turn(bot, fake_slack, fake_model, user="UBOB")
+    await ask(bot, fake_slack, card, "UBOB")
+    (proposal,) = await raises(bot)
+    await card_in(fake_slack, "DCAT")
+    assert fake_slack.cards("DBOB") == []
+    assert await bot.click_value(proposal.id, cards.APPROVE, "UBOB", "DCAT", fake_slack) == 200
+    await bot.idle()
+    assert (await raises(bot))[0].state == State.PROPOSED
+    assert ledger.applied == []
+    assert await bot.click_value(proposal.id, cards.APPROVE, "UCAT", "DCAT", fake_slack) == 200
+    await bot.idle()
+    await wait_until(lambda: len(ledger.applied) == 1, timeout=10)
+
+
+async def test_a_reload_removing_an_owner_revokes_them_at_the_next_click(
+    raising: RunningBot,
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    ledger: StubLedger,
+    tmp_path: Path,
+) -> None:
+    bot = raising
+    _pause_id, card = await pause_turn(bot, fake_slack, fake_model)
+    await ask(bot, fake_slack, card)
+    bob = await card_in(fake_slack, "DBOB")
+    (tmp_path / "policy.yaml").write_text(budget_policy(owners=f"[{FINANCE}]"))
+    assert await bot.countersign.reload_policy()
+    assert await bot.click(bob, cards.APPROVE, "UBOB", "DBOB") == 200
+    await bot.idle()
+    assert (await raises(bot))[0].state == State.PROPOSED
+    assert ledger.applied == []
+    (proposal,) = await raises(bot)
+    assert proposal.policy is not None
+    assert proposal.policy["approvers"] == [FINANCE]
+    assert await bot.click_value(proposal.id, cards.APPROVE, "UCAT", "DCAT", fake_slack) == 200
+    await bot.idle()
+    await wait_until(lambda: len(ledger.applied) == 1, timeout=10)
+
+
+@pytest.mark.parametrize(
+    ("typed", "error"),
+    [
+        ("lots", "Write an amount in dollars"),
+        ("12.00", "more than the limit now, $12.00"),
+        ("9.5", "more than the limit now"),
+        ("24.005", "dollars and cents"),
+        ("5000000", "more than any budget may hold"),
+        ("NaN", "Write an amount in dollars"),
+    ],
+)
+async def test_bad_input_on_the_form_is_an_error_on_its_field_and_proposes_nothing(
+    raising: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI, typed: str, error: str
+) -> None:
+    bot = raising
+    _pause_id, card = await pause_turn(bot, fake_slack, fake_model)
+    status, body = await ask(bot, fake_slack, card, "UALICE", {"usd": typed})
+    assert status == 200
+    assert '"errors"' in body
+    assert error in body
+    assert '"usd"' in body
+    assert await raises(bot) == []
+
+
+@pytest.mark.parametrize(
+    "raising",
+    [budget_policy(rules="rules:\n  - {name: raises-run, tools: [budget_raise], outcome: allow}")],
+    indirect=True,
+)
+async def test_an_allow_rule_never_lets_a_raise_through_without_a_card(
+    raising: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI, ledger: StubLedger
+) -> None:
+    bot = raising
+    _pause_id, card = await pause_turn(bot, fake_slack, fake_model)
+    await ask(bot, fake_slack, card)
+    (proposal,) = await raises(bot)
+    assert proposal.state == State.PROPOSED
+    assert ledger.applied == []
+    assert proposal.policy is not None
+    assert proposal.policy["approvers"] == ["UBOB", FINANCE]
+    await card_in(fake_slack, "DBOB")
+
+
+@pytest.mark.parametrize(
+    "raising",
+    [
+        budget_policy(
+            rules="rules:\n  - {name: no-raises, tools: [budgets], outcome: deny, "
+            "reason: spend is frozen this quarter}"
+        )
+    ],
+    indirect=True,
+)
+async def test_a_deny_rule_naming_the_pack_refuses_the_raise_with_its_reason(
+    raising: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    bot = raising
+    _pause_id, card = await pause_turn(bot, fake_slack, fake_model)
+    status, body = await ask(bot, fake_slack, card)
+    assert status == 200
+    assert "spend is frozen this quarter" in body
+    assert await raises(bot) == []
+
+
+async def test_the_model_is_never_offered_the_raise_and_a_call_naming_it_is_refused(
+    raising: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI, ledger: StubLedger
+) -> None:
+    bot = raising
+    args = {"budget": BUDGET, "window": WINDOW, "usd": "1000.00"}
+    fake_model.script(Script(tool_calls=[call("budget_raise", args)]), Script(text="ok"))
+    await bot.mention("C1", "raise my budget", fake_slack)
+    await bot.idle()
+    offered = [t["function"]["name"] for t in fake_model.requests[0].body.get("tools") or []]
+    assert "budget_raise" not in offered
+    told = [m for m in fake_model.requests[1].body["messages"] if m["role"] == "tool"]
+    assert "there is no tool 'budget_raise'" in told[0]["content"]
+    assert await raises(bot) == []
+    assert ledger.applied == []
