@@ -22,6 +22,7 @@ class StubLedger:
     raised: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
     keys: set[str] = field(default_factory=set)
     applied: list[tuple[str, str, Decimal | None, int | None, str]] = field(default_factory=list)
+    calls: int = 0  # raise_limit calls, applied or not
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> StubLedger:
         ledger = self
@@ -37,6 +38,7 @@ class StubLedger:
             tokens: int | None,
             key: str = "",
         ) -> Standing:
+            ledger.calls += 1
             if key not in ledger.keys:
                 ledger.keys.add(key)
                 ledger.applied.append((name, window_key, usd, tokens, key))

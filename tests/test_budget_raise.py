@@ -7,6 +7,7 @@ model is never offered the action and a call naming it is refused."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from copy import deepcopy
 from pathlib import Path
@@ -277,3 +278,40 @@ async def test_the_model_is_never_offered_the_raise_and_a_call_naming_it_is_refu
     assert "there is no tool 'budget_raise'" in told[0]["content"]
     assert await raises(bot) == []
     assert ledger.applied == []
+
+
+async def test_two_replicas_clicking_at_once_raise_once_and_resume_once(
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    migrated_database_url: str,
+    tmp_path: Path,
+    ledger: StubLedger,
+) -> None:
+    """Two bots on one database; both owners approve at the same moment, each on another
+    replica: one raise, one resume, one more model call."""
+    path = tmp_path / "policy.yaml"
+    path.write_text(budget_policy())
+    fake_slack.user_groups[FINANCE] = ["UCAT"]
+    settings = make_settings(fake_slack, fake_model, migrated_database_url, policy_file=path)
+    first, second = await start_bot(settings), await start_bot(settings)
+    try:
+        pause_id, card = await pause_turn(first, fake_slack, fake_model)
+        await ask(first, fake_slack, card)
+        bob, cat = await card_in(fake_slack, "DBOB"), await card_in(fake_slack, "DCAT")
+        fake_model.script(Script(text="continued"))
+        asked_before = len(fake_model.requests)
+        await asyncio.gather(
+            first.click(bob, cards.APPROVE, "UBOB", "DBOB"),
+            second.click(cat, cards.APPROVE, "UCAT", "DCAT"),
+        )
+        await wait_until(lambda: len(fake_model.requests) == asked_before + 1, timeout=15)
+        await first.idle()
+        await second.idle()
+        assert ledger.calls == 1
+        assert len(ledger.applied) == 1
+        assert await pause_state(first, pause_id) == "resumed"
+        assert (await raises(first))[0].state == State.SUCCEEDED
+        assert len(fake_model.requests) == asked_before + 1
+    finally:
+        await stop_bot(second)
+        await stop_bot(first)
