@@ -5,9 +5,11 @@ lands (only these two methods are used by "Ask to raise")."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
@@ -25,6 +27,29 @@ class StubLedger:
     calls: int = 0  # raise_limit calls, applied or not
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> StubLedger:
+        for name, method in self.methods().items():
+            monkeypatch.setattr(Spend, name, method)
+        return self
+
+    def patch(self) -> Callable[[], None]:
+        """Installed until the returned function is called (outside pytest's fixtures)."""
+        before = {name: getattr(Spend, name) for name in ("standing", "raise_limit")}
+        for name, method in self.methods().items():
+            setattr(Spend, name, method)
+
+        def undo() -> None:
+            for name, method in before.items():
+                setattr(Spend, name, method)
+
+        return undo
+
+    def clear(self) -> None:
+        self.raised.clear()
+        self.keys.clear()
+        self.applied.clear()
+        self.calls = 0
+
+    def methods(self) -> dict[str, Any]:
         ledger = self
 
         async def standing(spend: Spend, name: str, window_key: str | None = None) -> Standing:
@@ -49,9 +74,7 @@ class StubLedger:
             assert found is not None
             return found
 
-        monkeypatch.setattr(Spend, "standing", standing)
-        monkeypatch.setattr(Spend, "raise_limit", raise_limit)
-        return self
+        return {"standing": standing, "raise_limit": raise_limit}
 
     def standing(self, spend: Spend, name: str, window_key: str) -> Standing | None:
         budgets, timezone = spend.budgets()
