@@ -61,7 +61,7 @@ def money(nano: int) -> str:
 
 
 def resets_phrase(standing: Standing) -> str:
-    """"resets 00:00 UTC", "resets Monday 00:00 Europe/Paris", "resets 1 Dec 00:00 UTC";
+    """ "resets 00:00 UTC", "resets Monday 00:00 Europe/Paris", "resets 1 Dec 00:00 UTC";
     "" for a turn window (it ends with the turn)."""
     if standing.resets_at is None:
         return ""
@@ -75,7 +75,7 @@ def resets_phrase(standing: Standing) -> str:
 
 
 def use_phrase(standing: Standing) -> str:
-    """"$12.00 of $12.00", "180,000 of 200,000 tokens", or both joined by "and"."""
+    """ "$12.00 of $12.00", "180,000 of 200,000 tokens", or both joined by "and"."""
     parts = []
     if standing.limit_nano is not None:
         parts.append(f"{money(standing.used_nano)} of {money(standing.limit_nano)}")
@@ -85,7 +85,7 @@ def use_phrase(standing: Standing) -> str:
 
 
 def sentence(standing: Standing) -> str:
-    """"support-daily, $12.00 of $12.00 today; resets 00:00 UTC"."""
+    """ "support-daily, $12.00 of $12.00 today; resets 00:00 UTC"."""
     said = f"{standing.name}, {use_phrase(standing)} {PERIOD[standing.window]}"
     resets = resets_phrase(standing)
     return f"{said}; {resets}" if resets else said
@@ -101,8 +101,8 @@ def window_named(budget: Budget, file_timezone: str, key: str) -> WindowAt:
             day = date.fromisoformat(key)
             return WindowAt(key, _midnight(day + timedelta(days=1), zone), name)
         if budget.window == "week":
-            year, week = key.split("-W")
-            monday = date.fromisocalendar(int(year), int(week), 1)
+            iso_year, iso_week = key.split("-W")
+            monday = date.fromisocalendar(int(iso_year), int(iso_week), 1)
             return WindowAt(key, _midnight(monday + timedelta(days=7), zone), name)
         if budget.window == "month":
             year, month = (int(part) for part in key.split("-"))
