@@ -14,11 +14,11 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot import metrics
-from bot.db.models import SpendRaise, SpendReservation, SpendWindow, utcnow
+from bot.db.models import SpendReservation, utcnow
 from bot.db.session import Database
 from bot.spend import ledger_rows as rows
 from bot.spend.budget_model import Budget
@@ -91,40 +91,33 @@ class Spend:
                 if budget.fallback_model != model and not rows.has_room(budget, row, nano, tokens):
                     metrics.SPEND_REFUSALS.labels(budget.scope.kind).inc()
                     return Refused(rows.standing_of(budget, at[budget.name], row))
-            ids = [locked[key].id for key in keys]
-            await session.execute(
-                update(SpendWindow)
-                .where(SpendWindow.id.in_(ids))
-                .values(
-                    reserved_nano=SpendWindow.reserved_nano + nano,
-                    reserved_tokens=SpendWindow.reserved_tokens + tokens,
-                    version=SpendWindow.version + 1,
-                )
-            )
+            await rows.add_to(session, [locked[key].id for key in keys], nano, tokens)
             holds = [
                 {"window": locked[key].id, "budget": b.name, "scope": b.scope.kind}
                 for key, b in zip(keys, applying, strict=True)
             ]
-            reservation = SpendReservation(
-                model=model,
-                state=rows.HELD,
-                team_id=asker.team_id,
-                user_id=asker.user_id,
-                turn_key=asker.turn_key,
-                holds=holds,
-                estimate_nano=nano,
-                estimate_tokens=tokens,
-                created_at=now,
+            reservation_id = await session.scalar(
+                insert(SpendReservation)
+                .values(
+                    model=model,
+                    state=rows.HELD,
+                    team_id=asker.team_id,
+                    user_id=asker.user_id,
+                    turn_key=asker.turn_key,
+                    holds=holds,
+                    estimate_nano=nano,
+                    estimate_tokens=tokens,
+                    created_at=now,
+                )
+                .returning(SpendReservation.id)
             )
-            session.add(reservation)
-            await session.flush()
         for budget in applying:
             metrics.SPEND_RESERVATIONS.labels(budget.scope.kind, rows.HELD).inc()
-        return Reservation(id=reservation.id, model=model, tokens=tokens, nano=nano)
+        return Reservation(id=reservation_id, model=model, tokens=tokens, nano=nano)
 
     async def _locked(
         self, session: AsyncSession, keys: list[tuple[str, str]], now: datetime
-    ) -> dict[tuple[str, str], SpendWindow]:
+    ) -> dict[tuple[str, str], rows.WindowRow]:
         locked = await rows.lock_rows(session, keys)
         if len(locked) < len(keys):
             # A window's first call: create its rows, then lock them all, in name order. On
@@ -162,22 +155,26 @@ class Spend:
 
     async def _claim(
         self, session: AsyncSession, reservation_id: int, state: str, now: datetime, **values: Any
-    ) -> SpendReservation | None:
+    ) -> rows.Claimed | None:
         """Move a held reservation to `state` (compare-and-set); None if it was not held."""
         result = await session.execute(
             update(SpendReservation)
             .where(SpendReservation.id == reservation_id, SpendReservation.state == rows.HELD)
             .values(state=state, settled_at=now, **values)
-            .returning(SpendReservation.id)
+            .returning(
+                SpendReservation.holds,
+                SpendReservation.estimate_nano,
+                SpendReservation.estimate_tokens,
+            )
+            .execution_options(synchronize_session=False)
         )
-        if result.first() is None:
-            return None
-        return await session.get(SpendReservation, reservation_id, populate_existing=True)
+        found = result.first()
+        return None if found is None else rows.Claimed(*found)
 
     async def _charge(
         self,
         session: AsyncSession,
-        reservation: SpendReservation,
+        claimed: rows.Claimed,
         nano: int,
         tokens: int,
         event: str,
@@ -185,15 +182,17 @@ class Spend:
     ) -> list[SoftCrossing]:
         """Swap the reservation's hold for its charge in each window it held; claim each soft
         notice this charge brings due (compare-and-set on the window's marker)."""
-        ids = [int(hold["window"]) for hold in reservation.holds]
+        ids = [int(hold["window"]) for hold in claimed.holds]
         locked = await rows.lock_by_id(session, ids)
-        for row in locked:  # locked: plain arithmetic is safe, and flushed at commit
-            row.reserved_nano -= reservation.estimate_nano
-            row.reserved_tokens -= reservation.estimate_tokens
-            row.used_nano += nano
-            row.used_tokens += tokens
-            row.version += 1
-        for hold in reservation.holds:
+        await rows.add_to(
+            session,
+            ids,
+            -claimed.estimate_nano,
+            -claimed.estimate_tokens,
+            used_nano=nano,
+            used_tokens=tokens,
+        )
+        for hold in claimed.holds:
             scope = str(hold["scope"])
             metrics.SPEND_RESERVATIONS.labels(scope, event).inc()
             metrics.SPEND_USD.labels(scope).inc(float(usd_of(nano)))
@@ -208,15 +207,9 @@ class Spend:
             at = window_named(budget, tz, row.window_key)
             if budget.window != "turn" and at.key != window_at(budget, tz, now, "").key:
                 continue  # a window already over: nobody needs a notice about it
-            if not rows.past_soft(budget, row):
-                continue
-            won = await session.execute(
-                update(SpendWindow)
-                .where(SpendWindow.id == row.id, SpendWindow.soft_noticed_at.is_(None))
-                .values(soft_noticed_at=now)
-                .returning(SpendWindow.id)
-            )
-            if won.first() is not None:
+            row.used_nano += nano
+            row.used_tokens += tokens
+            if rows.past_soft(budget, row) and await rows.claim_soft_notice(session, row.id, now):
                 crossings.append(SoftCrossing(rows.standing_of(budget, at, row)))
         return crossings
 
@@ -278,36 +271,17 @@ class Spend:
         budget = next((b for b in budgets if b.name == name), None)
         if budget is None:
             raise ValueError(f"no budget is named {name!r}")
-        nano = nano_of(usd) if usd is not None else 0
-        more_tokens = tokens or 0
+        nano, more = (nano_of(usd) if usd is not None else 0), tokens or 0
         now = self._now()
         async with self.db.transaction() as session:
-            locked = await self._locked(session, [(name, window_key)], now)
-            row = locked[(name, window_key)]
-            if key is None or await self._first_use(session, key, name, window_key, nano, tokens):
+            row = (await self._locked(session, [(name, window_key)], now))[(name, window_key)]
+            if key is None or await rows.record_raise(
+                session, key, name, window_key, nano, more, now
+            ):
+                await rows.add_to(session, [row.id], 0, 0, raised_nano=nano, raised_tokens=more)
                 row.raised_nano += nano
-                row.raised_tokens += more_tokens
-                row.version += 1
+                row.raised_tokens += more
         return rows.standing_of(budget, window_named(budget, tz, window_key), row)
-
-    async def _first_use(
-        self,
-        session: AsyncSession,
-        key: str,
-        name: str,
-        window_key: str,
-        nano: int,
-        tokens: int | None,
-    ) -> bool:
-        """Record the raise under its key; False if that key was applied before. The window
-        row is locked already, so two replicas applying one key queue here."""
-        if await session.scalar(select(SpendRaise.id).where(SpendRaise.key == key)) is not None:
-            return False
-        session.add(
-            SpendRaise(key=key, budget=name, window_key=window_key, nano=nano, tokens=tokens or 0)
-        )
-        await session.flush()
-        return True
 
     async def release_stale(self, older_than: timedelta) -> int:
         """Release holds left by calls that never settled (a crashed process): each is
@@ -334,7 +308,12 @@ class Spend:
                 )
                 if claimed is None:
                     continue  # settled meanwhile
-                claimed.charged_nano = claimed.estimate_nano
+                await session.execute(
+                    update(SpendReservation)
+                    .where(SpendReservation.id == reservation_id)
+                    .values(charged_nano=claimed.estimate_nano)
+                    .execution_options(synchronize_session=False)
+                )
                 await self._charge(
                     session,
                     claimed,

@@ -10,19 +10,58 @@ serialised there without it."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
-from sqlalchemy import ColumnElement, and_, or_, select
+from sqlalchemy import ColumnElement, Select, and_, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.db.models import SpendWindow
+from bot.db.models import SpendRaise, SpendWindow
 from bot.spend.budget_model import Budget
 from bot.spend.standing import Asker, Standing, nano_of
 from bot.spend.windows import WindowAt
 
 HELD, SETTLED, RELEASED = "held", "settled", "released"
+
+
+@dataclass
+class WindowRow:
+    """A `spend_windows` row as read (plain values: the ledger writes with single UPDATE
+    statements, never through the session's copies)."""
+
+    id: int
+    budget: str
+    window_key: str
+    used_nano: int
+    reserved_nano: int
+    used_tokens: int
+    reserved_tokens: int
+    raised_nano: int
+    raised_tokens: int
+    soft_noticed_at: datetime | None
+
+
+@dataclass
+class Claimed:
+    """A reservation just moved out of `held`: what it held, where."""
+
+    holds: list[dict[str, Any]]
+    estimate_nano: int
+    estimate_tokens: int
+
+
+_COLUMNS = [getattr(SpendWindow, name) for name in WindowRow.__dataclass_fields__]
+
+
+def _select() -> Select[Any]:
+    return select(*_COLUMNS)
+
+
+def _rows(result: Iterable[Any]) -> list[WindowRow]:
+    return [WindowRow(*row) for row in result]
 
 
 def applies(budget: Budget, asker: Asker) -> bool:
@@ -40,7 +79,7 @@ def applies(budget: Budget, asker: Asker) -> bool:
     return value in asker.packs  # pack
 
 
-def limits(budget: Budget, row: SpendWindow | None) -> tuple[int | None, int | None]:
+def limits(budget: Budget, row: WindowRow | None) -> tuple[int | None, int | None]:
     """The hard limits in force: the policy's value read now, plus this window's raises."""
     raised_nano = row.raised_nano if row else 0
     raised_tokens = row.raised_tokens if row else 0
@@ -49,7 +88,7 @@ def limits(budget: Budget, row: SpendWindow | None) -> tuple[int | None, int | N
     return money, tokens
 
 
-def has_room(budget: Budget, row: SpendWindow, nano: int, tokens: int) -> bool:
+def has_room(budget: Budget, row: WindowRow, nano: int, tokens: int) -> bool:
     """Used + held + this call stay within every hard limit."""
     money_limit, token_limit = limits(budget, row)
     if money_limit is not None and row.used_nano + row.reserved_nano + nano > money_limit:
@@ -57,7 +96,7 @@ def has_room(budget: Budget, row: SpendWindow, nano: int, tokens: int) -> bool:
     return token_limit is None or row.used_tokens + row.reserved_tokens + tokens <= token_limit
 
 
-def past_soft(budget: Budget, row: SpendWindow) -> bool:
+def past_soft(budget: Budget, row: WindowRow) -> bool:
     """The window's use reached the budget's soft fraction of a limit."""
     if budget.soft is None:
         return False
@@ -68,7 +107,7 @@ def past_soft(budget: Budget, row: SpendWindow) -> bool:
     return money or tokens
 
 
-def standing_of(budget: Budget, at: WindowAt, row: SpendWindow | None) -> Standing:
+def standing_of(budget: Budget, at: WindowAt, row: WindowRow | None) -> Standing:
     money_limit, token_limit = limits(budget, row)
     return Standing(
         name=budget.name,
@@ -96,11 +135,11 @@ def _matching(keys: Iterable[tuple[str, str]]) -> ColumnElement[bool]:
 
 async def read_rows(
     session: AsyncSession, keys: list[tuple[str, str]]
-) -> dict[tuple[str, str], SpendWindow]:
+) -> dict[tuple[str, str], WindowRow]:
     """The window rows that exist for (budget, window key) pairs, unlocked."""
     if not keys:
         return {}
-    found = await session.scalars(select(SpendWindow).where(_matching(keys)))
+    found = _rows(await session.execute(_select().where(_matching(keys))))
     return {(row.budget, row.window_key): row for row in found}
 
 
@@ -130,25 +169,84 @@ async def create_rows(session: AsyncSession, keys: list[tuple[str, str]], now: d
 
 async def lock_rows(
     session: AsyncSession, keys: list[tuple[str, str]]
-) -> dict[tuple[str, str], SpendWindow]:
-    """The window rows for `keys`, locked in budget-name order, read fresh from the database
-    (never a stale copy from the session)."""
-    found = await session.scalars(
-        select(SpendWindow)
-        .where(_matching(keys))
-        .order_by(SpendWindow.budget, SpendWindow.window_key)
-        .with_for_update()
-        .execution_options(populate_existing=True)
+) -> dict[tuple[str, str], WindowRow]:
+    """The window rows for `keys`, locked in budget-name order."""
+    found = _rows(
+        await session.execute(
+            _select()
+            .where(_matching(keys))
+            .order_by(SpendWindow.budget, SpendWindow.window_key)
+            .with_for_update()
+        )
     )
     return {(row.budget, row.window_key): row for row in found}
 
 
-async def lock_by_id(session: AsyncSession, ids: list[int]) -> list[SpendWindow]:
-    found = await session.scalars(
-        select(SpendWindow)
-        .where(SpendWindow.id.in_(ids))
-        .order_by(SpendWindow.budget, SpendWindow.window_key)
-        .with_for_update()
-        .execution_options(populate_existing=True)
+async def lock_by_id(session: AsyncSession, ids: list[int]) -> list[WindowRow]:
+    return _rows(
+        await session.execute(
+            _select()
+            .where(SpendWindow.id.in_(ids))
+            .order_by(SpendWindow.budget, SpendWindow.window_key)
+            .with_for_update()
+        )
     )
-    return list(found)
+
+
+async def record_raise(
+    session: AsyncSession,
+    key: str,
+    budget: str,
+    window_key: str,
+    nano: int,
+    tokens: int,
+    now: datetime,
+) -> bool:
+    """Record an approved raise under its idempotency key; False if that key was recorded
+    before (ON CONFLICT DO NOTHING: two replicas applying one approval add it once)."""
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    statement = (
+        insert(SpendRaise)
+        .values(
+            key=key, budget=budget, window_key=window_key, nano=nano, tokens=tokens, created_at=now
+        )
+        .on_conflict_do_nothing(index_elements=["key"])
+        .returning(SpendRaise.id)
+    )
+    return (await session.execute(statement)).first() is not None
+
+
+async def add_to(
+    session: AsyncSession,
+    ids: list[int],
+    reserved_nano: int,
+    reserved_tokens: int,
+    **more: int,
+) -> None:
+    """Add to the holds (and `more`: used_nano, used_tokens, raised_nano, raised_tokens) of
+    window rows already locked: one statement for all of them."""
+    values = {
+        "reserved_nano": SpendWindow.reserved_nano + reserved_nano,
+        "reserved_tokens": SpendWindow.reserved_tokens + reserved_tokens,
+        "version": SpendWindow.version + 1,
+    }
+    values |= {name: getattr(SpendWindow, name) + amount for name, amount in more.items()}
+    await session.execute(
+        update(SpendWindow)
+        .where(SpendWindow.id.in_(ids))
+        .values(values)
+        .execution_options(synchronize_session=False)
+    )
+
+
+async def claim_soft_notice(session: AsyncSession, window_id: int, now: datetime) -> bool:
+    """Take the window's one soft notice (compare-and-set on its marker)."""
+    won = await session.execute(
+        update(SpendWindow)
+        .where(SpendWindow.id == window_id, SpendWindow.soft_noticed_at.is_(None))
+        .values(soft_noticed_at=now)
+        .returning(SpendWindow.id)
+        .execution_options(synchronize_session=False)
+    )
+    return won.first() is not None
