@@ -11,6 +11,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from prometheus_client import REGISTRY
 
 from bot.db.session import Database
 from bot.spend.ledger import Spend
@@ -257,3 +258,24 @@ async def test_fifty_calls_at_once_on_two_replicas_never_pass_the_limit(
         assert alice.reserved_tokens == 10 * 2000  # nothing held for the refused ones
     finally:
         await other.dispose()
+
+
+def sample(name: str, scope: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, {"scope": scope, **labels}) or 0.0
+
+
+async def test_spend_and_refusals_are_exported_by_scope(db: Database) -> None:
+    spend = spend_on(db, Policy([budget("me", scope={"user": "U0ALICE"}, tokens=2000)]))
+    before = (
+        sample("countersign_spend_tokens_total", "user"),
+        sample("countersign_spend_refusals_total", "user"),
+        sample("countersign_spend_reservations_total", "user", event="settled"),
+    )
+    await spend.settle(await hold(spend), Tokens(1000, 500), Tokens(0, 0))
+    await spend.reserve(ALICE, MODEL, 1000, 1000)  # 1,500 used: no room for 2,000 more
+    after = (
+        sample("countersign_spend_tokens_total", "user"),
+        sample("countersign_spend_refusals_total", "user"),
+        sample("countersign_spend_reservations_total", "user", event="settled"),
+    )
+    assert [b - a for a, b in zip(before, after, strict=True)] == [1500, 1, 1]
