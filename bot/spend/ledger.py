@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import CursorResult, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot import metrics
@@ -67,9 +67,8 @@ class Spend(Standings):
                 {"window": locked[key].id, "budget": b.name, "scope": b.scope.kind}
                 for key, b in zip(keys, applying, strict=True)
             ]
-            reservation_id = await session.scalar(
-                insert(SpendReservation)
-                .values(
+            inserted: CursorResult[Any] = await session.execute(  # type: ignore[assignment]
+                insert(SpendReservation).values(
                     model=model,
                     state=rows.HELD,
                     team_id=asker.team_id,
@@ -80,8 +79,8 @@ class Spend(Standings):
                     estimate_tokens=tokens,
                     created_at=now,
                 )
-                .returning(SpendReservation.id)
             )
+            (reservation_id,) = inserted.inserted_primary_key or (None,)
         for budget in applying:
             metrics.SPEND_RESERVATIONS.labels(budget.scope.kind, rows.HELD).inc()
         return Reservation(id=reservation_id, model=model, tokens=tokens, nano=nano)
@@ -154,8 +153,7 @@ class Spend(Standings):
         """Swap the reservation's hold for its charge in each window it held; claim each soft
         notice this charge brings due (compare-and-set on the window's marker)."""
         ids = [int(hold["window"]) for hold in claimed.holds]
-        locked = await rows.lock_by_id(session, ids)
-        await rows.add_to(
+        charged = await rows.lock_and_add_to(
             session,
             ids,
             -claimed.estimate_nano,
@@ -171,15 +169,13 @@ class Spend(Standings):
         budgets, tz = self.budgets()
         by_name = {b.name: b for b in budgets}
         crossings: list[SoftCrossing] = []
-        for row in locked:
+        for row in charged:
             budget = by_name.get(row.budget)
             if budget is None or budget.soft is None or row.soft_noticed_at is not None:
                 continue
             at = window_named(budget, tz, row.window_key)
             if budget.window != "turn" and at.key != window_at(budget, tz, now, "").key:
                 continue  # a window already over: nobody needs a notice about it
-            row.used_nano += nano
-            row.used_tokens += tokens
             if rows.past_soft(budget, row) and await rows.claim_soft_notice(session, row.id, now):
                 crossings.append(SoftCrossing(rows.standing_of(budget, at, row)))
         return crossings

@@ -182,15 +182,68 @@ async def lock_rows(
     return {(row.budget, row.window_key): row for row in found}
 
 
-async def lock_by_id(session: AsyncSession, ids: list[int]) -> list[WindowRow]:
+def _increments(reserved_nano: int, reserved_tokens: int, more: dict[str, int]) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "reserved_nano": SpendWindow.reserved_nano + reserved_nano,
+        "reserved_tokens": SpendWindow.reserved_tokens + reserved_tokens,
+        "version": SpendWindow.version + 1,
+    }
+    return values | {name: getattr(SpendWindow, name) + amount for name, amount in more.items()}
+
+
+async def add_to(
+    session: AsyncSession,
+    ids: list[int],
+    reserved_nano: int,
+    reserved_tokens: int,
+    **more: int,
+) -> None:
+    """Add to the holds (and `more`: used_nano, used_tokens, raised_nano, raised_tokens) of
+    window rows already locked: one statement for all of them."""
+    await session.execute(
+        update(SpendWindow)
+        .where(SpendWindow.id.in_(ids))
+        .values(_increments(reserved_nano, reserved_tokens, more))
+        .execution_options(synchronize_session=False)
+    )
+
+
+async def lock_and_add_to(
+    session: AsyncSession,
+    ids: list[int],
+    reserved_nano: int,
+    reserved_tokens: int,
+    **more: int,
+) -> list[WindowRow]:
+    """`add_to` rows not yet locked, in one statement that locks them in name order first
+    (a sub-select FOR UPDATE … ORDER BY), and their values after it."""
+    in_order = (
+        select(SpendWindow.id)
+        .where(SpendWindow.id.in_(ids))
+        .order_by(SpendWindow.budget, SpendWindow.window_key)
+        .with_for_update()
+    )
     return _rows(
         await session.execute(
-            _select()
-            .where(SpendWindow.id.in_(ids))
-            .order_by(SpendWindow.budget, SpendWindow.window_key)
-            .with_for_update()
+            update(SpendWindow)
+            .where(SpendWindow.id.in_(in_order))
+            .values(_increments(reserved_nano, reserved_tokens, more))
+            .returning(*_COLUMNS)
+            .execution_options(synchronize_session=False)
         )
     )
+
+
+async def claim_soft_notice(session: AsyncSession, window_id: int, now: datetime) -> bool:
+    """Take the window's one soft notice (compare-and-set on its marker)."""
+    won = await session.execute(
+        update(SpendWindow)
+        .where(SpendWindow.id == window_id, SpendWindow.soft_noticed_at.is_(None))
+        .values(soft_noticed_at=now)
+        .returning(SpendWindow.id)
+        .execution_options(synchronize_session=False)
+    )
+    return won.first() is not None
 
 
 async def record_raise(
@@ -215,38 +268,3 @@ async def record_raise(
         .returning(SpendRaise.id)
     )
     return (await session.execute(statement)).first() is not None
-
-
-async def add_to(
-    session: AsyncSession,
-    ids: list[int],
-    reserved_nano: int,
-    reserved_tokens: int,
-    **more: int,
-) -> None:
-    """Add to the holds (and `more`: used_nano, used_tokens, raised_nano, raised_tokens) of
-    window rows already locked: one statement for all of them."""
-    values = {
-        "reserved_nano": SpendWindow.reserved_nano + reserved_nano,
-        "reserved_tokens": SpendWindow.reserved_tokens + reserved_tokens,
-        "version": SpendWindow.version + 1,
-    }
-    values |= {name: getattr(SpendWindow, name) + amount for name, amount in more.items()}
-    await session.execute(
-        update(SpendWindow)
-        .where(SpendWindow.id.in_(ids))
-        .values(values)
-        .execution_options(synchronize_session=False)
-    )
-
-
-async def claim_soft_notice(session: AsyncSession, window_id: int, now: datetime) -> bool:
-    """Take the window's one soft notice (compare-and-set on its marker)."""
-    won = await session.execute(
-        update(SpendWindow)
-        .where(SpendWindow.id == window_id, SpendWindow.soft_noticed_at.is_(None))
-        .values(soft_noticed_at=now)
-        .returning(SpendWindow.id)
-        .execution_options(synchronize_session=False)
-    )
-    return won.first() is not None
