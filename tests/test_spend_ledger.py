@@ -279,3 +279,32 @@ async def test_spend_and_refusals_are_exported_by_scope(db: Database) -> None:
         sample("countersign_spend_reservations_total", "user", event="settled"),
     )
     assert [b - a for a, b in zip(before, after, strict=True)] == [1500, 1, 1]
+
+
+async def test_calls_reserving_and_settling_at_once_on_two_replicas_add_up(
+    db: Database, migrated_database_url: str
+) -> None:
+    """Holds and charges cross between replicas while other calls reserve: every window row
+    is locked in one order, so nothing waits in a circle, and every token is counted once."""
+    other = Database.from_url(migrated_database_url)
+    try:
+        policy = Policy(
+            [
+                budget("all", usd=10, soft=0.9),
+                budget("eng", scope={"group": "S0ENG"}, tokens=10**6),
+                budget("support", scope={"channel": "C0SUPPORT"}, usd=10),
+            ]
+        )
+        spends = [spend_on(db, policy), spend_on(other, policy)]
+
+        async def call(i: int) -> None:
+            held = await hold(spends[i % 2], asker=replace(ALICE, turn_key=f"t{i}"), size=100)
+            await spends[(i + 1) % 2].settle(held, Tokens(60, 40), Tokens(0, 0))
+
+        await asyncio.gather(*(call(i) for i in range(30)))
+        for name in ("all", "eng", "support"):
+            now = await standing(spends[0], name)
+            assert (now.used_tokens, now.reserved_tokens, now.reserved_nano) == (3000, 0, 0)
+            assert now.used_nano == 30 * (60 * 150 + 40 * 600)
+    finally:
+        await other.dispose()
