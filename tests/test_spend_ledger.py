@@ -9,12 +9,15 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import timedelta
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from prometheus_client import REGISTRY
 
 from bot.db.session import Database
+from bot.policy.source import PolicySource
 from bot.spend.ledger import Spend
+from bot.spend.prices import Prices
 from bot.spend.standing import Refused, Reservation, Tokens
 from tests.spend_helpers import (
     ALICE,
@@ -308,3 +311,19 @@ async def test_calls_reserving_and_settling_at_once_on_two_replicas_add_up(
             assert now.used_nano == 30 * (60 * 150 + 40 * 600)
     finally:
         await other.dispose()
+
+
+async def test_the_policy_files_budgets_are_read_at_every_call(
+    db: Database, tmp_path: Path
+) -> None:
+    path = tmp_path / "policy.yaml"
+    body = "version: 1\ndefault: ask\nrules: []\ntimezone: Europe/Paris\nbudgets:\n"
+    path.write_text(body + "  - {name: all, scope: {workspace: true}, window: day, tokens: 9000}\n")
+    source = PolicySource(path)
+    source.load()
+    spend = Spend(db, source.budgets, Prices.load(None), now=Clock())
+    await spend.settle(await hold(spend), Tokens(1000, 1000), Tokens(0, 0))
+    path.write_text(body + "  - {name: all, scope: {workspace: true}, window: day, tokens: 3000}\n")
+    assert source.refresh()  # the watcher's check found the edit
+    refused = await refusal(spend)
+    assert (refused.standing.limit_tokens, refused.standing.timezone) == (3000, "Europe/Paris")
