@@ -125,7 +125,7 @@ class Countersign:
         live_replies = LiveReplies(db, worker, settings.lease_seconds)
         cards = CardPublisher(slack, budget, approvals, registry, policies, tasks, groups)
         door = one_door(policy, groups, slack, db, registry, approvals)
-        spend = spend_of(db, policy)
+        spend = spend_of(settings, db, policy)
         registry.add(raise_tool(spend))  # internal: proposed by "Ask to raise", never the model
         desk = ActionDesk(registry, policies, approvals, cards, door)
         conversations = Conversations(

@@ -40,7 +40,6 @@ from bot.slack.raise_outcomes import RaiseOutcomes
 from bot.slack.raise_requests import RaiseRequests
 from bot.slack.web_client import web_client
 from bot.spend.ledger import Spend
-from bot.spend.prices import Prices
 from bot.tasks import TaskGroup
 from bot.tools.catalog import ToolRegistry
 from bot.tools.context import ToolContext
@@ -247,13 +246,9 @@ def sweeper_of(
     )
 
 
-def spend_of(db: Database, policy: PolicySource) -> Spend:
+def spend_of(settings: Settings, db: Database, policy: PolicySource) -> Spend:
     """The spend ledger, reading the budgets of the policy in force at every call."""
-    return Spend(
-        db,
-        lambda: (policy.current.policy.budgets, policy.current.policy.timezone),
-        Prices({}),  # MODEL_PRICES: wired with the ledger (helper S1)
-    )
+    return Spend(db, policy.budgets, settings.load_prices())
 
 
 def budget_raises(

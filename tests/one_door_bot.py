@@ -19,7 +19,6 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -34,7 +33,6 @@ from tests.fakes.openai import Script
 from tests.fakes.slack import BOT_USER_ID, TEAM_ID, FakeSlack
 from tests.harness import RunningBot, make_settings, start_bot, stop_bot
 from tests.one_door_fakes import ScriptedModel, SentMessage, read_exec, sent_messages, write_call
-from tests.one_door_raises import LEDGER
 from tests.one_door_world import (
     APPROVERS_CHANNEL,
     EXEC,
@@ -100,7 +98,6 @@ class OneDoorBot:
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     restarts: int = 0
     steps: int = 0
-    unpatch: Callable[[], None] = lambda: None  # the stand-in ledger's, until the real one
 
     # -- life ---------------------------------------------------------------------------------
     @classmethod
@@ -112,7 +109,6 @@ class OneDoorBot:
         path = root / "policy.yaml"
         path.write_text(policy_text)
         made = cls(root, loop, slack, model, path)  # type: ignore[arg-type]
-        made.unpatch = LEDGER.patch()
         made.run(made._start())
         made.run(made._outage_triggers())
         return made
@@ -148,7 +144,6 @@ class OneDoorBot:
         self.slack.stop()
         self.model.stop()
         self.loop.close()
-        self.unpatch()
         shutil.rmtree(self.root, ignore_errors=True)
 
     def run(self, coro: Any) -> Any:
@@ -187,7 +182,6 @@ class OneDoorBot:
         for found in (slack.ephemerals, slack.responses, slack.published, slack.views):
             found.clear()
         slack.calls.clear()
-        LEDGER.clear()
         self.seen_calls = 0
         self.triggers.clear()
         self.model.plans.clear()

@@ -169,11 +169,12 @@ class Observer:
                     Finding("a raise ran that the door does not allow", f"{call.key}: {why}")
                 )
         least, most = max(done) - BASE_NANO, max(tried) - BASE_NANO
-        if not least <= raised_nano() <= most:
+        raised = self.bot.run(raised_nano(self.bot))
+        if not least <= raised <= most:
             found.append(
                 Finding(
                     "a raise applied twice or not to the limit its card showed",
-                    f"raised by {raised_nano()} nano-dollars; the raises that ran say "
+                    f"raised by {raised} nano-dollars; the raises that ran say "
                     f"{least} (succeeded) to {most}",
                 )
             )

@@ -1,24 +1,25 @@
 """The one-door test's levers for budget raises (issue 29): a turn paused at the budget (a
 `BudgetPause` row and its card, as the pause flow makes them), "Ask to raise" clicked on it and
-its form sent as shown (twice the limit), and how much the budget was raised. The ledger is the
-stand-in of tests/spend_stub.py until the real one lands."""
+its form sent as shown (twice the limit), and how much the budget was raised (the ledger's
+record of applied raises)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bot.db.models import BudgetPause
+from sqlalchemy import func, select
+
+from bot.db.models import BudgetPause, SpendRaise
 from bot.slack.raise_form import ASK_RAISE
 from bot.slack.raise_outcomes import pause_blocks
 from tests.fakes.slack import TEAM_ID
 from tests.one_door_policy import BUDGET
 from tests.one_door_world import PUBLIC
-from tests.spend_stub import WINDOW, StubLedger
+from tests.raise_helpers import today
 
 if TYPE_CHECKING:
     from tests.one_door_bot import OneDoorBot
 
-LEDGER = StubLedger()
 BASE_NANO = 12 * 10**9  # the budget's limit in the generated policies
 
 
@@ -36,7 +37,7 @@ async def ask_raise(bot: OneDoorBot, requester: str, asker: str) -> int | None:
             thread_ts=None,
             turn_key=f"turn-{requester}",
             budget=BUDGET,
-            window_key=WINDOW,
+            window_key=today(),
             state="paused",
         )
         session.add(pause)
@@ -74,6 +75,10 @@ async def ask_raise(bot: OneDoorBot, requester: str, asker: str) -> int | None:
     return pause_id
 
 
-def raised_nano() -> int:
+async def raised_nano(bot: OneDoorBot) -> int:
     """How much the budget's window was raised, in nano-dollars."""
-    return LEDGER.raised.get((BUDGET, WINDOW), (0, 0))[0]
+    async with bot.bot.countersign.db.reading() as session:
+        added = await session.scalar(
+            select(func.coalesce(func.sum(SpendRaise.nano), 0)).where(SpendRaise.budget == BUDGET)
+        )
+    return int(added or 0)

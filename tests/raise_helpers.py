@@ -4,21 +4,26 @@ and the steps of asking, through the front door."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import select
 
-from bot.db.models import AuditEntry, BudgetPause, Conversation, Proposal
+from bot.db.models import AuditEntry, BudgetPause, Conversation, Proposal, SpendRaise
 from bot.slack.raise_form import ASK_RAISE
 from bot.slack.raise_outcomes import pause_blocks
+from bot.spend.ledger import Spend
+from bot.spend.prices import Prices
 from bot.spend.raise_action import RAISE_TOOL
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import TEAM_ID, FakeSlack, StoredMessage, wait_until
 from tests.harness import RunningBot
-from tests.spend_stub import WINDOW
 
 BUDGET = "support-daily"
+BASE_NANO = 12 * 10**9  # its limit in `budget_policy`
 FINANCE = "S0FINANCE"
 
 
@@ -57,7 +62,7 @@ async def pause_turn(
             thread_ts=ts,
             turn_key=f"turn:{ts}",
             budget=BUDGET,
-            window_key=WINDOW,
+            window_key=today(),
             state="paused",
         )
         session.add(pause)
@@ -127,3 +132,31 @@ async def card_in(slack: FakeSlack, channel: str) -> StoredMessage:
 
 def shows(message: StoredMessage) -> str:
     return message.text + json.dumps(message.blocks)
+
+
+def today() -> str:
+    """The key of the day window now (the policy's time zone: UTC)."""
+    return datetime.now(UTC).date().isoformat()
+
+
+async def applied(bot: RunningBot) -> list[tuple[str, str, int, str]]:
+    """The raises the ledger applied: (budget, window, nano-dollars added, key)."""
+    async with bot.countersign.db.reading() as session:
+        rows = await session.scalars(select(SpendRaise).order_by(SpendRaise.id))
+        return [(r.budget, r.window_key, r.nano, r.key) for r in rows]
+
+
+async def until_applied(bot: RunningBot, count: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while len(await applied(bot)) < count:
+        assert time.monotonic() < deadline, "the raise was not applied"
+        await asyncio.sleep(0.02)
+
+
+async def limit_now(bot: RunningBot) -> int | None:
+    """The budget's money limit in today's window, raises included (nano-dollars)."""
+    policy = bot.countersign.policy
+    assert policy is not None
+    spend = Spend(bot.countersign.db, policy.budgets, Prices({}))
+    standing = await spend.standing(BUDGET, today())
+    return None if standing is None else standing.limit_nano

@@ -23,23 +23,21 @@ from tests.harness import RunningBot, make_settings, start_bot, stop_bot
 from tests.raise_helpers import (
     BUDGET,
     FINANCE,
+    applied,
     ask,
     audit_events,
     budget_policy,
     card_in,
+    limit_now,
     pause_card,
     pause_state,
     pause_turn,
     raises,
     shows,
+    today,
+    until_applied,
 )
-from tests.spend_stub import WINDOW, StubLedger
 from tests.test_approvals_flow import call
-
-
-@pytest.fixture
-def ledger(monkeypatch: pytest.MonkeyPatch) -> StubLedger:
-    return StubLedger().install(monkeypatch)
 
 
 @pytest.fixture
@@ -49,7 +47,6 @@ async def raising(
     fake_model: FakeOpenAI,
     sqlite_url: str,
     tmp_path: Path,
-    ledger: StubLedger,
 ) -> AsyncIterator[RunningBot]:
     path = tmp_path / "policy.yaml"
     path.write_text(getattr(request, "param", budget_policy()))
@@ -61,7 +58,7 @@ async def raising(
 
 
 async def test_an_owner_approves_and_the_paused_turn_resumes_once(
-    raising: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI, ledger: StubLedger
+    raising: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
     bot = raising
     pause_id, card = await pause_turn(bot, fake_slack, fake_model)
@@ -85,10 +82,10 @@ async def test_an_owner_approves_and_the_paused_turn_resumes_once(
     await bot.idle()
     await wait_until(lambda: len(fake_model.requests) == asked_before + 1, timeout=10)
     await bot.idle()
-    assert len(ledger.applied) == 1
-    (name, window, usd, tokens, key) = ledger.applied[0]
-    assert (name, window, str(usd), tokens) == (BUDGET, WINDOW, "12.000000000", None)
+    ((name, window, nano, key),) = await applied(bot)
+    assert (name, window, nano) == (BUDGET, today(), 12 * 10**9)
     assert key == (await raises(bot))[0].idempotency_key
+    assert await limit_now(bot) == 24 * 10**9
     assert await pause_state(bot, pause_id) == "resumed"
     (settled,) = await raises(bot)
     assert (settled.state, settled.decided_by) == (State.SUCCEEDED, "UBOB")
@@ -102,12 +99,13 @@ async def test_an_owner_approves_and_the_paused_turn_resumes_once(
     # Once: a second click, a retry of the sweep, nothing more is asked or raised.
     assert await bot.click(again, cards.APPROVE, "UBOB", "DBOB") == 200
     await bot.idle()
-    assert len(ledger.applied) == 1
+    assert len(await applied(bot)) == 1
+    assert await limit_now(bot) == 24 * 10**9
     assert len(fake_model.requests) == asked_before + 1
 
 
 async def test_a_declined_raise_leaves_the_turn_paused_and_its_card_says_why(
-    raising: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI, ledger: StubLedger
+    raising: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
     bot = raising
     pause_id, card = await pause_turn(bot, fake_slack, fake_model)
@@ -128,12 +126,12 @@ async def test_a_declined_raise_leaves_the_turn_paused_and_its_card_says_why(
     assert ASK_RAISE in shown
     assert "Continue on a cheaper model" in shown
     assert await pause_state(bot, pause_id) == "paused"
-    assert ledger.applied == []
+    assert await applied(bot) == []
     assert len(fake_model.requests) == asked_before
 
 
 async def test_only_the_requester_or_an_owner_may_ask_and_only_owners_approve(
-    raising: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI, ledger: StubLedger
+    raising: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
     bot = raising
     _pause_id, card = await pause_turn(bot, fake_slack, fake_model)
@@ -150,7 +148,7 @@ async def test_only_the_requester_or_an_owner_may_ask_and_only_owners_approve(
         assert await bot.click(bob, cards.APPROVE, stranger, "DBOB") == 200
         await bot.idle()
     assert (await raises(bot))[0].state == State.PROPOSED
-    assert ledger.applied == []
+    assert await applied(bot) == []
     refused = [t for t in fake_slack.ephemerals_for("UMALLORY") if "Nothing changed" in t]
     assert refused
     assert "not one of the approvers" in refused[-1]
@@ -158,7 +156,7 @@ async def test_only_the_requester_or_an_owner_may_ask_and_only_owners_approve(
 
 
 async def test_the_asker_who_owns_the_budget_cannot_approve_it_alone(
-    raising: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI, ledger: StubLedger
+    raising: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
     bot = raising
     _pause_id, card = await pause_turn(bot, fake_slack, fake_model, user="UBOB")
@@ -169,17 +167,16 @@ async def test_the_asker_who_owns_the_budget_cannot_approve_it_alone(
     assert await bot.click_value(proposal.id, cards.APPROVE, "UBOB", "DCAT", fake_slack) == 200
     await bot.idle()
     assert (await raises(bot))[0].state == State.PROPOSED
-    assert ledger.applied == []
+    assert await applied(bot) == []
     assert await bot.click_value(proposal.id, cards.APPROVE, "UCAT", "DCAT", fake_slack) == 200
     await bot.idle()
-    await wait_until(lambda: len(ledger.applied) == 1, timeout=10)
+    await until_applied(bot, 1)
 
 
 async def test_a_reload_removing_an_owner_revokes_them_at_the_next_click(
     raising: RunningBot,
     fake_slack: FakeSlack,
     fake_model: FakeOpenAI,
-    ledger: StubLedger,
     tmp_path: Path,
 ) -> None:
     bot = raising
@@ -191,13 +188,13 @@ async def test_a_reload_removing_an_owner_revokes_them_at_the_next_click(
     assert await bot.click(bob, cards.APPROVE, "UBOB", "DBOB") == 200
     await bot.idle()
     assert (await raises(bot))[0].state == State.PROPOSED
-    assert ledger.applied == []
+    assert await applied(bot) == []
     (proposal,) = await raises(bot)
     assert proposal.policy is not None
     assert proposal.policy["approvers"] == [FINANCE]
     assert await bot.click_value(proposal.id, cards.APPROVE, "UCAT", "DCAT", fake_slack) == 200
     await bot.idle()
-    await wait_until(lambda: len(ledger.applied) == 1, timeout=10)
+    await until_applied(bot, 1)
 
 
 @pytest.mark.parametrize(
@@ -230,14 +227,14 @@ async def test_bad_input_on_the_form_is_an_error_on_its_field_and_proposes_nothi
     indirect=True,
 )
 async def test_an_allow_rule_never_lets_a_raise_through_without_a_card(
-    raising: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI, ledger: StubLedger
+    raising: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
     bot = raising
     _pause_id, card = await pause_turn(bot, fake_slack, fake_model)
     await ask(bot, fake_slack, card)
     (proposal,) = await raises(bot)
     assert proposal.state == State.PROPOSED
-    assert ledger.applied == []
+    assert await applied(bot) == []
     assert proposal.policy is not None
     assert proposal.policy["approvers"] == ["UBOB", FINANCE]
     await card_in(fake_slack, "DBOB")
@@ -265,10 +262,10 @@ async def test_a_deny_rule_naming_the_pack_refuses_the_raise_with_its_reason(
 
 
 async def test_the_model_is_never_offered_the_raise_and_a_call_naming_it_is_refused(
-    raising: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI, ledger: StubLedger
+    raising: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
     bot = raising
-    args = {"budget": BUDGET, "window": WINDOW, "usd": "1000.00"}
+    args = {"budget": BUDGET, "window": today(), "usd": "1000.00"}
     fake_model.script(Script(tool_calls=[call("budget_raise", args)]), Script(text="ok"))
     await bot.mention("C1", "raise my budget", fake_slack)
     await bot.idle()
@@ -277,7 +274,7 @@ async def test_the_model_is_never_offered_the_raise_and_a_call_naming_it_is_refu
     told = [m for m in fake_model.requests[1].body["messages"] if m["role"] == "tool"]
     assert "there is no tool 'budget_raise'" in told[0]["content"]
     assert await raises(bot) == []
-    assert ledger.applied == []
+    assert await applied(bot) == []
 
 
 async def test_two_replicas_clicking_at_once_raise_once_and_resume_once(
@@ -285,7 +282,6 @@ async def test_two_replicas_clicking_at_once_raise_once_and_resume_once(
     fake_model: FakeOpenAI,
     migrated_database_url: str,
     tmp_path: Path,
-    ledger: StubLedger,
 ) -> None:
     """Two bots on one database; both owners approve at the same moment, each on another
     replica: one raise, one resume, one more model call."""
@@ -307,8 +303,8 @@ async def test_two_replicas_clicking_at_once_raise_once_and_resume_once(
         await wait_until(lambda: len(fake_model.requests) == asked_before + 1, timeout=15)
         await first.idle()
         await second.idle()
-        assert ledger.calls == 1
-        assert len(ledger.applied) == 1
+        assert len(await applied(first)) == 1
+        assert await limit_now(first) == 24 * 10**9
         assert await pause_state(first, pause_id) == "resumed"
         assert (await raises(first))[0].state == State.SUCCEEDED
         assert len(fake_model.requests) == asked_before + 1

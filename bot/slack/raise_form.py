@@ -18,12 +18,11 @@ from bot.spend.raise_action import (
     MAX_USD,
     REASON_MAX,
     RaiseArguments,
-    money,
-    standing_sentence,
     tokens_text,
     when,
 )
 from bot.spend.standing import Standing, nano_of, usd_of
+from bot.spend.windows import money, sentence
 
 ASK_RAISE = "budget_ask_raise"  # the pause card's button (value: the pause's id)
 RAISE_MODAL = "budget_raise_modal"  # private_metadata: the pause's id
@@ -59,9 +58,7 @@ def raise_modal(pause_id: int, standing: Standing) -> dict[str, Any]:
     words = when(standing.window)
     both = standing.limit_nano is not None and standing.limit_tokens is not None
     blocks: list[dict[str, Any]] = [
-        SectionBlock(
-            text=MarkdownTextObject(text=safe(standing_sentence(standing), SECTION_MAX))
-        ).to_dict()
+        SectionBlock(text=MarkdownTextObject(text=safe(sentence(standing), SECTION_MAX))).to_dict()
     ]
     if standing.limit_nano is not None:
         doubled = usd_of(2 * standing.limit_nano).quantize(CENTS)

@@ -18,7 +18,8 @@ from bot.poster import NOTHING_PRIVATE, Poster
 from bot.slack.raise_form import ASK_RAISE
 from bot.spend.ledger import Spend
 from bot.spend.pauses import PAUSED
-from bot.spend.raise_action import RAISE_TOOL, RaiseArguments, standing_sentence
+from bot.spend.raise_action import RAISE_TOOL, RaiseArguments
+from bot.spend.windows import sentence
 from bot.states import State
 from bot.tasks import TaskGroup
 from bot.text import escape
@@ -107,7 +108,7 @@ class RaiseOutcomes:
             return
         standing = await self.spend.standing(pause.budget, pause.window_key)
         window = standing.window if standing is not None else ""
-        said = standing_sentence(standing) if standing is not None else pause.budget
+        said = sentence(standing) if standing is not None else pause.budget
         head = "Budget" if State(proposal.state) is State.SUCCEEDED else "Budget reached"
         lines = (f"{head}: {escape(said)}", what_happened(proposal, window))
         fallback = standing.fallback_model if standing is not None else None

@@ -12,15 +12,13 @@ from decimal import Decimal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bot.spend.standing import Standing, usd_of
+from bot.spend.windows import PERIOD, money
 
 RAISE_TOOL = "budget_raise"
 RAISE_PACK = "budgets"
 MAX_USD = Decimal(1_000_000)  # a budget's own bound (`Budget.usd`): a limit past it is absurd
 MAX_TOKENS = 10**12
 REASON_MAX = 500
-
-WINDOW_WORDS = {"day": "today", "week": "this week", "month": "this month", "turn": "this turn"}
 
 
 class RaiseArguments(BaseModel):
@@ -35,11 +33,8 @@ class RaiseArguments(BaseModel):
     reason: str | None = Field(None, max_length=REASON_MAX, description="Why, in the asker's words")
 
 
-def money(nano: int | None) -> str:
-    """Nano-dollars as people read them: $12.00 (cents rounded half up)."""
-    if nano is None:
-        return "no limit"
-    return f"${usd_of(nano).quantize(Decimal('0.01')):,}"
+def limit_money(nano: int | None) -> str:
+    return "no limit" if nano is None else money(nano)
 
 
 def tokens_text(count: int | None) -> str:
@@ -47,20 +42,4 @@ def tokens_text(count: int | None) -> str:
 
 
 def when(window: str) -> str:
-    return WINDOW_WORDS.get(window, "in this window")
-
-
-def standing_sentence(standing: Standing) -> str:
-    """One budget's use, limit and reset, as the pause card and the raise form say it:
-    "support-daily, $12.00 of $12.00 today; resets 00:00 UTC"."""
-    used = []
-    if standing.limit_nano is not None:
-        used.append(f"{money(standing.used_nano)} of {money(standing.limit_nano)}")
-    if standing.limit_tokens is not None:
-        used.append(f"{standing.used_tokens:,} of {tokens_text(standing.limit_tokens)}")
-    resets = ""
-    if standing.resets_at is not None:
-        resets = f"; resets {standing.resets_at.strftime('%H:%M')} {standing.timezone}"
-        if standing.window != "day":
-            resets = f"; resets {standing.resets_at.strftime('%Y-%m-%d %H:%M')} {standing.timezone}"
-    return f"{standing.name}, {' and '.join(used)} {when(standing.window)}{resets}"
+    return PERIOD.get(window, "in this window")

@@ -17,11 +17,12 @@ from bot.spend.raise_action import (
     RAISE_PACK,
     RAISE_TOOL,
     RaiseArguments,
-    money,
+    limit_money,
     tokens_text,
     when,
 )
 from bot.spend.standing import Standing, nano_of, usd_of
+from bot.spend.windows import money
 from bot.tools.registry import Change, Outcome, Preview, Tool, ToolContext, ToolError
 
 PACK = RAISE_PACK
@@ -46,7 +47,8 @@ def limit_changes(arguments: RaiseArguments, standing: Standing) -> list[Change]
     found = []
     if arguments.usd is not None:
         new = money(nano_of(arguments.usd))
-        found.append(Change(f"Limit {words}", money(standing.limit_nano), new, old_value=new))
+        old = limit_money(standing.limit_nano)
+        found.append(Change(f"Limit {words}", old, new, old_value=new))
     if arguments.tokens is not None:
         new = tokens_text(arguments.tokens)
         old = tokens_text(standing.limit_tokens)
@@ -86,7 +88,7 @@ def raise_tool(spend: Spend) -> Tool[RaiseArguments]:
                 arguments.window,
                 more_usd,
                 more_tokens,
-                key=ctx.idempotency_key or "",  # type: ignore[call-arg]
+                key=ctx.idempotency_key,
             )
         resumed = await resume_asker(ctx)
         said = f"Raised to {raised_to(arguments, standing.window)}"
