@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.policy import cli
 from bot.slack import cards
 from bot.slack.raise_form import ASK_RAISE
 from bot.states import State
@@ -311,3 +312,13 @@ async def test_two_replicas_clicking_at_once_raise_once_and_resume_once(
     finally:
         await stop_bot(second)
         await stop_bot(first)
+
+
+def test_policy_check_knows_the_raise_and_its_pack(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A rule naming `budget_raise` or `budgets` is no typo, and its quorum is the owners'."""
+    path = tmp_path / "policy.yaml"
+    rules = "rules:\n  - {name: raises-two, tools: [budgets, budget_raise], outcome: ask, "
+    path.write_text(budget_policy(rules=rules + "approvals_required: 2}"))
+    assert cli.check(path, strict=True) == 0, capsys.readouterr()
