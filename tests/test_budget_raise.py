@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from copy import deepcopy
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
+from bot.db.models import Proposal, utcnow
 from bot.policy import cli
 from bot.slack import cards
 from bot.slack.raise_form import ASK_RAISE
@@ -129,6 +131,11 @@ async def test_a_declined_raise_leaves_the_turn_paused_and_its_card_says_why(
     assert await pause_state(bot, pause_id) == "paused"
     assert await applied(bot) == []
     assert len(fake_model.requests) == asked_before
+    # Asked again from the updated card: a new raise; while it waits, a third is refused.
+    await ask(bot, fake_slack, pause_card(fake_slack, card.ts))
+    status, body = await ask(bot, fake_slack, pause_card(fake_slack, card.ts))
+    assert "already waiting" in body
+    assert [r.state for r in await raises(bot)] == [State.DECLINED, State.PROPOSED]
 
 
 async def test_only_the_requester_or_an_owner_may_ask_and_only_owners_approve(
@@ -322,3 +329,26 @@ def test_policy_check_knows_the_raise_and_its_pack(
     rules = "rules:\n  - {name: raises-two, tools: [budgets, budget_raise], outcome: ask, "
     path.write_text(budget_policy(rules=rules + "approvals_required: 2}"))
     assert cli.check(path, strict=True) == 0, capsys.readouterr()
+
+
+async def test_an_expired_raise_leaves_the_turn_paused_and_its_card_says_so(
+    raising: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    bot = raising
+    pause_id, card = await pause_turn(bot, fake_slack, fake_model)
+    await ask(bot, fake_slack, card)
+    (proposal,) = await raises(bot)
+    async with bot.countersign.db.transaction() as session:
+        row = await session.get(Proposal, proposal.id)
+        assert row is not None
+        row.expires_at = utcnow() - timedelta(seconds=1)
+    await bot.countersign.sweeper.sweep()
+    await bot.idle()
+    assert (await raises(bot))[0].state == State.EXPIRED
+    await wait_until(
+        lambda: "Nobody decided the raise in time" in shows(pause_card(fake_slack, card.ts)),
+        timeout=10,
+    )
+    assert ASK_RAISE in shows(pause_card(fake_slack, card.ts))  # it may be asked again
+    assert await pause_state(bot, pause_id) == "paused"
+    assert await applied(bot) == []
