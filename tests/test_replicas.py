@@ -144,3 +144,32 @@ async def test_a_shared_window_tells_what_will_be_free_within_some_seconds(redis
     assert await window.free() == 3
     assert await window.free(within=0.7) == 4  # the first call has left by then
     assert await window.free(within=2.0) == 5
+
+
+class AnsweringSlowly(RedisWindow):
+    """A shared window that says when the dispatcher is waiting for Redis's answer."""
+
+    asked: asyncio.Event
+
+    async def take(self, keep_free: int) -> tuple[bool, float | None]:
+        self.asked.set()
+        return await super().take(keep_free)
+
+
+async def test_a_reply_that_stops_waiting_while_redis_answers_leaves_the_budget_working(
+    redis: Redis,
+) -> None:
+    """A native reply gives up its append when its final is asked for (the stop carries it);
+    if that happens while the shared window answers, the slot goes to the next reply and the
+    budget goes on granting (it used to die: later edits of that replica waited for ever)."""
+    window = AnsweringSlowly(redis, f"test:{uuid.uuid4().hex}", 10, 60.0)
+    window.asked = asyncio.Event()
+    budget = EditBudget(10, window_seconds=60.0, window=window)
+    leaving, staying = Editor(wants_final=True), Editor(wants_final=True)
+    gives_up = asyncio.ensure_future(budget.acquire(leaving))
+    await window.asked.wait()  # the dispatcher awaits Redis with `leaving` chosen
+    gives_up.cancel()
+    await asyncio.wait_for(budget.acquire(staying), 2.0)
+    window.asked.clear()
+    await asyncio.wait_for(budget.acquire(Editor()), 2.0)  # and the one after it
+    await budget.stop()

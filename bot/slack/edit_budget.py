@@ -212,6 +212,13 @@ class EditBudget:
         if not waiter.future.done():
             waiter.future.set_result(None)
 
+    def _still_waiting(self, waiters: list[_Waiter]) -> list[_Waiter]:
+        """Those of `waiters` still waiting. A shared window (Redis) is asked over the network:
+        while it answers, a waiter may stop waiting (a native reply's append given up for its
+        stop); granting it then killed the dispatcher (seen on three replicas: every later
+        edit of that process waited for a new caller to start another)."""
+        return [w for w in waiters if w in self._waiters and not w.future.done()]
+
     def _keep_free(self) -> int:
         """Intermediate calls leave one slot per open reply (and some headroom) for finals.
         Replicas sharing the window (Redis) each owe finals too; their open replies are not
@@ -237,6 +244,10 @@ class EditBudget:
         if finals:
             granted, wait = await self.window.take(keep_free=0)
             if granted:
+                # The slot is taken: it goes to a final still waiting, else to anyone.
+                finals = self._still_waiting(finals) or self._still_waiting(self._waiters)
+                if not finals:
+                    return 0.0
                 lanes = {lane_of(w.editor) for w in finals}
                 if len(lanes) > 1:
                     finals = [w for w in finals if lane_of(w.editor) != self._last_lane]
@@ -265,10 +276,14 @@ class EditBudget:
         if not granted:
             self._saturated(True)
             return wait
+        fresh, owing = self._still_waiting(fresh), self._still_waiting(owing)
         if fresh:  # first words: not paced
             self._grant(min(owing or fresh), paced=False)
             return 0.0
-        oldest = min(self._waiters, key=lambda w: (w.editor.last_edit_at or 0.0, w.seq))
+        waiting = self._still_waiting(self._waiters)
+        if not waiting:
+            return 0.0
+        oldest = min(waiting, key=lambda w: (w.editor.last_edit_at or 0.0, w.seq))
         self._grant(oldest, paced=True)
         return 0.0
 
