@@ -60,6 +60,11 @@ class Window(Protocol):
         now if no call were made meanwhile (the calls that leave the window by then count)."""
         ...
 
+    async def give_back(self) -> None:
+        """Forget the last call recorded here: it was not made after all (another window the
+        call needed refused it)."""
+        ...
+
     async def pause(self, seconds: float) -> None: ...
 
     async def paused_for(self) -> float: ...
@@ -98,6 +103,10 @@ class LocalWindow:
         if not self._calls:
             return False, None
         return False, self._calls[0] + self.seconds - now
+
+    async def give_back(self) -> None:
+        if self._calls:
+            self._calls.pop()
 
     async def pause(self, seconds: float) -> None:
         self._paused_until = max(self._paused_until, self._clock() + seconds)
@@ -230,6 +239,7 @@ class RedisWindow:
         self._pause = redis.register_script(_PAUSE)
         self._fallback = LocalWindow(limit, seconds, clock)
         self.breaker = Breaker()
+        self._last_taken: str | None = None  # the member of the last call recorded here
 
     async def _count_replicas(self) -> None:
         """Announce this replica and count the live ones (every ten seconds at most), so a
@@ -254,18 +264,28 @@ class RedisWindow:
     async def take(self, keep_free: int) -> tuple[bool, float | None]:
         if not self.breaker.closed:
             return await self._fallback.take(keep_free)
+        member = uuid.uuid4().hex
         try:
             await self._count_replicas()
             granted, wait = await self._take(
-                keys=[self.key],
-                args=[self.seconds, self.limit, keep_free, uuid.uuid4().hex],
+                keys=[self.key], args=[self.seconds, self.limit, keep_free, member]
             )
         except RedisError as exc:
             self._down(exc)
             return await self._fallback.take(keep_free)
         self.breaker.succeeded()
+        if int(granted):
+            self._last_taken = member
         seconds = float(wait)
         return bool(int(granted)), (None if seconds < 0 else seconds)
+
+    async def give_back(self) -> None:
+        member, self._last_taken = self._last_taken, None
+        if member is None or not self.breaker.closed:
+            await self._fallback.give_back()
+            return
+        with contextlib.suppress(RedisError):
+            await self.redis.zrem(self.key, member)
 
     async def free(self, within: float = 0.0) -> int:
         if not self.breaker.closed:
