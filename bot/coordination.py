@@ -144,7 +144,7 @@ class Breaker:
 # runs ahead would otherwise score its calls in the future, where they stay in everyone's window
 # (the others told to wait ten minutes) and never expire for itself. Scores are seconds, written
 # with microseconds (Lua's own number-to-string keeps only 14 digits).
-_NOW = """
+REDIS_NOW = """
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -154,7 +154,7 @@ local function at(seconds) return string.format('%.6f', seconds) end
 # KEYS[1] the window; ARGV seconds, limit, keep_free, a unique member. {granted, wait}: wait is
 # the seconds until the oldest call leaves (never more than the window), '-1' if none will.
 _TAKE = (
-    _NOW
+    REDIS_NOW
     + """
 local seconds = tonumber(ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', at(now - seconds))
@@ -175,7 +175,7 @@ return {0, '-1'}
 
 # KEYS[1] the window; ARGV seconds, within. The calls still in the window `within` from now.
 _USED = (
-    _NOW
+    REDIS_NOW
     + """
 local seconds = tonumber(ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', at(now - seconds))
@@ -185,7 +185,7 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. at(now + tonumber(ARGV[2]) - seconds
 
 # KEYS[1] the replicas; ARGV this replica, seconds a replica counts after it was last seen.
 _REPLICAS = (
-    _NOW
+    REDIS_NOW
     + """
 local ttl = tonumber(ARGV[2])
 redis.call('ZADD', KEYS[1], at(now), ARGV[1])
@@ -198,7 +198,7 @@ return redis.call('ZCARD', KEYS[1])
 # KEYS[1] the pause; ARGV milliseconds. Paused that long unless already paused for longer. The
 # pause is the key's time to live; its value (the server's time it ends) is for the record.
 _PAUSE = (
-    _NOW
+    REDIS_NOW
     + """
 local ms = tonumber(ARGV[1])
 if redis.call('PTTL', KEYS[1]) < ms then
