@@ -104,6 +104,12 @@ class LocalWindow:
             return False, None
         return False, self._calls[0] + self.seconds - now
 
+    def record(self) -> None:
+        """A call made now, counted here too (see `RedisWindow.take`)."""
+        now = self._clock()
+        self._expire(now)
+        self._calls.append(now)
+
     async def give_back(self) -> None:
         if self._calls:
             self._calls.pop()
@@ -276,13 +282,16 @@ class RedisWindow:
         self.breaker.succeeded()
         if int(granted):
             self._last_taken = member
+            # Its own calls count in its fallback window too: a replica that loses Redis has
+            # already made part of its share (it took a whole share afresh: 429s at once).
+            self._fallback.record()
         seconds = float(wait)
         return bool(int(granted)), (None if seconds < 0 else seconds)
 
     async def give_back(self) -> None:
         member, self._last_taken = self._last_taken, None
+        await self._fallback.give_back()
         if member is None or not self.breaker.closed:
-            await self._fallback.give_back()
             return
         with contextlib.suppress(RedisError):
             await self.redis.zrem(self.key, member)
