@@ -143,9 +143,10 @@ class PartsPath:
                     await self._post_part(cut)
                     failures.succeeded()
                 except CallSkipped:  # no room for a part now: the finals first
-                    self._changed.clear()
+                    # Tried again in a moment, or at once for the final; not at every token:
+                    # words do not make room, and each try asks the shared windows (Redis).
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._changed.wait(), PART_RETRY_SECONDS)
+                        await asyncio.wait_for(self._final_requested.wait(), PART_RETRY_SECONDS)
                 except PostRefused:
                     await self._post_withheld()
                 except Exception as exc:
