@@ -41,9 +41,10 @@ from pathlib import Path
 import aiohttp
 
 from bench.processes import bot_env, pct, start_processes, stop_processes
+from bench.reply_ways import Ways, read_ways
 from bench.stream import reply_figures, script_text
 from tests.fakes.openai import FakeOpenAI, Script
-from tests.fakes.slack import Call, FakeSlack, Limit, documented_floors
+from tests.fakes.slack import FakeSlack, Limit, documented_floors
 from tests.harness import SlackFront
 from tests.pg import temporary_database
 
@@ -124,39 +125,7 @@ class Outcome:
     unfinished: int = 0  # replies not finished when the drain ran out
     drain: float = math.nan
     counted_from: int = 0  # the fake Slack's first call counted (the warm-ups' are not)
-    # how the replies went: "native", "edits" or "parts" -> their figures (`by_transport`)
-    transports: dict[str, Transport] = field(default_factory=dict)
-    densest_posts: int = 0  # chat.postMessage calls answered ok in the busiest 60 s
-
-
-@dataclass
-class Transport:
-    """The replies that went one way: how many calls each made, how late they were."""
-
-    replies: int = 0
-    posts: int = 0  # chat.postMessage calls answered ok
-    updates: int = 0  # chat.update calls answered ok
-    final: list[float] = field(default_factory=list)
-    first_words: list[float] = field(default_factory=list)
-
-
-def transport_of(calls: list[Call]) -> str:
-    """How a reply went, from its channel's calls answered ok: a stream started ("native"),
-    edited ("edits", the first post then `chat.update`), or only posted ("parts")."""
-    methods = {c.method for c in calls}
-    if "chat.startStream" in methods:
-        return "native"
-    return "edits" if "chat.update" in methods else "parts"
-
-
-def densest_minute(times: list[float], seconds: float = 60.0) -> int:
-    """The most of `times` (sorted) inside any `seconds`."""
-    best, start = 0, 0
-    for end, at in enumerate(times):
-        while times[start] <= at - seconds:
-            start += 1
-        best = max(best, end - start + 1)
-    return best
+    ways: Ways = field(default_factory=Ways)  # how the replies went (bench/reply_ways.py)
 
 
 def late(value: float) -> float:
@@ -186,20 +155,14 @@ def read_outcome(
         measured = slack.calls[counted_from:]
     outcome.calls = Counter(c.method for c in measured)
     outcome.refused = Counter(c.method for c in measured if c.status == 429)
-    by_channel: dict[str, list[Call]] = {}
-    for call in measured:
-        if call.ok:
-            by_channel.setdefault(str(call.args.get("channel", "")), []).append(call)
-    for i in range(len(plan.texts)):
-        calls = by_channel.get(plan.channel(i), [])
-        way = outcome.transports.setdefault(transport_of(calls), Transport())
-        way.replies += 1
-        way.posts += sum(c.method == "chat.postMessage" for c in calls)
-        way.updates += sum(c.method == "chat.update" for c in calls)
-        way.final.append(outcome.final[i])
-        way.first_words.append(outcome.first_words[i])
-    posts = [c.at for c in measured if c.ok and c.method == "chat.postMessage"]
-    outcome.densest_posts = densest_minute(posts)
+    channels = [plan.channel(i) for i in range(len(plan.texts))]
+    last_tokens = [
+        stream.last_token_at if (stream := played.get(text)) is not None else None
+        for text in plan.texts
+    ]
+    outcome.ways = read_ways(
+        measured, channels, outcome.final, outcome.first_words, last_tokens, FINAL_TARGET
+    )
     return outcome
 
 
@@ -289,17 +252,8 @@ def report(label: str, outcome: Outcome, lines: list[str]) -> None:
         )
     else:
         print(f"  wall (first arrival -> last final)  {outcome.wall:6.1f} s")
-    print(f"  chat.postMessage in the busiest 60 s {outcome.densest_posts}   (Slack's floor: 300)")
-    print(
-        f"  {'replies by transport':<22} {'count':>5} {'posts':>6} {'edits':>6} {'final p95':>10}"
-        f" {'first words p95':>16}"
-    )
-    for name, way in sorted(outcome.transports.items()):
-        print(
-            f"  {name:<22} {way.replies:>5} {way.posts / way.replies:>6.2f}"
-            f" {way.updates / way.replies:>6.2f} {pct(way.final, 0.95):>8.2f} s"
-            f" {pct(way.first_words, 0.95):>14.2f} s"
-        )
+    for line in outcome.ways.lines(FINAL_TARGET):
+        print(f"  {line}")
     print(f"  {'method':<38} {'calls':>6} {'429':>5}")
     for method in sorted(outcome.calls):
         print(f"  {method:<38} {outcome.calls[method]:>6} {outcome.refused[method]:>5}")
