@@ -17,6 +17,8 @@ import pytest
 
 from bot.db.models import Proposal, utcnow
 from bot.policy import cli
+from bot.policy.engine import Facts, decide
+from bot.policy.model import load_text
 from bot.slack import cards
 from bot.slack.raise_form import ASK_RAISE
 from bot.states import State
@@ -352,3 +354,43 @@ async def test_an_expired_raise_leaves_the_turn_paused_and_its_card_says_so(
     assert ASK_RAISE in shows(pause_card(fake_slack, card.ts))  # it may be asked again
     assert await pause_state(bot, pause_id) == "paused"
     assert await applied(bot) == []
+
+
+@pytest.mark.parametrize(
+    ("rules", "outcome", "four_eyes", "quorum", "route"),
+    [
+        ("rules: []", "ask", True, 1, "dm"),
+        ("default: allow\nrules: []", "ask", True, 1, "dm"),
+        ("default: deny\nrules: []", "deny", None, None, None),
+        (
+            "rules:\n  - {name: r, tools: [budget_raise], outcome: ask, four_eyes: false, "
+            "approvals_required: 2, route: thread, approvers: [UMALLORY], grants: [me]}",
+            "ask",
+            False,
+            2,
+            None,
+        ),
+        (
+            "rules:\n  - {name: all, tools: ['*'], outcome: ask, approvers: [UCAROL]}",
+            "ask",
+            True,
+            1,
+            "dm",
+        ),
+    ],
+)
+def test_the_one_decision_gives_a_raise_to_the_budget_owners(
+    rules: str, outcome: str, four_eyes: bool | None, quorum: int | None, route: str | None
+) -> None:
+    text = budget_policy(rules=rules).replace("default: ask\ndefault: ", "default: ")
+    policy = load_text(text)
+    facts = Facts("budget_raise", "budgets", {"budget": BUDGET}, "C1", "UALICE")
+    decided = decide(policy, "1@x", facts).record()
+    assert decided["outcome"] == outcome
+    if outcome == "ask":
+        assert decided["approvers"] == ["UBOB", FINANCE]  # never the rule's own approvers
+        assert (decided["four_eyes"], decided["approvals_required"]) == (four_eyes, quorum)
+        assert decided.get("route") == route
+        assert "grants" not in decided
+    other = Facts("budget_raise", "budgets", {"budget": "nope"}, "C1", "UALICE")
+    assert decide(policy, "1@x", other).outcome == "deny"  # no such budget
