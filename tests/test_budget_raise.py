@@ -8,6 +8,7 @@ model is never offered the action and a call naming it is refused."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from copy import deepcopy
 from datetime import timedelta
@@ -205,6 +206,24 @@ async def test_a_reload_removing_an_owner_revokes_them_at_the_next_click(
     assert await bot.click_value(proposal.id, cards.APPROVE, "UCAT", "DCAT", fake_slack) == 200
     await bot.idle()
     await until_applied(bot, 1)
+
+
+async def test_a_reason_hiding_characters_shows_them_on_the_card(
+    raising: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """The owners read every character the asker sent, and a mention does not ping."""
+    bot = raising
+    _pause_id, card = await pause_turn(bot, fake_slack, fake_model)
+    reason = "ok\u202ethen <!channel> <@UCAT>"
+    status, _ = await ask(bot, fake_slack, card, "UALICE", {"reason": reason})
+    assert status == 200
+    bob = await card_in(fake_slack, "DBOB")
+    shown = shows(bob)
+    assert "[U+202E]" in shown
+    assert "\u202e" not in shown
+    assert "<!channel>" not in shown
+    mrkdwn = json.dumps([b for b in bob.blocks or [] if '"mrkdwn"' in json.dumps(b)])
+    assert "<@UCAT>" not in mrkdwn  # shown as plain text only: it pings nobody
 
 
 @pytest.mark.parametrize(

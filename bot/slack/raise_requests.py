@@ -38,7 +38,7 @@ from bot.spend.standing import Standing
 from bot.states import State
 from bot.tasks import TaskGroup
 from bot.tools.catalog import ToolRegistry
-from bot.tools.registry import ToolContext, ToolError
+from bot.tools.registry import ToolArgumentsError, ToolContext, ToolError
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +166,7 @@ class RaiseRequests:
         )
         try:
             preview = await tool.prepare(tool.parse(arguments), ctx)
-        except ToolError as exc:
+        except (ToolError, ToolArgumentsError) as exc:  # invisible characters in the reason, …
             return str(exc)
         try:
             async with self.db.transaction() as session:

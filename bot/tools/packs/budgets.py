@@ -106,6 +106,7 @@ def raise_tool(spend: Spend) -> Tool[RaiseArguments]:
         pack=PACK,
         internal=True,
         finds_earlier_write=True,  # raising to a limit again adds nothing
+        mentions="plain",  # the reason is kept and shown escaped: it notifies nobody
     )
 
 
