@@ -19,6 +19,7 @@ from bot.config import Settings
 from bot.conversation.live_replies import LiveReplies
 from bot.conversation.resume import ResumeWorker
 from bot.conversation.titles import Titles
+from bot.conversation.turn import Conversations
 from bot.db.models import Proposal
 from bot.db.session import Database
 from bot.links import LinkSigner
@@ -31,11 +32,15 @@ from bot.records.audit_checkpoints import CheckpointJob
 from bot.records.retention import Retention
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.audit_checkpoints import poster as checkpoint_poster
+from bot.slack.budget_notices import SoftNotices
 from bot.slack.budgets import Limits, WorkspaceBudgets
 from bot.slack.card_publisher import CardPublisher
 from bot.slack.card_rerouting import announce_reroute
 from bot.slack.dm_welcome import DmWelcome
 from bot.slack.web_client import web_client
+from bot.spend.budget_model import Budget
+from bot.spend.ledger import Spend
+from bot.spend.prices import Prices
 from bot.tasks import TaskGroup
 from bot.tools.catalog import ToolRegistry
 from bot.tools.context import ToolContext
@@ -69,6 +74,25 @@ def model_of(settings: Settings) -> LLM:
         settings.reply_tokens,
         settings.model_deadline_seconds,
     )
+
+
+def spend_of(db: Database, policy: PolicySource) -> Spend:
+    """The one spend ledger: the budgets and time zone of the policy in force, read at every
+    call (a reload applies at once, mid-window too)."""
+
+    def budgets() -> tuple[list[Budget], str]:
+        current = policy.current.policy
+        return current.budgets, current.timezone
+
+    return Spend(db, budgets, Prices({}))  # Prices.load(settings.model_prices) once S1 lands
+
+
+def govern_spend(conversations: Conversations, slack: AsyncWebClient, groups: GroupMembers) -> None:
+    """Summaries and titles count against budgets too; soft thresholds tell the owners."""
+    gate = conversations.spending
+    gate.groups, gate.notices = groups, SoftNotices(slack, groups)
+    if conversations.titles is not None:
+        conversations.titles.spending = gate
 
 
 def link_signer(settings: Settings) -> LinkSigner | None:

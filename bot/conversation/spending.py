@@ -19,12 +19,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from openai.types.chat import ChatCompletionMessageParam
+
 from bot.approvals.policy import GroupMembers
 from bot.approvals.questions import turn_key
 from bot.conversation.tokens import LARGEST_IMAGE_TOKENS, TokenCounter
 from bot.db.models import Conversation
 from bot.db.session import Database
-from bot.llm import LLM, Finished, StreamEvent, TextDelta
+from bot.llm import LLM, Finished, LLMError, StreamEvent, TextDelta
 from bot.slack.budget_notices import SoftNotices
 from bot.spend.ledger import Spend
 from bot.spend.standing import Asker, Refused, Reservation, Tokens
@@ -81,6 +83,10 @@ def prompt_tokens(counter: TokenCounter, messages: Sequence[Any], tools: Any) ->
     return total + (counter.text(json.dumps(tools, sort_keys=True)) if tools else 0)
 
 
+class SpendRefused(LLMError):
+    """A summary's or a title's call found no room in a budget: it is skipped, never paused."""
+
+
 class SpendGate:
     def __init__(
         self,
@@ -125,6 +131,42 @@ class SpendGate:
         meter = Meter(self.counter, prompt_tokens(self.counter, messages, tools))
         held = await self.spend.reserve(asker, run.llm.model, meter.prompt, self.reply_tokens)
         return held, meter
+
+    async def complete(
+        self,
+        llm: LLM,
+        conversation_id: int,
+        requester: str | None,
+        messages: list[ChatCompletionMessageParam],
+        max_tokens: int,
+    ) -> str:
+        """`llm.complete` (a summary, a title) counted against the budgets of the
+        conversation's requester; `SpendRefused` at a limit."""
+        if self.spend is None or not self.spend.any:
+            return await llm.complete(messages, max_tokens)
+        async with self.db.reading() as session:
+            conversation = await session.get(Conversation, conversation_id)
+        if conversation is None:
+            raise SpendRefused("the conversation is gone")
+        user = requester or conversation.started_by
+        asker = Asker(
+            team_id=conversation.team_id,
+            channel_id=conversation.channel_id,
+            user_id=user,
+            groups=await self._groups_of(user),
+            packs=frozenset(),
+            turn_key=await self._turn_key(conversation, TurnRun(llm)),
+        )
+        meter = Meter(self.counter, prompt_tokens(self.counter, messages, None))
+        held = await self.spend.reserve(asker, llm.model, meter.prompt, max_tokens)
+        if isinstance(held, Refused):
+            raise SpendRefused(f"the budget {held.standing.name} is used up")
+        try:
+            text = await llm.complete(messages, max_tokens)
+            meter.said.append(text)
+            return text
+        finally:
+            await self.settle(held, meter)
 
     async def settle(self, held: Reservation | Refused | None, meter: Meter | None) -> None:
         """Settle a hold to what the call used (shielded: a Stop or a shutdown cancelling the

@@ -89,6 +89,7 @@ class Conversations(Resuming, ModelRounds):
         self.titles: Titles | None = None  # names new conversations (set by the app)
         reply = llm.max_tokens or settings.budget.reply
         self.spending = SpendGate(db, spend, self.memory.counter, reply)
+        self.memory.spending = self.spending
 
     async def _conversation(self, incoming: Incoming) -> tuple[Conversation, bool]:
         """The thread's conversation, found or opened with other turns' (`Database.group`)."""

@@ -1,0 +1,317 @@
+"""A turn pauses at a budget's limit (issue 29), through the front door: the pause card, its
+"Continue on a cheaper model" button, the resumed turn on the cheaper model, what is recorded
+against the budget and the owners' soft notice."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from bot.db.models import BudgetPause
+from bot.slack.budget_card import ASK_RAISE, CONTINUE_CHEAPER
+from tests.fakes.openai import FakeOpenAI, Script
+from tests.fakes.slack import FakeSlack, StoredMessage
+from tests.harness import RunningBot, running
+from tests.spend_stand_in import StandInSpend, use_stand_in
+
+BIG = 5_000  # prompt tokens the fake model reports: one call uses a 3,000-token budget up
+
+
+def policy(*budgets: str) -> str:
+    return "version: 1\ndefault: ask\nbudgets:\n" + "".join(budgets)
+
+
+def budget(scope: str, window: str = "day", tokens: int = 3_000, extra: str = "") -> str:
+    return (
+        f"  - name: demo\n    scope: {{{scope}}}\n    window: {window}\n"
+        f"    tokens: {tokens}\n    owners: [UBOB]\n{extra}"
+    )
+
+
+CHEAPER = "    fallback_model: cheap-model\n"
+
+
+@pytest.fixture
+def policy_path(tmp_path: Path) -> Path:
+    path = tmp_path / "policy.yaml"
+    path.write_text(policy(budget("user: UALICE", extra=CHEAPER)))
+    return path
+
+
+@pytest.fixture
+async def spend_bot(
+    monkeypatch: pytest.MonkeyPatch,
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    sqlite_url: str,
+    policy_path: Path,
+) -> AsyncIterator[RunningBot]:
+    use_stand_in(monkeypatch)
+    fake_model.default = Script(text="An answer.", prompt_tokens=BIG)
+    async with running(
+        fake_slack, fake_model, sqlite_url, policy_file=policy_path, reply_tokens=100
+    ) as bot:
+        yield bot
+
+
+def spend_of(bot: RunningBot) -> StandInSpend:
+    spend = bot.countersign.conversations.spending.spend
+    assert isinstance(spend, StandInSpend)
+    return spend
+
+
+def pause_cards(slack: FakeSlack, channel: str = "C1") -> list[StoredMessage]:
+    return [c for c in slack.cards(channel) if c.text.startswith("Budget reached")]
+
+
+def buttons(card: StoredMessage) -> list[str]:
+    return [
+        str(e.get("action_id"))
+        for b in card.blocks or []
+        if b.get("type") == "actions"
+        for e in b.get("elements", [])
+    ]
+
+
+async def ask(bot: RunningBot, slack: FakeSlack, text: str, user: str = "UALICE") -> str:
+    root = await bot.mention("C1", text, slack, user=user)
+    await bot.idle()
+    return root
+
+
+async def pauses(bot: RunningBot) -> list[BudgetPause]:
+    async with bot.countersign.db.transaction() as session:
+        return list((await session.scalars(select(BudgetPause).order_by(BudgetPause.id))).all())
+
+
+async def test_a_spent_budget_pauses_the_turn_with_a_card_and_asks_no_model(
+    spend_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    await ask(spend_bot, fake_slack, "first question")
+    assert len(fake_model.requests) == 1
+    assert not pause_cards(fake_slack)
+    root = await ask(spend_bot, fake_slack, "second question")
+    assert len(fake_model.requests) == 1  # no call over the limit
+    [card] = pause_cards(fake_slack)
+    assert card.thread_ts == root
+    assert card.text.startswith("Budget reached: demo, ")
+    assert "of 3,000 tokens today; resets 00:00 UTC" in card.text
+    assert buttons(card) == [CONTINUE_CHEAPER, ASK_RAISE]
+    shown = str(card.blocks)
+    assert "UALICE" in shown  # people as mentions, no other id
+    assert "<@UALICE>" in shown
+    reply = [m for m in fake_slack.thread("C1", root) if m.user and "Paused" in m.text]
+    assert reply  # a plain note, not a failure
+    assert "could not finish" not in reply[0].text
+    [pause] = await pauses(spend_bot)
+    assert (pause.state, pause.requester, pause.budget) == ("paused", "UALICE", "demo")
+    assert pause.card_ts == card.ts
+    assert pause.thread_ts == root
+
+
+async def test_someone_the_budget_does_not_count_is_not_paused(
+    spend_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    await ask(spend_bot, fake_slack, "first question")
+    await ask(spend_bot, fake_slack, "bob's question", user="UBOB")
+    assert len(fake_model.requests) == 2
+    assert not pause_cards(fake_slack)
+
+
+async def test_continue_on_a_cheaper_model_resumes_once_for_the_requester_only(
+    spend_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    await ask(spend_bot, fake_slack, "first question")
+    root = await ask(spend_bot, fake_slack, "second question")
+    [card] = pause_cards(fake_slack)
+    assert await spend_bot.click(card, CONTINUE_CHEAPER, "UBOB", "C1") == 200
+    await spend_bot.idle()
+    assert any("Only <@UALICE>" in t for t in fake_slack.ephemerals_for("UBOB"))
+    assert len(fake_model.requests) == 1
+    assert await spend_bot.click(card, CONTINUE_CHEAPER, "UALICE", "C1") == 200
+    assert await spend_bot.click(card, CONTINUE_CHEAPER, "UALICE", "C1") == 200
+    await spend_bot.idle()
+    await resumed(spend_bot, fake_model, 2)
+    assert [r.body["model"] for r in fake_model.requests] == ["fake-model", "cheap-model"]
+    last = fake_model.requests[-1].body["messages"]
+    assert [m["content"] for m in last if m["role"] == "user"][-1] == "second question"
+    assert sum(m["content"] == "second question" for m in last if m["role"] == "user") == 1
+    assert "already handled" in " ".join(fake_slack.ephemerals_for("UALICE"))
+    [updated] = pause_cards(fake_slack)
+    assert "Continuing on cheap-model, chosen by <@UALICE>" in updated.text
+    assert buttons(updated) == []
+    answers = [m.text for m in fake_slack.thread("C1", root) if m.text == "An answer."]
+    assert answers == ["An answer."]  # the resumed turn answered in its thread, once
+    [pause] = await pauses(spend_bot)
+    assert (pause.state, pause.model, pause.decided_by) == ("resumed", "cheap-model", "UALICE")
+
+
+async def resumed(bot: RunningBot, model: FakeOpenAI, requests: int) -> None:
+    """Wait for the resume worker (kicked by the click) to ask the model again."""
+    for _ in range(100):
+        await bot.idle()
+        if len(model.requests) >= requests:
+            await bot.idle()
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{len(model.requests)} model requests, not {requests}")
+
+
+async def test_spend_recorded_is_the_usage_the_model_reported(
+    spend_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    fake_model.script(Script(text="one two three", prompt_tokens=123))
+    await ask(spend_bot, fake_slack, "a question")
+    assert [(t.prompt, t.completion) for t in spend_of(spend_bot).settled] == [(123, 3)]
+
+
+async def test_a_server_that_reports_no_usage_is_counted_here(
+    spend_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    fake_model.script(Script(text="one two three", reports_usage=False))
+    await ask(spend_bot, fake_slack, "a question")
+    [used] = spend_of(spend_bot).settled
+    assert used.prompt > 10
+    assert 1 <= used.completion <= 10
+
+
+def with_policy(path: Path, text: str) -> None:
+    path.write_text(text)
+
+
+async def test_a_reload_lowering_the_limit_pauses_the_next_turn(
+    spend_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI, policy_path: Path
+) -> None:
+    fake_model.default = Script(text="An answer.", prompt_tokens=10)
+    await ask(spend_bot, fake_slack, "first question")
+    await ask(spend_bot, fake_slack, "second question")
+    assert not pause_cards(fake_slack)
+    with_policy(policy_path, policy(budget("user: UALICE", tokens=40)))
+    assert await spend_bot.countersign.reload_policy()
+    await ask(spend_bot, fake_slack, "third question")
+    assert len(fake_model.requests) == 2
+    [card] = pause_cards(fake_slack)
+    assert buttons(card) == [ASK_RAISE]  # no cheaper model named: only the raise
+
+
+SCOPES = {  # scope, where the counted person asks, (who and where is not counted)
+    "workspace": ("workspace: true", "C1", None),
+    "channel": ("channel: C01", "C01", ("UALICE", "C1")),
+    "user": ("user: UALICE", "C1", ("UBOB", "C1")),
+    "group": ("group: S0TEAM", "C1", ("UBOB", "C1")),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SCOPES))
+async def test_each_scope_pauses_whom_it_counts_and_nobody_else(
+    kind: str,
+    monkeypatch: pytest.MonkeyPatch,
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    sqlite_url: str,
+    tmp_path: Path,
+) -> None:
+    scope, channel, other = SCOPES[kind]
+    use_stand_in(monkeypatch)
+    fake_slack.user_groups["S0TEAM"] = ["UALICE"]
+    path = tmp_path / "policy.yaml"
+    path.write_text(policy(budget(scope)))
+    fake_model.default = Script(text="An answer.", prompt_tokens=BIG)
+    async with running(
+        fake_slack, fake_model, sqlite_url, policy_file=path, reply_tokens=100
+    ) as bot:
+        await bot.mention(channel, "first question", fake_slack)
+        await bot.idle()
+        if other is not None:  # someone (or somewhere) the budget does not count goes on
+            await bot.mention(other[1], "elsewhere", fake_slack, user=other[0])
+            await bot.idle()
+            assert len(fake_model.requests) == 2
+        await bot.mention(channel, "again", fake_slack)
+        await bot.idle()
+        assert len(fake_model.requests) == (1 if other is None else 2)
+        assert len(pause_cards(fake_slack, channel)) == 1
+
+
+async def test_a_per_turn_budget_counts_each_turn_afresh(
+    monkeypatch: pytest.MonkeyPatch,
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    sqlite_url: str,
+    tmp_path: Path,
+) -> None:
+    use_stand_in(monkeypatch)
+    path = tmp_path / "policy.yaml"
+    path.write_text(policy(budget("per_turn: true", window="turn")))
+    fake_model.default = Script(text="An answer.", prompt_tokens=BIG)
+    async with running(
+        fake_slack, fake_model, sqlite_url, policy_file=path, reply_tokens=100
+    ) as bot:
+        for text in ("one", "two", "three"):
+            await ask(bot, fake_slack, text)
+        assert len(fake_model.requests) == 3
+        assert not pause_cards(fake_slack)
+
+
+@pytest.mark.parametrize(
+    ("window", "later"),
+    [
+        ("day", datetime(2026, 11, 28, 0, 1, tzinfo=UTC)),
+        ("week", datetime(2026, 11, 30, 0, 1, tzinfo=UTC)),  # the Monday after
+        ("month", datetime(2026, 12, 1, 0, 1, tzinfo=UTC)),
+    ],
+)
+async def test_a_calendar_window_resets(
+    window: str,
+    later: datetime,
+    monkeypatch: pytest.MonkeyPatch,
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    sqlite_url: str,
+    tmp_path: Path,
+) -> None:
+    use_stand_in(monkeypatch)
+    path = tmp_path / "policy.yaml"
+    path.write_text(policy(budget("workspace: true", window=window)))
+    fake_model.default = Script(text="An answer.", prompt_tokens=BIG)
+    now: list[datetime] = [datetime(2026, 11, 27, 23, 59, tzinfo=UTC)]
+    async with running(
+        fake_slack, fake_model, sqlite_url, policy_file=path, reply_tokens=100
+    ) as bot:
+        spend_of(bot).now = lambda: now[0]
+        await ask(bot, fake_slack, "one")
+        await ask(bot, fake_slack, "two")
+        assert len(fake_model.requests) == 1
+        assert len(pause_cards(fake_slack)) == 1
+        now[0] = later
+        await ask(bot, fake_slack, "three")
+        assert len(fake_model.requests) == 2
+
+
+async def test_the_owners_hear_of_the_soft_threshold_once_a_window(
+    monkeypatch: pytest.MonkeyPatch,
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    sqlite_url: str,
+    tmp_path: Path,
+) -> None:
+    use_stand_in(monkeypatch)
+    path = tmp_path / "policy.yaml"
+    soft = "    soft: 0.5\n"
+    path.write_text(policy(budget("workspace: true", tokens=100_000, extra=soft)))
+    fake_model.default = Script(text="An answer.", prompt_tokens=30_000)
+    async with running(
+        fake_slack, fake_model, sqlite_url, policy_file=path, reply_tokens=100
+    ) as bot:
+        for text in ("one", "two", "three"):
+            await ask(bot, fake_slack, text)
+        notices = [
+            m.text for ms in fake_slack.channels.values() for m in ms if "has used" in m.text
+        ]
+    assert notices == ["demo has used 50% (60,004 of 100,000 tokens today; resets 00:00 UTC)"]
+    opened = [c.args.get("users") for c in fake_slack.calls_to("conversations.open")]
+    assert opened == ["UBOB"]  # the owner, in a DM
