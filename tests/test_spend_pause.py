@@ -8,14 +8,19 @@ import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import select
 
-from bot.db.models import BudgetPause
+from bot.conversation.spending import SpendGate, TurnRun
+from bot.conversation.tokens import TokenCounter
+from bot.db.models import BudgetPause, ResumeRequest
 from bot.slack.budget_card import ASK_RAISE, CONTINUE_CHEAPER
+from bot.spend.ledger import Spend
+from bot.spend.prices import Prices
 from tests.fakes.openai import FakeOpenAI, Script
-from tests.fakes.slack import FakeSlack, StoredMessage
+from tests.fakes.slack import FakeSlack, StoredMessage, wait_until
 from tests.harness import RunningBot, running
 from tests.spend_stand_in import StandInSpend, use_stand_in
 
@@ -201,6 +206,7 @@ async def test_a_reload_lowering_the_limit_pauses_the_next_turn(
 
 SCOPES = {  # scope, where the counted person asks, (who and where is not counted)
     "workspace": ("workspace: true", "C1", None),
+    "pack": ("pack: tasks", "C1", None),  # the tasks pack is offered in every turn
     "channel": ("channel: C01", "C01", ("UALICE", "C1")),
     "user": ("user: UALICE", "C1", ("UBOB", "C1")),
     "group": ("group: S0TEAM", "C1", ("UBOB", "C1")),
@@ -315,3 +321,146 @@ async def test_the_owners_hear_of_the_soft_threshold_once_a_window(
     assert notices == ["demo has used 50% (60,004 of 100,000 tokens today; resets 00:00 UTC)"]
     opened = [c.args.get("users") for c in fake_slack.calls_to("conversations.open")]
     assert opened == ["UBOB"]  # the owner, in a DM
+
+
+async def test_a_pack_whose_tools_are_not_offered_counts_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    sqlite_url: str,
+    tmp_path: Path,
+) -> None:
+    use_stand_in(monkeypatch)
+    path = tmp_path / "policy.yaml"
+    path.write_text(policy(budget("pack: github")))
+    fake_model.default = Script(text="An answer.", prompt_tokens=BIG)
+    async with running(
+        fake_slack, fake_model, sqlite_url, policy_file=path, reply_tokens=100
+    ) as bot:
+        for text in ("one", "two"):
+            await ask(bot, fake_slack, text)
+        assert len(fake_model.requests) == 2
+        assert spend_of(bot).used == {}
+
+
+async def test_a_stop_mid_stream_settles_what_was_used(
+    monkeypatch: pytest.MonkeyPatch,
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    sqlite_url: str,
+    policy_path: Path,
+) -> None:
+    use_stand_in(monkeypatch)
+    words = " ".join(f"token{i}" for i in range(200)) + "."
+    fake_model.script(Script(text=words, tokens_per_second=40))
+    async with running(
+        fake_slack,
+        fake_model,
+        sqlite_url,
+        policy_file=policy_path,
+        streaming="auto",
+        reply_tokens=100,
+    ) as bot:
+        root = await bot.mention("C1", "write a long essay", fake_slack)
+        await wait_until(lambda: len(spend_of(bot).holds) == 1 and _shown(fake_slack) >= 5)
+        assert await bot.send_event(fake_slack.press_stop("C1", root, "UALICE")) == 200
+        await bot.idle()
+        spend = spend_of(bot)
+        [used] = spend.settled
+        assert spend.holds == {}
+        assert used.prompt > 10  # no usage came: counted here, prompt and what streamed
+        assert 5 <= used.completion < 200
+        assert spend.used == {("demo", datetime.now(UTC).date().isoformat()): used.total}
+
+
+def _shown(slack: FakeSlack) -> int:
+    streamed = slack.streamed_messages("C1")
+    return len(streamed[0].text.split()) if streamed else 0
+
+
+async def test_a_model_error_settles_and_the_hold_is_released(
+    spend_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    fake_model.script(Script(fail_status=400))
+    await ask(spend_bot, fake_slack, "a question")
+    spend = spend_of(spend_bot)
+    assert spend.holds == {}
+    [used] = spend.settled
+    assert used.completion == 0
+
+
+async def test_at_the_limit_a_title_is_skipped_not_paused(
+    monkeypatch: pytest.MonkeyPatch,
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    sqlite_url: str,
+    policy_path: Path,
+) -> None:
+    use_stand_in(monkeypatch)
+    fake_model.default = Script(text="An answer.", prompt_tokens=BIG)
+    async with running(
+        fake_slack, fake_model, sqlite_url, policy_file=policy_path, reply_tokens=100,
+        title_model="fake-model",
+    ) as bot:  # fmt: skip
+        await ask(bot, fake_slack, "first question")
+        titled = len(fake_model.bodies) - len(fake_model.requests)
+        assert titled == 1  # the first conversation's title was asked of the model
+        await ask(bot, fake_slack, "second question")
+        assert len(fake_model.bodies) - len(fake_model.requests) == titled
+        assert len(pause_cards(fake_slack)) == 1  # one card: the turn's, none for the title
+
+
+async def test_a_resumed_turn_another_budget_refuses_pauses_again_with_a_new_card(
+    monkeypatch: pytest.MonkeyPatch,
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    sqlite_url: str,
+    tmp_path: Path,
+) -> None:
+    use_stand_in(monkeypatch)
+    path = tmp_path / "policy.yaml"
+    other = budget("workspace: true", tokens=8_000).replace("name: demo", "name: everyone")
+    path.write_text(policy(budget("user: UALICE", extra=CHEAPER), other))
+    fake_model.default = Script(text="An answer.", prompt_tokens=BIG)
+    async with running(
+        fake_slack, fake_model, sqlite_url, policy_file=path, reply_tokens=100
+    ) as bot:
+        await ask(bot, fake_slack, "first question")
+        await ask(bot, fake_slack, "second question")
+        [card] = pause_cards(fake_slack)
+        assert "demo" in card.text
+        spend_of(bot).used[("everyone", datetime.now(UTC).date().isoformat())] = 8_000
+        assert await bot.click(card, CONTINUE_CHEAPER, "UALICE", "C1") == 200
+        await wait_until(lambda: len(pause_cards(fake_slack)) == 2)
+        await bot.idle()
+        assert len(fake_model.requests) == 1
+        second = pause_cards(fake_slack)[1]
+        assert second.text.startswith("Budget reached: everyone, ")
+        assert second.thread_ts == card.thread_ts
+        states = [(p.budget, p.state) for p in await pauses(bot)]
+        assert states == [("demo", "resumed"), ("everyone", "paused")]
+        [request] = await outbox(bot)
+        assert request.done_at is not None  # the resume is done: it paused again
+
+
+async def outbox(bot: RunningBot) -> list[ResumeRequest]:
+    async with bot.countersign.db.transaction() as session:
+        return list((await session.scalars(select(ResumeRequest))).all())
+
+
+class _NoDatabase:
+    """A database that fails any use: the gate must not touch it."""
+
+    def __getattr__(self, name: str) -> object:
+        raise AssertionError(f"the database was used ({name}) with no budget configured")
+
+
+async def test_with_no_budget_a_model_call_costs_no_database_round_trip() -> None:
+    db: Any = _NoDatabase()
+    spend = Spend(db, lambda: ([], "UTC"), Prices({}))
+    gate = SpendGate(db, spend, TokenCounter("fake-model"), 100)
+    conversation: Any = object()
+    llm: Any = object()
+    held, meter = await gate.hold(conversation, "UALICE", TurnRun(llm), frozenset(), [], None)
+    assert (held, meter) == (None, None)
+    await gate.settle(held, meter)
