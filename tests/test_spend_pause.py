@@ -20,7 +20,7 @@ from bot.db.models import BudgetPause, ResumeRequest
 from bot.slack.budget_card import ASK_RAISE, CONTINUE_CHEAPER
 from bot.spend.ledger import Spend
 from bot.spend.prices import Prices
-from tests.fakes.openai import FakeOpenAI, Script
+from tests.fakes.openai import FakeOpenAI, Script, ScriptedToolCall
 from tests.fakes.slack import FakeSlack, StoredMessage, wait_until
 from tests.harness import RunningBot, running
 from tests.spend_stand_in import StandInSpend, use_stand_in
@@ -503,3 +503,36 @@ async def test_two_replicas_never_start_a_call_over_the_limit(
         await a.idle()
         await b.idle()
     assert len(pause_cards(fake_slack, "C0SPEND")) == 3
+
+
+async def test_a_per_turn_budget_pauses_between_tool_rounds_and_resumes_the_same_turn(
+    monkeypatch: pytest.MonkeyPatch,
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    sqlite_url: str,
+    tmp_path: Path,
+) -> None:
+    use_stand_in(monkeypatch)
+    path = tmp_path / "policy.yaml"
+    path.write_text(policy(budget("per_turn: true", window="turn", extra=CHEAPER)))
+    listing = ScriptedToolCall("l1", "list_tasks", '{"status": "any"}')
+    fake_model.script(Script(tool_calls=[listing], prompt_tokens=BIG))
+    fake_model.default = Script(text="An answer.", prompt_tokens=BIG)
+    async with running(
+        fake_slack, fake_model, sqlite_url, policy_file=path, reply_tokens=100
+    ) as bot:
+        root = await ask(bot, fake_slack, "what is open?")
+        assert len(fake_model.requests) == 1
+        [card] = pause_cards(fake_slack)
+        assert "this turn" in card.text
+        assert card.thread_ts == root
+        assert await bot.click(card, CONTINUE_CHEAPER, "UALICE", "C1") == 200
+        await resumed(bot, fake_model, 2)
+        resumed_with = fake_model.requests[-1].body
+        assert resumed_with["model"] == "cheap-model"
+        assert resumed_with["messages"][-1]["role"] == "tool"  # where it stopped
+        [pause] = await pauses(bot)
+        keys = {key for _, key in spend_of(bot).used}
+        assert keys == {pause.turn_key}  # the resumed turn counted in the same turn
+        await ask(bot, fake_slack, "and now?")  # a new turn: a new window
+        assert len(fake_model.requests) == 3
