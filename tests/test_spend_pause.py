@@ -20,10 +20,11 @@ from bot.db.models import BudgetPause, ResumeRequest
 from bot.slack.budget_card import ASK_RAISE, CONTINUE_CHEAPER
 from bot.spend.ledger import Spend
 from bot.spend.prices import Prices
+from bot.spend.standing import Standing
 from tests.fakes.openai import FakeOpenAI, Script, ScriptedToolCall
 from tests.fakes.slack import FakeSlack, StoredMessage, wait_until
 from tests.harness import RunningBot, running
-from tests.spend_stand_in import StandInSpend, use_stand_in
+from tests.spend_stand_in import use_stand_in
 
 BIG = 5_000  # prompt tokens the fake model reports: one call uses a 3,000-token budget up
 
@@ -65,10 +66,17 @@ async def spend_bot(
         yield bot
 
 
-def spend_of(bot: RunningBot) -> StandInSpend:
+def spend_of(bot: RunningBot) -> Spend:
     spend = bot.countersign.conversations.spending.spend
-    assert isinstance(spend, StandInSpend)
+    assert spend is not None
     return spend
+
+
+async def standing(bot: RunningBot, key: str | None = None, name: str = "demo") -> Standing:
+    """The budget's use in its current window (or `key`'s), as the ledger tells it."""
+    found = await spend_of(bot).standing(name, key)
+    assert found is not None
+    return found
 
 
 def pause_cards(slack: FakeSlack, channel: str = "C1") -> list[StoredMessage]:
@@ -173,7 +181,7 @@ async def test_spend_recorded_is_the_usage_the_model_reported(
 ) -> None:
     fake_model.script(Script(text="one two three", prompt_tokens=123))
     await ask(spend_bot, fake_slack, "a question")
-    assert [(t.prompt, t.completion) for t in spend_of(spend_bot).settled] == [(123, 3)]
+    assert (await standing(spend_bot)).used_tokens == 123 + 3
 
 
 async def test_a_server_that_reports_no_usage_is_counted_here(
@@ -181,9 +189,9 @@ async def test_a_server_that_reports_no_usage_is_counted_here(
 ) -> None:
     fake_model.script(Script(text="one two three", reports_usage=False))
     await ask(spend_bot, fake_slack, "a question")
-    [used] = spend_of(spend_bot).settled
-    assert used.prompt > 10
-    assert 1 <= used.completion <= 10
+    used = await standing(spend_bot)
+    assert used.used_tokens != BIG + 3  # not the usage the server would have reported
+    assert 100 < used.used_tokens < 5_000  # the prompt counted here (the tools' schemas too)
 
 
 def with_policy(path: Path, text: str) -> None:
@@ -341,7 +349,7 @@ async def test_a_pack_whose_tools_are_not_offered_counts_nothing(
         for text in ("one", "two"):
             await ask(bot, fake_slack, text)
         assert len(fake_model.requests) == 2
-        assert spend_of(bot).used == {}
+        assert (await standing(bot)).used_tokens == 0
 
 
 async def test_a_stop_mid_stream_settles_what_was_used(
@@ -363,15 +371,16 @@ async def test_a_stop_mid_stream_settles_what_was_used(
         reply_tokens=100,
     ) as bot:
         root = await bot.mention("C1", "write a long essay", fake_slack)
-        await wait_until(lambda: len(spend_of(bot).holds) == 1 and _shown(fake_slack) >= 5)
+        await wait_until(lambda: _shown(fake_slack) >= 5)
+        held = await standing(bot)
+        assert held.reserved_tokens > 100  # the call holds its estimate while it streams
         assert await bot.send_event(fake_slack.press_stop("C1", root, "UALICE")) == 200
         await bot.idle()
-        spend = spend_of(bot)
-        [used] = spend.settled
-        assert spend.holds == {}
-        assert used.prompt > 10  # no usage came: counted here, prompt and what streamed
-        assert 5 <= used.completion < 200
-        assert spend.used == {("demo", datetime.now(UTC).date().isoformat()): used.total}
+        used = await standing(bot)
+        assert used.reserved_tokens == 0
+        # No usage came (the stream was cut): the prompt counted here and the words streamed.
+        assert held.reserved_tokens - 100 + 5 <= used.used_tokens
+        assert used.used_tokens < held.reserved_tokens - 100 + 200
 
 
 def _shown(slack: FakeSlack) -> int:
@@ -384,10 +393,9 @@ async def test_a_model_error_settles_and_the_hold_is_released(
 ) -> None:
     fake_model.script(Script(fail_status=400))
     await ask(spend_bot, fake_slack, "a question")
-    spend = spend_of(spend_bot)
-    assert spend.holds == {}
-    [used] = spend.settled
-    assert used.completion == 0
+    used = await standing(spend_bot)
+    assert used.reserved_tokens == 0
+    assert used.used_tokens < 5_000  # the prompt sent, counted here; nothing came back
 
 
 async def test_at_the_limit_a_title_is_skipped_not_paused(
@@ -420,8 +428,10 @@ async def test_a_resumed_turn_another_budget_refuses_pauses_again_with_a_new_car
 ) -> None:
     use_stand_in(monkeypatch)
     path = tmp_path / "policy.yaml"
-    other = budget("workspace: true", tokens=8_000).replace("name: demo", "name: everyone")
-    path.write_text(policy(budget("user: UALICE", extra=CHEAPER), other))
+    # Alice's own budget stops her second question; the workspace's still has room for it
+    # (and for Bob's), but no longer once Bob has asked: her resumed turn stops there.
+    other = budget("workspace: true", tokens=10_000).replace("name: demo", "name: everyone")
+    path.write_text(policy(budget("user: UALICE", tokens=4_000, extra=CHEAPER), other))
     fake_model.default = Script(text="An answer.", prompt_tokens=BIG)
     async with running(
         fake_slack, fake_model, sqlite_url, policy_file=path, reply_tokens=100
@@ -430,11 +440,12 @@ async def test_a_resumed_turn_another_budget_refuses_pauses_again_with_a_new_car
         await ask(bot, fake_slack, "second question")
         [card] = pause_cards(fake_slack)
         assert "demo" in card.text
-        spend_of(bot).used[("everyone", datetime.now(UTC).date().isoformat())] = 8_000
+        await ask(bot, fake_slack, "bob's question", user="UBOB")
+        assert len(fake_model.requests) == 2
         assert await bot.click(card, CONTINUE_CHEAPER, "UALICE", "C1") == 200
         await wait_until(lambda: len(pause_cards(fake_slack)) == 2)
         await bot.idle()
-        assert len(fake_model.requests) == 1
+        assert len(fake_model.requests) == 2
         second = pause_cards(fake_slack)[1]
         assert second.text.startswith("Budget reached: everyone, ")
         assert second.thread_ts == card.thread_ts
@@ -532,7 +543,7 @@ async def test_a_per_turn_budget_pauses_between_tool_rounds_and_resumes_the_same
         assert resumed_with["model"] == "cheap-model"
         assert resumed_with["messages"][-1]["role"] == "tool"  # where it stopped
         [pause] = await pauses(bot)
-        keys = {key for _, key in spend_of(bot).used}
-        assert keys == {pause.turn_key}  # the resumed turn counted in the same turn
+        counted = await standing(bot, pause.turn_key)
+        assert counted.used_tokens >= 2 * BIG  # both calls, before and after the pause
         await ask(bot, fake_slack, "and now?")  # a new turn: a new window
         assert len(fake_model.requests) == 3
