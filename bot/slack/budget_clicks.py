@@ -16,6 +16,7 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.db.models import BudgetPause
 from bot.db.session import Database
@@ -76,7 +77,7 @@ class BudgetClicks:
         spend: Spend | None,
         kick: Callable[[], None],
         tasks: TaskGroup,
-        slack: Any,
+        slack: AsyncWebClient,
     ) -> None:
         self.db = db
         self.spend = spend
