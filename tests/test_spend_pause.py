@@ -12,19 +12,27 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from sqlalchemy import select
 
+from bot.conversation.memory import Memory
 from bot.conversation.spending import SpendGate, TurnRun
 from bot.conversation.tokens import TokenCounter
-from bot.db.models import BudgetPause, ResumeRequest
+from bot.db import repositories as repo
+from bot.db.migrate import upgrade_to_head
+from bot.db.models import BudgetPause, ResumeRequest, Role
+from bot.db.session import Database
 from bot.slack.budget_card import ASK_RAISE, CONTINUE_CHEAPER
+from bot.spend.budget_model import Budget
 from bot.spend.ledger import Spend
 from bot.spend.prices import Prices
-from bot.spend.standing import Standing
+from bot.spend.standing import Asker, Refused, Reservation, Standing
 from tests.fakes.openai import FakeOpenAI, Script, ScriptedToolCall
 from tests.fakes.slack import FakeSlack, StoredMessage, wait_until
 from tests.harness import RunningBot, running
 from tests.spend_stand_in import use_stand_in
+from tests.test_llm_stream import llm_for
+from tests.test_memory import BUDGET as MEMORY_BUDGET
 
 BIG = 5_000  # prompt tokens the fake model reports: one call uses a 3,000-token budget up
 
@@ -547,3 +555,65 @@ async def test_a_per_turn_budget_pauses_between_tool_rounds_and_resumes_the_same
         assert counted.used_tokens >= 2 * BIG  # both calls, before and after the pause
         await ask(bot, fake_slack, "and now?")  # a new turn: a new window
         assert len(fake_model.requests) == 3
+
+
+class _AlwaysRefused(Spend):
+    """A ledger whose one budget is always used up (a summary's call meets its limit)."""
+
+    async def reserve(
+        self, asker: Asker, model: str, prompt_tokens: int, max_tokens: int
+    ) -> Reservation | Refused:
+        budget = self.budgets()[0][0]
+        return Refused(
+            Standing(
+                budget.name, "workspace", None, "day", "2026-11-27", 0, 0, None, 3_000, 0,
+                3_000, None, "UTC", (), None, None,
+            )
+        )  # fmt: skip
+
+
+async def test_at_the_limit_a_summary_is_skipped_and_the_window_still_fits(
+    migrated_database_url: str, fake_model: FakeOpenAI
+) -> None:
+    db = Database.from_url(migrated_database_url)
+    try:
+        await upgrade_to_head(db)
+        llm = llm_for(fake_model)
+        memory = Memory(db, llm, TokenCounter("gpt-4o-mini"), MEMORY_BUDGET)
+        spent = [Budget.model_validate(yaml.safe_load(budget("workspace: true"))[0])]
+        spend = _AlwaysRefused(db, lambda: (spent, "UTC"), Prices({}))
+        memory.spending = SpendGate(db, spend, memory.counter, 100)
+        async with db.transaction() as session:
+            conversation, _ = await repo.get_or_create_conversation(session, "T", "C", "1.0", "UA")
+            for turn in range(80):
+                said = f"turn {turn}: remember {turn * 7} " + "and more words " * 10
+                await repo.add_message(session, conversation, Role.USER, said, slack_user="UA")
+                await repo.add_message(session, conversation, Role.ASSISTANT, f"noted {turn}")
+        prompt = await memory.prompt(conversation.id, "You are a bot.", None, 200)
+        assert fake_model.summaries == []  # never asked: the budget had no room
+        assert memory.counter.messages(prompt) <= MEMORY_BUDGET.total
+        assert "turn 79" in str(prompt[-2]["content"])  # the newest turns are there
+    finally:
+        await db.dispose()
+
+
+async def test_a_crafted_continue_button_changes_nothing(
+    spend_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    await ask(spend_bot, fake_slack, "first question")
+    await ask(spend_bot, fake_slack, "second question")
+    [card] = pause_cards(fake_slack)
+    [button] = [e for b in card.blocks or [] for e in b.get("elements", []) if "value" in e][:1]
+    for value, channel in (("999", "C1"), ("x1", "C1"), (button["value"], "C2")):
+        forged = StoredMessage(
+            card.ts, card.text, card.user, card.bot_id, card.thread_ts,
+            blocks=[{"type": "actions", "elements": [
+                {"action_id": CONTINUE_CHEAPER, "value": value}
+            ]}],
+        )  # fmt: skip
+        assert await spend_bot.click(forged, CONTINUE_CHEAPER, "UALICE", channel) == 200
+    await spend_bot.idle()
+    assert len(fake_model.requests) == 1
+    [pause] = await pauses(spend_bot)
+    assert pause.state == "paused"
+    assert [c.text for c in pause_cards(fake_slack)] == [card.text]
