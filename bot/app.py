@@ -136,7 +136,7 @@ class Countersign:
             ThreadLocks(redis),
             live_replies,
             budgets,
-            spend_of(db, policy),
+            spend_of(settings, db, policy),
         )
 
         tool_context = tool_contexts(db, slack, links)

@@ -38,9 +38,7 @@ from bot.slack.card_publisher import CardPublisher
 from bot.slack.card_rerouting import announce_reroute
 from bot.slack.dm_welcome import DmWelcome
 from bot.slack.web_client import web_client
-from bot.spend.budget_model import Budget
 from bot.spend.ledger import Spend
-from bot.spend.prices import Prices
 from bot.tasks import TaskGroup
 from bot.tools.catalog import ToolRegistry
 from bot.tools.context import ToolContext
@@ -76,15 +74,10 @@ def model_of(settings: Settings) -> LLM:
     )
 
 
-def spend_of(db: Database, policy: PolicySource) -> Spend:
+def spend_of(settings: Settings, db: Database, policy: PolicySource) -> Spend:
     """The one spend ledger: the budgets and time zone of the policy in force, read at every
-    call (a reload applies at once, mid-window too)."""
-
-    def budgets() -> tuple[list[Budget], str]:
-        current = policy.current.policy
-        return current.budgets, current.timezone
-
-    return Spend(db, budgets, Prices({}))  # Prices.load(settings.model_prices) once S1 lands
+    call (a reload applies at once, mid-window too), and `MODEL_PRICES` over the defaults."""
+    return Spend(db, policy.budgets, settings.load_prices())
 
 
 def govern_spend(conversations: Conversations, slack: AsyncWebClient, groups: GroupMembers) -> None:

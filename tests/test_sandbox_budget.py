@@ -5,22 +5,15 @@ drives it (its routes), against the unchanged bot as a process."""
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from bot.spend.ledger import Spend
 from tests.sandbox_browser import running_sandbox, state, ui_post
 
-# Until the ledger lands on main (helper S1), its methods are the contract's stubs.
-STUB = "NotImplementedError" in inspect.getsource(Spend.reserve)
-pytestmark = [
-    pytest.mark.timeout(180),
-    pytest.mark.skipif(STUB, reason="the spend ledger is not implemented yet"),
-]
+pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.fixture(scope="module")

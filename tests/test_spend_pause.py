@@ -5,7 +5,6 @@ against the budget and the owners' soft notice."""
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,7 +29,6 @@ from bot.spend.standing import Asker, Refused, Reservation, Standing
 from tests.fakes.openai import FakeOpenAI, Script, ScriptedToolCall
 from tests.fakes.slack import FakeSlack, StoredMessage, wait_until
 from tests.harness import RunningBot, running
-from tests.spend_stand_in import use_stand_in
 from tests.test_llm_stream import llm_for
 from tests.test_memory import BUDGET as MEMORY_BUDGET
 
@@ -60,13 +58,11 @@ def policy_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 async def spend_bot(
-    monkeypatch: pytest.MonkeyPatch,
     fake_slack: FakeSlack,
     fake_model: FakeOpenAI,
     sqlite_url: str,
     policy_path: Path,
 ) -> AsyncIterator[RunningBot]:
-    use_stand_in(monkeypatch)
     fake_model.default = Script(text="An answer.", prompt_tokens=BIG)
     async with running(
         fake_slack, fake_model, sqlite_url, policy_file=policy_path, reply_tokens=100
@@ -233,14 +229,12 @@ SCOPES = {  # scope, where the counted person asks, (who and where is not counte
 @pytest.mark.parametrize("kind", sorted(SCOPES))
 async def test_each_scope_pauses_whom_it_counts_and_nobody_else(
     kind: str,
-    monkeypatch: pytest.MonkeyPatch,
     fake_slack: FakeSlack,
     fake_model: FakeOpenAI,
     sqlite_url: str,
     tmp_path: Path,
 ) -> None:
     scope, channel, other = SCOPES[kind]
-    use_stand_in(monkeypatch)
     fake_slack.user_groups["S0TEAM"] = ["UALICE"]
     path = tmp_path / "policy.yaml"
     path.write_text(policy(budget(scope)))
@@ -261,13 +255,11 @@ async def test_each_scope_pauses_whom_it_counts_and_nobody_else(
 
 
 async def test_a_per_turn_budget_counts_each_turn_afresh(
-    monkeypatch: pytest.MonkeyPatch,
     fake_slack: FakeSlack,
     fake_model: FakeOpenAI,
     sqlite_url: str,
     tmp_path: Path,
 ) -> None:
-    use_stand_in(monkeypatch)
     path = tmp_path / "policy.yaml"
     path.write_text(policy(budget("per_turn: true", window="turn")))
     fake_model.default = Script(text="An answer.", prompt_tokens=BIG)
@@ -291,13 +283,11 @@ async def test_a_per_turn_budget_counts_each_turn_afresh(
 async def test_a_calendar_window_resets(
     window: str,
     later: datetime,
-    monkeypatch: pytest.MonkeyPatch,
     fake_slack: FakeSlack,
     fake_model: FakeOpenAI,
     sqlite_url: str,
     tmp_path: Path,
 ) -> None:
-    use_stand_in(monkeypatch)
     path = tmp_path / "policy.yaml"
     path.write_text(policy(budget("workspace: true", window=window)))
     fake_model.default = Script(text="An answer.", prompt_tokens=BIG)
@@ -316,13 +306,11 @@ async def test_a_calendar_window_resets(
 
 
 async def test_the_owners_hear_of_the_soft_threshold_once_a_window(
-    monkeypatch: pytest.MonkeyPatch,
     fake_slack: FakeSlack,
     fake_model: FakeOpenAI,
     sqlite_url: str,
     tmp_path: Path,
 ) -> None:
-    use_stand_in(monkeypatch)
     path = tmp_path / "policy.yaml"
     soft = "    soft: 0.5\n"
     path.write_text(policy(budget("workspace: true", tokens=100_000, extra=soft)))
@@ -341,13 +329,11 @@ async def test_the_owners_hear_of_the_soft_threshold_once_a_window(
 
 
 async def test_a_pack_whose_tools_are_not_offered_counts_nothing(
-    monkeypatch: pytest.MonkeyPatch,
     fake_slack: FakeSlack,
     fake_model: FakeOpenAI,
     sqlite_url: str,
     tmp_path: Path,
 ) -> None:
-    use_stand_in(monkeypatch)
     path = tmp_path / "policy.yaml"
     path.write_text(policy(budget("pack: github")))
     fake_model.default = Script(text="An answer.", prompt_tokens=BIG)
@@ -361,13 +347,11 @@ async def test_a_pack_whose_tools_are_not_offered_counts_nothing(
 
 
 async def test_a_stop_mid_stream_settles_what_was_used(
-    monkeypatch: pytest.MonkeyPatch,
     fake_slack: FakeSlack,
     fake_model: FakeOpenAI,
     sqlite_url: str,
     policy_path: Path,
 ) -> None:
-    use_stand_in(monkeypatch)
     words = " ".join(f"token{i}" for i in range(200)) + "."
     fake_model.script(Script(text=words, tokens_per_second=40))
     async with running(
@@ -407,13 +391,11 @@ async def test_a_model_error_settles_and_the_hold_is_released(
 
 
 async def test_at_the_limit_a_title_is_skipped_not_paused(
-    monkeypatch: pytest.MonkeyPatch,
     fake_slack: FakeSlack,
     fake_model: FakeOpenAI,
     sqlite_url: str,
     policy_path: Path,
 ) -> None:
-    use_stand_in(monkeypatch)
     fake_model.default = Script(text="An answer.", prompt_tokens=BIG)
     async with running(
         fake_slack, fake_model, sqlite_url, policy_file=policy_path, reply_tokens=100,
@@ -428,13 +410,11 @@ async def test_at_the_limit_a_title_is_skipped_not_paused(
 
 
 async def test_a_resumed_turn_another_budget_refuses_pauses_again_with_a_new_card(
-    monkeypatch: pytest.MonkeyPatch,
     fake_slack: FakeSlack,
     fake_model: FakeOpenAI,
     sqlite_url: str,
     tmp_path: Path,
 ) -> None:
-    use_stand_in(monkeypatch)
     path = tmp_path / "policy.yaml"
     # Alice's own budget stops her second question; the workspace's still has room for it
     # (and for Bob's), but no longer once Bob has asked: her resumed turn stops there.
@@ -486,12 +466,7 @@ async def test_with_no_budget_a_model_call_costs_no_database_round_trip() -> Non
     await gate.settle(held, meter)
 
 
-# Until the ledger lands on main (helper S1), its methods are the contract's stubs.
-STUB = "NotImplementedError" in inspect.getsource(Spend.reserve)
-
-
 @pytest.mark.postgres
-@pytest.mark.skipif(STUB, reason="the spend ledger is not implemented yet")
 async def test_two_replicas_never_start_a_call_over_the_limit(
     fake_slack: FakeSlack, fake_model: FakeOpenAI, migrated_postgres_url: str, tmp_path: Path
 ) -> None:
@@ -525,13 +500,11 @@ async def test_two_replicas_never_start_a_call_over_the_limit(
 
 
 async def test_a_per_turn_budget_pauses_between_tool_rounds_and_resumes_the_same_turn(
-    monkeypatch: pytest.MonkeyPatch,
     fake_slack: FakeSlack,
     fake_model: FakeOpenAI,
     sqlite_url: str,
     tmp_path: Path,
 ) -> None:
-    use_stand_in(monkeypatch)
     path = tmp_path / "policy.yaml"
     path.write_text(policy(budget("per_turn: true", window="turn", extra=CHEAPER)))
     listing = ScriptedToolCall("l1", "list_tasks", '{"status": "any"}')

@@ -6,7 +6,6 @@ model, or ask an owner to raise the limit. Pure builders; the clicks are
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
 from slack_sdk.models.blocks import (
@@ -18,44 +17,17 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from bot.spend.standing import Standing, usd_of
+from bot.spend.standing import Standing
+from bot.spend.windows import sentence
 from bot.text import escape
 
 CONTINUE_CHEAPER = "budget_continue_cheaper"
 ASK_RAISE = "budget_ask_raise"
 REACHED = "Budget reached"
 
-_PERIOD = {"day": "today", "week": "this week", "month": "this month", "turn": "this turn"}
-
-
-def budget_sentence(standing: Standing) -> str:
-    """ "support-daily, $12.00 of $12.00 today; resets 00:00 UTC".
-
-    A stand-in for `bot.spend.windows`'s sentence (helper S1's), replaced by it once it lands
-    so the card, /usage and the Home say it one way."""
-    used: list[str] = []
-    if standing.limit_nano is not None:
-        used.append(f"{_usd(standing.used_nano)} of {_usd(standing.limit_nano)}")
-    if standing.limit_tokens is not None:
-        used.append(f"{standing.used_tokens:,} of {standing.limit_tokens:,} tokens")
-    said = f"{standing.name}, {' and '.join(used)} {_PERIOD.get(standing.window, '')}".rstrip()
-    if standing.resets_at is not None:
-        at = standing.resets_at
-        when = at.strftime("%H:%M")
-        if standing.window == "week":
-            when = f"{at.strftime('%A')} {when}"
-        elif standing.window == "month":
-            when = f"{at.day} {at.strftime('%b')} {when}"
-        said += f"; resets {when} {standing.timezone}"
-    return said
-
-
-def _usd(nano: int) -> str:
-    return f"${usd_of(nano).quantize(Decimal('0.01')):,}"
-
 
 def pause_text(standing: Standing) -> str:
-    return f"{REACHED}: {escape(budget_sentence(standing))}"
+    return f"{REACHED}: {escape(sentence(standing))}"
 
 
 def pause_card(standing: Standing, pause_id: int, requester: str) -> list[dict[str, Any]]:

@@ -25,13 +25,13 @@ from bot.slack.budget_card import (
     ASK_RAISE,
     CONTINUE_CHEAPER,
     REACHED,
-    budget_sentence,
     chosen_card,
     chosen_text,
 )
 from bot.slack.payloads import BadPayload, _dict, _str, _user
 from bot.spend.ledger import Spend
 from bot.spend.pauses import resume_paused
+from bot.spend.windows import sentence
 from bot.tasks import TaskGroup
 from bot.text import escape
 
@@ -145,7 +145,7 @@ class BudgetClicks:
             if self.spend is not None:
                 standing = await self.spend.standing(pause.budget, pause.window_key)
                 if standing is not None:
-                    reached = f"{REACHED}: {escape(budget_sentence(standing))}"
+                    reached = f"{REACHED}: {escape(sentence(standing))}"
         except Exception as exc:  # the card still says who chose what
             log.warning("budget %s unreadable for its card: %s", pause.budget, exc)
         try:

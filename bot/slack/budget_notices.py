@@ -11,18 +11,19 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.approvals.policy import GroupMembers
 from bot.poster import NOTHING_PRIVATE, poster_of
-from bot.slack.budget_card import budget_sentence
 from bot.spend.standing import SoftCrossing
+from bot.spend.windows import PERIOD, resets_phrase, use_phrase
 
 log = logging.getLogger(__name__)
 
 
 def soft_text(crossing: SoftCrossing) -> str:
+    """ "support-daily has used 80% ($9.60 of $12.00 today; resets 00:00 UTC)"."""
     standing = crossing.standing
-    sentence = budget_sentence(standing)
-    _, _, rest = sentence.partition(", ")  # "support-daily, $9.60 of ..." -> "$9.60 of ..."
     share = round((standing.soft or 0) * 100)
-    return f"{standing.name} has used {share}% ({rest})"
+    said = f"{use_phrase(standing)} {PERIOD[standing.window]}"
+    resets = resets_phrase(standing)
+    return f"{standing.name} has used {share}% ({said}{'; ' + resets if resets else ''})"
 
 
 class SoftNotices:
