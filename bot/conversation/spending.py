@@ -188,6 +188,11 @@ class SpendGate:
                 await self.notices.send(crossing)
 
     async def _turn_key(self, conversation: Conversation, run: TurnRun) -> str:
+        """The turn's key: its person's message (kept by a resumed turn). Read only where a
+        budget counts turns; other windows do not use it."""
+        assert self.spend is not None
+        if run.turn_key is None and not any(b.window == "turn" for b in self.spend.budgets()[0]):
+            return f"conversation:{conversation.id}"
         if run.turn_key is None:
             async with self.db.reading() as session:
                 found = await turn_key(session, conversation.id)
