@@ -21,6 +21,7 @@ from bot.db import repositories as repo
 from bot.db.migrate import upgrade_to_head
 from bot.db.models import BudgetPause, ResumeRequest, Role
 from bot.db.session import Database
+from bot.slack import cards
 from bot.slack.budget_card import ASK_RAISE, CONTINUE_CHEAPER
 from bot.spend.budget_model import Budget
 from bot.spend.ledger import Spend
@@ -29,6 +30,7 @@ from bot.spend.standing import Asker, Refused, Reservation, Standing
 from tests.fakes.openai import FakeOpenAI, Script, ScriptedToolCall
 from tests.fakes.slack import FakeSlack, StoredMessage, wait_until
 from tests.harness import RunningBot, running
+from tests.test_approvals_flow import CREATE, call, proposals
 from tests.test_llm_stream import llm_for
 from tests.test_memory import BUDGET as MEMORY_BUDGET
 
@@ -590,3 +592,25 @@ async def test_a_crafted_continue_button_changes_nothing(
     [pause] = await pauses(spend_bot)
     assert pause.state == "paused"
     assert [c.text for c in pause_cards(fake_slack)] == [card.text]
+
+
+async def test_a_turn_continued_on_the_cheaper_model_stays_on_it_after_an_approval(
+    spend_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    await ask(spend_bot, fake_slack, "first question")
+    await ask(spend_bot, fake_slack, "make a task")
+    [card] = pause_cards(fake_slack)
+    fake_model.script(Script(tool_calls=[call("create_task", CREATE)], prompt_tokens=BIG))
+    assert await spend_bot.click(card, CONTINUE_CHEAPER, "UALICE", "C1") == 200
+    await resumed(spend_bot, fake_model, 2)
+    [proposal] = await proposals(spend_bot)
+    [write] = [c for c in fake_slack.cards("C1") if c not in pause_cards(fake_slack)]
+    assert await spend_bot.click(write, cards.APPROVE, "UALICE", "C1") == 200
+    await resumed(spend_bot, fake_model, 3)
+    assert [r.body["model"] for r in fake_model.requests] == [
+        "fake-model",
+        "cheap-model",
+        "cheap-model",  # after the approval, the turn goes on where it was: the cheaper model
+    ]
+    assert len(pause_cards(fake_slack)) == 1
+    assert proposal.requester == "UALICE"

@@ -15,7 +15,7 @@ from bot.conversation.ending import end_stopped, finish_unfinished
 from bot.conversation.notes import BROKE, INTERRUPTED, failure_note
 from bot.conversation.replies import Replies
 from bot.conversation.running import RunningTurns
-from bot.conversation.spending import TurnRun
+from bot.conversation.spending import SpendGate, TurnRun, chosen_for_turn
 from bot.conversation.tool_round import OnStored
 from bot.db import repositories as repo
 from bot.db.models import BudgetPause, Conversation, Proposal, Role
@@ -33,6 +33,7 @@ class Resuming:
     locks: ThreadLocks
 
     llm: LLM
+    spending: SpendGate
     # Conversations' model rounds: (conversation, stream, requester, on_stored, run) -> stored?
     _respond: Callable[
         [Conversation, ReplyStream, str, OnStored | None, TurnRun | None],
@@ -71,6 +72,8 @@ class Resuming:
                     .limit(1)
                 )
             requester = requester or conversation.started_by
+            if paused is None and self.spending.active:
+                paused = await chosen_for_turn(session, conversation.id)
         run = None
         if paused is not None:
             requester = paused.requester

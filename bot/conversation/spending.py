@@ -20,15 +20,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openai.types.chat import ChatCompletionMessageParam
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.approvals.policy import GroupMembers
 from bot.approvals.questions import turn_key
 from bot.conversation.tokens import LARGEST_IMAGE_TOKENS, TokenCounter
-from bot.db.models import Conversation
+from bot.db.models import BudgetPause, Conversation, Message, Role
 from bot.db.session import Database
 from bot.llm import LLM, Finished, LLMError, StreamEvent, TextDelta
 from bot.slack.budget_notices import SoftNotices
 from bot.spend.ledger import Spend
+from bot.spend.pauses import RESUMED
 from bot.spend.standing import Asker, Refused, Reservation, Tokens
 
 log = logging.getLogger(__name__)
@@ -81,6 +84,30 @@ def prompt_tokens(counter: TokenCounter, messages: Sequence[Any], tools: Any) ->
         else:
             total += counter.message(message)
     return total + (counter.text(json.dumps(tools, sort_keys=True)) if tools else 0)
+
+
+async def chosen_for_turn(session: AsyncSession, conversation_id: int) -> BudgetPause | None:
+    """The budget pause whose cheaper model the conversation's current turn continued on, if
+    any (the newest pause, resumed on a model, with no new request since): a turn resumed
+    again later (its proposals settled) stays on that model."""
+    latest = await session.scalar(
+        select(BudgetPause)
+        .where(BudgetPause.conversation_id == conversation_id)
+        .order_by(BudgetPause.id.desc())
+        .limit(1)
+    )
+    if latest is None or latest.state != RESUMED or latest.model is None:
+        return None
+    asked_since = await session.scalar(
+        select(Message.id)
+        .where(
+            Message.conversation_id == conversation_id,
+            Message.role == Role.USER,
+            Message.created_at > (latest.resumed_at or latest.created_at),
+        )
+        .limit(1)
+    )
+    return None if asked_since is not None else latest
 
 
 class SpendRefused(LLMError):
