@@ -63,7 +63,6 @@ from bot.wiring import (
     policy_source,
     reconsidering,
     slack_of,
-    spend_of,
     sweeper_of,
     titles,
     tool_contexts,
@@ -136,7 +135,6 @@ class Countersign:
             ThreadLocks(redis),
             live_replies,
             budgets,
-            spend_of(settings, db, policy),
         )
 
         tool_context = tool_contexts(db, slack, links)
@@ -166,7 +164,7 @@ class Countersign:
         welcome = dm_welcome(settings, db, slack, threads, registry, policy, tasks)
         records.on_messages_tab = welcome.messages_tab
         conversations.titles = titles(settings, db, llm, threads, tasks)
-        govern_spend(conversations, slack, groups)
+        govern_spend(conversations, settings, db, policy, groups)
         interactions = Interactions(
             approvals,
             registry,
@@ -204,7 +202,7 @@ class Countersign:
         listeners.register(bolt, conversations, tasks, stopper, welcome)
         records.register(bolt)
         interactions.register(bolt)
-        BudgetClicks(db, conversations.spending.spend, resumer.kick, tasks, slack).register(bolt)
+        BudgetClicks(db, conversations.spending, resumer.kick, tasks, slack).register(bolt)
         ShowAll(approvals, registry, records.access, cards, tasks).register(bolt)
         feedback.register(bolt, db, cards.tell, tasks, records.access)
         listeners.acknowledge_the_rest(bolt)

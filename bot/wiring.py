@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Coroutine
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import Redis
 from slack_sdk.web.async_client import AsyncWebClient
@@ -38,11 +38,13 @@ from bot.slack.card_publisher import CardPublisher
 from bot.slack.card_rerouting import announce_reroute
 from bot.slack.dm_welcome import DmWelcome
 from bot.slack.web_client import web_client
-from bot.spend.ledger import Spend
 from bot.tasks import TaskGroup
 from bot.tools.catalog import ToolRegistry
 from bot.tools.context import ToolContext
 from bot.welcome_text import welcome_text
+
+if TYPE_CHECKING:
+    from bot.spend.ledger import Spend
 
 log = logging.getLogger(__name__)
 
@@ -74,16 +76,25 @@ def model_of(settings: Settings) -> LLM:
     )
 
 
-def spend_of(settings: Settings, db: Database, policy: PolicySource) -> Spend:
-    """The one spend ledger: the budgets and time zone of the policy in force, read at every
-    call (a reload applies at once, mid-window too), and `MODEL_PRICES` over the defaults."""
-    return Spend(db, policy.budgets, settings.load_prices())
+def govern_spend(
+    conversations: Conversations,
+    settings: Settings,
+    db: Database,
+    policy: PolicySource,
+    groups: GroupMembers,
+) -> None:
+    """The one spend ledger, made once the policy in force has a budget: its budgets and time
+    zone read at every call (a reload applies at once, mid-window too), `MODEL_PRICES` over
+    the defaults. Summaries and titles count too; soft thresholds tell the owners."""
 
+    def make() -> Spend:
+        from bot.spend.ledger import Spend  # a start without budgets does without it
 
-def govern_spend(conversations: Conversations, slack: AsyncWebClient, groups: GroupMembers) -> None:
-    """Summaries and titles count against budgets too; soft thresholds tell the owners."""
+        return Spend(db, policy.budgets, settings.load_prices())
+
     gate = conversations.spending
-    gate.groups, gate.notices = groups, SoftNotices(slack, groups)
+    gate.budgets, gate.make = policy.budgets, make
+    gate.groups, gate.notices = groups, SoftNotices(conversations.slack, groups)
     if conversations.titles is not None:
         conversations.titles.spending = gate
 

@@ -73,7 +73,7 @@ async def spend_bot(
 
 
 def spend_of(bot: RunningBot) -> Spend:
-    spend = bot.countersign.conversations.spending.spend
+    spend = bot.countersign.conversations.spending.ledger()
     assert spend is not None
     return spend
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openai.types.chat import ChatCompletionMessageParam
 from sqlalchemy import select
@@ -30,9 +30,12 @@ from bot.db.models import BudgetPause, Conversation, Message, Role
 from bot.db.session import Database
 from bot.llm import LLM, Finished, LLMError, StreamEvent, TextDelta
 from bot.slack.budget_notices import SoftNotices
-from bot.spend.ledger import Spend
 from bot.spend.pauses import RESUMED
 from bot.spend.standing import Asker, Refused, Reservation, Tokens
+
+if TYPE_CHECKING:
+    from bot.spend.budget_model import Budget
+    from bot.spend.ledger import Spend
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +118,10 @@ class SpendRefused(LLMError):
 
 
 class SpendGate:
+    """Counts a turn's model calls against the budgets. The ledger (`spend`) is made by `make`
+    the first time the policy in force has a budget: a start without budgets neither builds
+    nor imports it (it brings the databases' dialects)."""
+
     def __init__(
         self,
         db: Database,
@@ -130,10 +137,19 @@ class SpendGate:
         self.reply_tokens = reply_tokens
         self.groups = groups
         self.notices = notices
+        self.budgets: Callable[[], tuple[list[Budget], str]] | None = None  # the policy's
+        self.make: Callable[[], Spend] | None = None
+
+    def ledger(self) -> Spend | None:
+        """The ledger, if any budget is configured now (made on the first one)."""
+        made, budgets = self.make, self.budgets
+        if self.spend is None and made is not None and budgets is not None and budgets()[0]:
+            self.spend = made()
+        return self.spend if self.spend is not None and self.spend.any else None
 
     @property
     def active(self) -> bool:
-        return self.spend is not None and self.spend.any
+        return self.ledger() is not None
 
     async def hold(
         self,
@@ -145,7 +161,8 @@ class SpendGate:
         tools: Any,
     ) -> tuple[Reservation | Refused | None, Meter | None]:
         """Reserve one call of `run.llm` on this prompt; (None, None) with no budget at all."""
-        if self.spend is None or not self.spend.any:
+        spend = self.ledger()
+        if spend is None:
             return None, None
         asker = Asker(
             team_id=conversation.team_id,
@@ -156,7 +173,7 @@ class SpendGate:
             turn_key=await self._turn_key(conversation, run),
         )
         meter = Meter(self.counter, prompt_tokens(self.counter, messages, tools))
-        held = await self.spend.reserve(asker, run.llm.model, meter.prompt, self.reply_tokens)
+        held = await spend.reserve(asker, run.llm.model, meter.prompt, self.reply_tokens)
         return held, meter
 
     async def complete(
@@ -169,7 +186,8 @@ class SpendGate:
     ) -> str:
         """`llm.complete` (a summary, a title) counted against the budgets of the
         conversation's requester; `SpendRefused` at a limit."""
-        if self.spend is None or not self.spend.any:
+        spend = self.ledger()
+        if spend is None:
             return await llm.complete(messages, max_tokens)
         async with self.db.reading() as session:
             conversation = await session.get(Conversation, conversation_id)
@@ -185,7 +203,7 @@ class SpendGate:
             turn_key=await self._turn_key(conversation, TurnRun(llm)),
         )
         meter = Meter(self.counter, prompt_tokens(self.counter, messages, None))
-        held = await self.spend.reserve(asker, llm.model, meter.prompt, max_tokens)
+        held = await spend.reserve(asker, llm.model, meter.prompt, max_tokens)
         if isinstance(held, Refused):
             raise SpendRefused(f"the budget {held.standing.name} is used up")
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING
 
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -49,10 +50,12 @@ from bot.slack.budgets import WorkspaceBudgets
 from bot.slack.edit_budget import EditBudget
 from bot.slack.feedback import feedback_block
 from bot.slack.streamer import Journal, ReplyStream
-from bot.spend.ledger import Spend
 from bot.spend.standing import Refused
 from bot.thread_locks import ThreadLocks
 from bot.tools.registry import ToolContext
+
+if TYPE_CHECKING:
+    from bot.spend.ledger import Spend
 
 log = logging.getLogger(__name__)
 

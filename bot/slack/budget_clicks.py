@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
@@ -29,11 +29,13 @@ from bot.slack.budget_card import (
     chosen_text,
 )
 from bot.slack.payloads import BadPayload, _dict, _str, _user
-from bot.spend.ledger import Spend
 from bot.spend.pauses import resume_paused
 from bot.spend.windows import sentence
 from bot.tasks import TaskGroup
 from bot.text import escape
+
+if TYPE_CHECKING:
+    from bot.spend.ledger import Spend
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,12 @@ ALREADY = "This paused request was already handled."
 NOT_OURS = "That button was not made by Countersign."
 NO_FALLBACK = "This budget no longer names a cheaper model: ask an owner to raise it instead."
 RAISE_LATER = "Asking to raise a budget is not available yet: ask one of its owners directly."
+
+
+class SpendLedger(Protocol):
+    """Where the ledger is (`bot.conversation.spending.SpendGate`): none without budgets."""
+
+    def ledger(self) -> Spend | None: ...
 
 
 def only_requester(requester: str) -> str:
@@ -74,7 +82,7 @@ class BudgetClicks:
     def __init__(
         self,
         db: Database,
-        spend: Spend | None,
+        spend: SpendLedger,
         kick: Callable[[], None],
         tasks: TaskGroup,
         slack: AsyncWebClient,
@@ -132,9 +140,10 @@ class BudgetClicks:
 
     def _fallback(self, budget: str) -> str | None:
         """The budget's cheaper model in the policy in force now (a reload may drop it)."""
-        if self.spend is None:
+        spend = self.spend.ledger()
+        if spend is None:
             return None
-        found = next((b for b in self.spend.budgets()[0] if b.name == budget), None)
+        found = next((b for b in spend.budgets()[0] if b.name == budget), None)
         return found.fallback_model if found is not None else None
 
     async def _chosen(self, pause: BudgetPause, model: str, user: str) -> None:
@@ -142,8 +151,9 @@ class BudgetClicks:
             return
         reached = f"{REACHED}: {escape(pause.budget)}"
         try:
-            if self.spend is not None:
-                standing = await self.spend.standing(pause.budget, pause.window_key)
+            spend = self.spend.ledger()
+            if spend is not None:
+                standing = await spend.standing(pause.budget, pause.window_key)
                 if standing is not None:
                     reached = f"{REACHED}: {escape(sentence(standing))}"
         except Exception as exc:  # the card still says who chose what
