@@ -38,7 +38,7 @@ BIG = 5_000  # prompt tokens the fake model reports: one call uses a 3,000-token
 
 
 def policy(*budgets: str) -> str:
-    return "version: 1\ndefault: ask\nbudgets:\n" + "".join(budgets)
+    return "version: 1\ndefault: ask\nbudgets:" + ("\n" + "".join(budgets) if budgets else " []\n")
 
 
 def budget(scope: str, window: str = "day", tokens: int = 3_000, extra: str = "") -> str:
@@ -614,3 +614,21 @@ async def test_a_turn_continued_on_the_cheaper_model_stays_on_it_after_an_approv
     ]
     assert len(pause_cards(fake_slack)) == 1
     assert proposal.requester == "UALICE"
+
+
+async def test_a_budget_added_by_a_reload_applies_to_the_next_turn(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(policy())
+    async with running(
+        fake_slack, fake_model, sqlite_url, policy_file=path, reply_tokens=100
+    ) as bot:
+        await ask(bot, fake_slack, "first question")
+        assert bot.countersign.conversations.spending.ledger() is None  # none was made
+        path.write_text(policy(budget("workspace: true", tokens=100)))
+        assert await bot.countersign.reload_policy()
+        await ask(bot, fake_slack, "second question")
+        assert len(fake_model.requests) == 1
+        [card] = pause_cards(fake_slack)
+        assert "0 of 100 tokens today" in card.text
