@@ -307,15 +307,23 @@ async def test_a_calendar_window_resets(
         assert len(fake_model.requests) == 2
 
 
+@pytest.mark.parametrize(
+    ("owners", "told"), [("[UBOB]", ["UBOB"]), ("[S0FIN, UCAT]", ["UBOB", "UDAN", "UCAT"])]
+)
 async def test_the_owners_hear_of_the_soft_threshold_once_a_window(
+    owners: str,
+    told: list[str],
     fake_slack: FakeSlack,
     fake_model: FakeOpenAI,
     sqlite_url: str,
     tmp_path: Path,
 ) -> None:
+    """Owners named as a user group are its members, each told once (in their DM)."""
+    fake_slack.user_groups["S0FIN"] = ["UDAN", "UBOB"]
     path = tmp_path / "policy.yaml"
     soft = "    soft: 0.5\n"
-    path.write_text(policy(budget("workspace: true", tokens=100_000, extra=soft)))
+    made = budget("workspace: true", tokens=100_000, extra=soft)
+    path.write_text(policy(made.replace("owners: [UBOB]", f"owners: {owners}")))
     fake_model.default = Script(text="An answer.", prompt_tokens=30_000)
     async with running(
         fake_slack, fake_model, sqlite_url, policy_file=path, reply_tokens=100
@@ -325,9 +333,10 @@ async def test_the_owners_hear_of_the_soft_threshold_once_a_window(
         notices = [
             m.text for ms in fake_slack.channels.values() for m in ms if "has used" in m.text
         ]
-    assert notices == ["demo has used 50% (60,004 of 100,000 tokens today; resets 00:00 UTC)"]
+    said = "demo has used 50% (60,004 of 100,000 tokens today; resets 00:00 UTC)"
+    assert notices == [said] * len(told)
     opened = [c.args.get("users") for c in fake_slack.calls_to("conversations.open")]
-    assert opened == ["UBOB"]  # the owner, in a DM
+    assert opened == told  # each owner, in a DM
 
 
 async def test_a_pack_whose_tools_are_not_offered_counts_nothing(
