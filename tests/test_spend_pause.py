@@ -641,3 +641,17 @@ async def test_a_budget_added_by_a_reload_applies_to_the_next_turn(
         assert len(fake_model.requests) == 1
         [card] = pause_cards(fake_slack)
         assert "0 of 100 tokens today" in card.text
+
+
+async def test_in_a_dm_the_card_is_in_the_dm_and_the_turn_resumes_there(
+    spend_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    for text in ("hello", "are you there?"):
+        await spend_bot.say(fake_slack, "D1", text)
+        await spend_bot.idle()
+    [card] = pause_cards(fake_slack, "D1")
+    assert card.text.startswith("Budget reached: demo, ")
+    assert await spend_bot.click(card, CONTINUE_CHEAPER, "UALICE", "D1") == 200
+    await resumed(spend_bot, fake_model, 2)
+    assert fake_model.requests[-1].body["model"] == "cheap-model"
+    assert [m.text for m in fake_slack.bot_messages("D1")].count("An answer.") == 2
