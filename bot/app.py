@@ -53,7 +53,6 @@ from bot.tasks import TaskGroup, new_worker_id
 from bot.thread_locks import ThreadLocks
 from bot.tools.catalog import ToolRegistry
 from bot.tools.integrations import Integrations
-from bot.tools.packs.budgets import raise_tool
 from bot.wiring import (
     budget_raises,
     checkpoint_job,
@@ -65,7 +64,6 @@ from bot.wiring import (
     policy_source,
     reconsidering,
     slack_of,
-    spend_of,
     sweeper_of,
     titles,
     tool_contexts,
@@ -127,8 +125,6 @@ class Countersign:
         live_replies = LiveReplies(db, worker, settings.lease_seconds)
         cards = CardPublisher(slack, budget, approvals, registry, policies, tasks, groups)
         door = one_door(policy, groups, slack, db, registry, approvals)
-        spend = spend_of(settings, db, policy)
-        registry.add(raise_tool(spend))  # internal: proposed by "Ask to raise", never the model
         desk = ActionDesk(registry, policies, approvals, cards, door)
         conversations = Conversations(
             db,
@@ -210,7 +206,9 @@ class Countersign:
         BudgetClicks(db, conversations.spending, resumer.kick, tasks, slack).register(bolt)
         ShowAll(approvals, registry, records.access, cards, tasks).register(bolt)
         feedback.register(bolt, db, cards.tell, tasks, records.access)
-        budget_raises(settings, bolt, spend, door, approvals, cards, registry, tasks)
+        budget_raises(
+            settings, bolt, conversations.spending, door, approvals, cards, registry, tasks
+        )
         listeners.acknowledge_the_rest(bolt)
         return cls(
             settings,

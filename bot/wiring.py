@@ -19,6 +19,7 @@ from bot.approvals.sweeper import Sweeper
 from bot.config import Settings
 from bot.conversation.live_replies import LiveReplies
 from bot.conversation.resume import ResumeWorker
+from bot.conversation.spending import SpendGate
 from bot.conversation.titles import Titles
 from bot.conversation.turn import Conversations
 from bot.db.models import Proposal
@@ -41,10 +42,10 @@ from bot.slack.dm_welcome import DmWelcome
 from bot.slack.raise_outcomes import RaiseOutcomes
 from bot.slack.raise_requests import RaiseRequests
 from bot.slack.web_client import web_client
-from bot.spend.ledger import Spend
 from bot.tasks import TaskGroup
 from bot.tools.catalog import ToolRegistry
 from bot.tools.context import ToolContext
+from bot.tools.packs.budgets import raise_tool
 from bot.welcome_text import welcome_text
 
 if TYPE_CHECKING:
@@ -274,15 +275,10 @@ def sweeper_of(
     )
 
 
-def spend_of(settings: Settings, db: Database, policy: PolicySource) -> Spend:
-    """The spend ledger, reading the budgets of the policy in force at every call."""
-    return Spend(db, policy.budgets, settings.load_prices())
-
-
 def budget_raises(
     settings: Settings,
     bolt: AsyncApp,
-    spend: Spend,
+    spending: SpendGate,
     door: OneDoor,
     approvals: ApprovalsService,
     cards: CardPublisher,
@@ -291,9 +287,10 @@ def budget_raises(
 ) -> RaiseRequests:
     """ "Ask to raise" (issue 29): the form and its proposal, and the pause card following
     the raise's outcome (after the App Home's own follower)."""
+    registry.add(raise_tool(spending.ledger))  # internal: never offered to the model
     requests = RaiseRequests(
         approvals.db,
-        spend,
+        spending.ledger,
         door,
         approvals,
         cards,
@@ -303,7 +300,7 @@ def budget_raises(
         timedelta(minutes=settings.proposal_expiry_minutes),
     )
     requests.register(bolt)
-    outcomes = RaiseOutcomes(approvals.db, cards.poster, spend, tasks)
+    outcomes = RaiseOutcomes(approvals.db, cards.poster, spending.ledger, tasks)
     before = cards.on_change
 
     def changed(proposal: Proposal, approvers: list[str]) -> None:

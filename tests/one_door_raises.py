@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from sqlalchemy import func, select
 
 from bot.db.models import BudgetPause, SpendRaise
+from bot.slack.budget_card import pause_card
 from bot.slack.raise_form import ASK_RAISE
-from bot.slack.raise_outcomes import pause_blocks
 from tests.fakes.slack import TEAM_ID
 from tests.one_door_policy import BUDGET
 from tests.one_door_world import PUBLIC
@@ -42,8 +42,12 @@ async def ask_raise(bot: OneDoorBot, requester: str, asker: str) -> int | None:
         )
         session.add(pause)
         await session.flush()
-        blocks = pause_blocks(pause, None, text)
         pause_id = pause.id
+    spend = countersign.conversations.spending.ledger()
+    assert spend is not None
+    standing = await spend.standing(BUDGET, today())
+    assert standing is not None
+    blocks = pause_card(standing, pause_id, requester)
     posted = await countersign.slack.chat_postMessage(channel=PUBLIC, text=text, blocks=blocks)
     ts = str(posted["ts"])
     async with countersign.db.transaction() as session:

@@ -13,10 +13,9 @@ from typing import Any
 from sqlalchemy import select
 
 from bot.db.models import AuditEntry, BudgetPause, Conversation, Proposal, SpendRaise
+from bot.slack import budget_card
 from bot.slack.raise_form import ASK_RAISE
-from bot.slack.raise_outcomes import pause_blocks
 from bot.spend.ledger import Spend
-from bot.spend.prices import Prices
 from bot.spend.raise_action import RAISE_TOOL
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import TEAM_ID, FakeSlack, StoredMessage, wait_until
@@ -67,8 +66,10 @@ async def pause_turn(
         )
         session.add(pause)
         await session.flush()
-        blocks = pause_blocks(pause, "gpt-4o-mini", text)
         pause_id = pause.id
+    standing = await ledger(bot).standing(BUDGET, today())
+    assert standing is not None
+    blocks = budget_card.pause_card(standing, pause_id, user)
     posted = await bot.countersign.slack.chat_postMessage(
         channel="C1", thread_ts=ts, text=text, blocks=blocks
     )
@@ -153,10 +154,13 @@ async def until_applied(bot: RunningBot, count: int, timeout: float = 10.0) -> N
         await asyncio.sleep(0.02)
 
 
+def ledger(bot: RunningBot) -> Spend:
+    spend = bot.countersign.conversations.spending.ledger()
+    assert spend is not None
+    return spend
+
+
 async def limit_now(bot: RunningBot) -> int | None:
     """The budget's money limit in today's window, raises included (nano-dollars)."""
-    policy = bot.countersign.policy
-    assert policy is not None
-    spend = Spend(bot.countersign.db, policy.budgets, Prices({}))
-    standing = await spend.standing(BUDGET, today())
+    standing = await ledger(bot).standing(BUDGET, today())
     return None if standing is None else standing.limit_nano

@@ -23,6 +23,7 @@ from bot.policy.model import load_text
 from bot.slack import cards
 from bot.slack.raise_form import ASK_RAISE
 from bot.states import State
+from tests import spend_front as front
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack, wait_until
 from tests.harness import RunningBot, make_settings, start_bot, stop_bot
@@ -43,6 +44,7 @@ from tests.raise_helpers import (
     today,
     until_applied,
 )
+from tests.spend_front import alices_budget, spend_running
 from tests.test_approvals_flow import call
 
 
@@ -413,3 +415,33 @@ def test_the_one_decision_gives_a_raise_to_the_budget_owners(
         assert "grants" not in decided
     other = Facts("budget_raise", "budgets", {"budget": "nope"}, "C1", "UALICE")
     assert decide(policy, "1@x", other).outcome == "deny"  # no such budget
+
+
+async def test_a_turn_the_bot_paused_at_its_budget_resumes_once_an_owner_raises_it(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str, tmp_path: Path
+) -> None:
+    """The whole way, with the pause the bot makes itself: Alice's 3,000 tokens a day are used
+    up, her next turn pauses with its card; she asks for 20,000; Bob approves; the turn
+    resumes on the same model and the card says who raised it."""
+    path = alices_budget(tmp_path)
+    async with spend_running(fake_slack, fake_model, sqlite_url, path) as bot:
+        await front.ask(bot, fake_slack, "first question")
+        await front.ask(bot, fake_slack, "second question")
+        (card,) = front.pause_cards(fake_slack)
+        status, _ = await ask(bot, fake_slack, card, "UALICE", {"tokens": "20000"})
+        assert status == 200
+        bob = await card_in(fake_slack, "DBOB")
+        assert "3,000 tokens" in shows(bob)
+        assert "20,000 tokens" in shows(bob)
+        asked_before = len(fake_model.requests)
+        assert await bot.click(bob, cards.APPROVE, "UBOB", "DBOB") == 200
+        await front.resumed(bot, fake_model, asked_before + 1)
+        assert (await front.standing(bot)).limit_tokens == 20_000
+        assert fake_model.requests[-1].body["model"] != "cheap-model"
+        await wait_until(
+            lambda: (
+                "Raised to 20,000 tokens today by <@UBOB>" in shows(pause_card(fake_slack, card.ts))
+            ),
+            timeout=10,
+        )
+        assert len(fake_model.requests) == asked_before + 1

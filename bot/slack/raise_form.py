@@ -12,6 +12,7 @@ from typing import Any
 
 from slack_sdk.models.blocks import MarkdownTextObject, PlainTextObject, SectionBlock
 
+from bot.slack.budget_card import ASK_RAISE as ASK_RAISE  # the pause card's button
 from bot.slack.cards import SECTION_MAX, safe
 from bot.spend.raise_action import (
     MAX_TOKENS,
@@ -24,7 +25,6 @@ from bot.spend.raise_action import (
 from bot.spend.standing import Standing, nano_of, usd_of
 from bot.spend.windows import money, sentence
 
-ASK_RAISE = "budget_ask_raise"  # the pause card's button (value: the pause's id)
 RAISE_MODAL = "budget_raise_modal"  # private_metadata: the pause's id
 USD, TOKENS, REASON = "usd", "tokens", "reason"  # the inputs' block ids
 CENTS = Decimal("0.01")

@@ -8,26 +8,30 @@ telling it twice shows the same."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from slack_sdk.models.blocks import Block, ContextBlock, MarkdownTextObject, SectionBlock
 from sqlalchemy import select
 
 from bot.db.models import BudgetPause, Proposal
 from bot.db.session import Database
 from bot.poster import NOTHING_PRIVATE, Poster
-from bot.slack.raise_form import ASK_RAISE
-from bot.spend.ledger import Spend
+from bot.slack.budget_card import REACHED, pause_card
 from bot.spend.pauses import PAUSED
 from bot.spend.raise_action import RAISE_TOOL, RaiseArguments
+from bot.spend.standing import Standing
 from bot.spend.windows import sentence
 from bot.states import State
 from bot.tasks import TaskGroup
 from bot.text import escape
 from bot.tools.packs.budgets import raised_to
 
+if TYPE_CHECKING:
+    from bot.spend.ledger import Spend
+
 log = logging.getLogger(__name__)
 
-CHEAPER = "budget_continue_cheaper"  # the pause card's other button (value: the pause's id)
 SETTLED = (
     State.SUCCEEDED,
     State.DECLINED,
@@ -57,40 +61,39 @@ def what_happened(proposal: Proposal, window: str) -> str:
     return "The raise could not be applied; its card says why and may be retried."
 
 
-def pause_blocks(pause: BudgetPause, fallback: str | None, *lines: str) -> list[dict[str, Any]]:
-    """The pause card: its lines, and while it is paused, its buttons."""
-    blocks: list[dict[str, Any]] = [
-        {"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(lines)[:3000]}}
+def raised_card(said: str, line: str) -> list[dict[str, Any]]:
+    """The pause card once its raise applied: what the budget holds now, who raised it; no
+    buttons (the turn resumes)."""
+    blocks: list[Block] = [
+        SectionBlock(text=MarkdownTextObject(text=f":money_with_wings: {said}")),
+        ContextBlock(elements=[MarkdownTextObject(text=line)]),
     ]
-    if pause.state != PAUSED:
-        return blocks
-    buttons = []
-    if fallback:
-        buttons.append(
-            {
-                "type": "button",
-                "action_id": CHEAPER,
-                "text": {"type": "plain_text", "text": "Continue on a cheaper model"},
-                "value": str(pause.id),
-            }
-        )
-    buttons.append(
-        {
-            "type": "button",
-            "action_id": ASK_RAISE,
-            "text": {"type": "plain_text", "text": "Ask to raise"},
-            "value": str(pause.id),
-        }
-    )
-    blocks.append({"type": "actions", "elements": buttons})
-    return blocks
+    return [b.to_dict() for b in blocks]
+
+
+def still_paused_card(
+    standing: Standing | None, pause: BudgetPause, line: str
+) -> list[dict[str, Any]]:
+    """The pause card as it was made (`budget_card.pause_card`: its buttons still offered)
+    with what became of the raise under what was reached."""
+    if standing is None:  # the budget left the policy: nothing to offer
+        return raised_card(f"{REACHED}: {escape(pause.budget)}", line)
+    blocks = pause_card(standing, pause.id, pause.requester)
+    note = ContextBlock(elements=[MarkdownTextObject(text=line)]).to_dict()
+    return [*blocks[:-1], note, blocks[-1]]
 
 
 class RaiseOutcomes:
-    def __init__(self, db: Database, poster: Poster, spend: Spend, tasks: TaskGroup) -> None:
+    def __init__(
+        self,
+        db: Database,
+        poster: Poster,
+        ledger: Callable[[], Spend | None],
+        tasks: TaskGroup,
+    ) -> None:
         self.db = db
         self.poster = poster
-        self.spend = spend
+        self.ledger = ledger  # `SpendGate.ledger`
         self.tasks = tasks
 
     def changed(self, proposal: Proposal, _approvers: list[str]) -> None:
@@ -106,17 +109,22 @@ class RaiseOutcomes:
             )
         if proposal is None or pause is None or not pause.card_ts:
             return
-        standing = await self.spend.standing(pause.budget, pause.window_key)
-        window = standing.window if standing is not None else ""
-        said = sentence(standing) if standing is not None else pause.budget
-        head = "Budget" if State(proposal.state) is State.SUCCEEDED else "Budget reached"
-        lines = (f"{head}: {escape(said)}", what_happened(proposal, window))
-        fallback = standing.fallback_model if standing is not None else None
-        blocks = pause_blocks(pause, fallback, *lines)
+        succeeded = State(proposal.state) is State.SUCCEEDED
+        if succeeded and pause.model is not None:
+            return  # it had resumed on the cheaper model: the card says so already
+        if not succeeded and pause.state != PAUSED:
+            return  # resumed or abandoned meanwhile: its card says how
+        spend = self.ledger()
+        standing = None if spend is None else await spend.standing(pause.budget, pause.window_key)
+        line = what_happened(proposal, standing.window if standing is not None else "")
+        said = escape(sentence(standing)) if standing is not None else escape(pause.budget)
+        if succeeded:
+            text, blocks = f"Budget: {said}\n{line}", raised_card(f"Budget: {said}", line)
+        else:
+            text, blocks = f"{REACHED}: {said}\n{line}", still_paused_card(standing, pause, line)
         try:
             await self.poster.update(
-                pause.channel_id, pause.card_ts, "\n".join(lines), carries=NOTHING_PRIVATE,
-                blocks=blocks,
-            )  # fmt: skip
+                pause.channel_id, pause.card_ts, text, carries=NOTHING_PRIVATE, blocks=blocks
+            )
         except Exception as exc:  # the raise stands; only its note on the pause card is lost
             log.warning("pause card %s not updated: %s", pause.id, type(exc).__name__)

@@ -9,9 +9,10 @@ privately, and nothing opens. One raise waits per pause at a time."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp
 from sqlalchemy import or_, select, update
@@ -31,7 +32,6 @@ from bot.policy.one_door import SLACK_FAILURES
 from bot.slack.card_publisher import CardPublisher
 from bot.slack.payloads import BadPayload, button_value, clicker, whole_number
 from bot.slack.raise_form import ASK_RAISE, RAISE_MODAL, REASON, Asked, raise_modal, read_raise
-from bot.spend.ledger import Spend
 from bot.spend.pauses import PAUSED
 from bot.spend.raise_action import RAISE_PACK, RAISE_TOOL
 from bot.spend.standing import Standing
@@ -39,6 +39,9 @@ from bot.states import State
 from bot.tasks import TaskGroup
 from bot.tools.catalog import ToolRegistry
 from bot.tools.registry import ToolArgumentsError, ToolContext, ToolError
+
+if TYPE_CHECKING:
+    from bot.spend.ledger import Spend
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +61,7 @@ class _Taken(Exception):
 @dataclass
 class RaiseRequests:
     db: Database
-    spend: Spend
+    ledger: Callable[[], Spend | None]  # `SpendGate.ledger`: none while no budget is set
     door: Authorise
     approvals: ApprovalsService
     cards: CardPublisher
@@ -76,9 +79,12 @@ class RaiseRequests:
         self, pause: BudgetPause | None, user: str
     ) -> tuple[str, None] | tuple[None, Standing]:
         """Why `user` may not ask to raise this pause's budget, or the budget's standing."""
+        spend = self.ledger()
         if pause is None or pause.state != PAUSED:
             return NOT_PAUSED, None
-        standing = await self.spend.standing(pause.budget, pause.window_key)
+        if spend is None:
+            return NO_BUDGET, None
+        standing = await spend.standing(pause.budget, pause.window_key)
         if standing is None:
             return NO_BUDGET, None
         if user == pause.requester:

@@ -8,10 +8,12 @@ twice), and resumes the turn that paused at the limit (`bot.spend.pauses.resume_
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from sqlalchemy import select
 
 from bot.db.models import BudgetPause, Proposal
-from bot.spend.ledger import Spend
 from bot.spend.pauses import resume_paused
 from bot.spend.raise_action import (
     RAISE_PACK,
@@ -24,6 +26,9 @@ from bot.spend.raise_action import (
 from bot.spend.standing import Standing, nano_of, usd_of
 from bot.spend.windows import money
 from bot.tools.registry import Change, Outcome, Preview, Tool, ToolContext, ToolError
+
+if TYPE_CHECKING:
+    from bot.spend.ledger import Spend
 
 PACK = RAISE_PACK
 GONE = "the budget {name} is no longer in the policy in force; nothing was raised"
@@ -56,11 +61,18 @@ def limit_changes(arguments: RaiseArguments, standing: Standing) -> list[Change]
     return found
 
 
-def raise_tool(spend: Spend) -> Tool[RaiseArguments]:
-    """The action, bound to the ledger it raises."""
+def raise_tool(ledger: Callable[[], Spend | None]) -> Tool[RaiseArguments]:
+    """The action, bound to the ledger it raises (`SpendGate.ledger`: none while no budget
+    is configured)."""
+
+    def spend_of(arguments: RaiseArguments) -> Spend:
+        spend = ledger()
+        if spend is None:
+            raise ToolError(GONE.format(name=arguments.budget))
+        return spend
 
     async def standing_of(arguments: RaiseArguments) -> Standing:
-        found = await spend.standing(arguments.budget, arguments.window)
+        found = await spend_of(arguments).standing(arguments.budget, arguments.window)
         if found is None:
             raise ToolError(GONE.format(name=arguments.budget))
         return found
@@ -83,7 +95,7 @@ def raise_tool(spend: Spend) -> Tool[RaiseArguments]:
             missing_tokens = arguments.tokens - standing.limit_tokens
             more_tokens = missing_tokens if missing_tokens > 0 else None
         if more_usd is not None or more_tokens is not None:
-            await spend.raise_limit(
+            await spend_of(arguments).raise_limit(
                 arguments.budget,
                 arguments.window,
                 more_usd,
