@@ -64,6 +64,7 @@ from bot.wiring import (
     policy_source,
     reconsidering,
     slack_of,
+    stale_holds_job,
     sweeper_of,
     titles,
     tool_contexts,
@@ -166,6 +167,7 @@ class Countersign:
         records.on_messages_tab = welcome.messages_tab
         conversations.titles = titles(settings, db, llm, threads, tasks)
         govern_spend(conversations, settings, db, policy, groups)
+        sweeper.jobs.append(stale_holds_job(conversations, settings))
         interactions = Interactions(
             approvals,
             registry,
