@@ -7,7 +7,10 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
@@ -19,7 +22,7 @@ from bot.spend.ledger import Spend
 from bot.spend.raise_action import RAISE_TOOL
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import TEAM_ID, FakeSlack, StoredMessage, wait_until
-from tests.harness import RunningBot
+from tests.harness import RunningBot, running
 
 BUDGET = "support-daily"
 BASE_NANO = 12 * 10**9  # its limit in `budget_policy`
@@ -164,3 +167,15 @@ async def limit_now(bot: RunningBot) -> int | None:
     """The budget's money limit in today's window, raises included (nano-dollars)."""
     standing = await ledger(bot).standing(BUDGET, today())
     return None if standing is None else standing.limit_nano
+
+
+@asynccontextmanager
+async def raising_bot(
+    slack: FakeSlack, model: FakeOpenAI, database_url: str, tmp_path: Path, policy: str
+) -> AsyncIterator[RunningBot]:
+    """A bot under `policy` (a budget and its owners: Bob and the finance group, Cat)."""
+    path = tmp_path / "policy.yaml"
+    path.write_text(policy)
+    slack.user_groups[FINANCE] = ["UCAT"]
+    async with running(slack, model, database_url, policy_file=path) as bot:
+        yield bot
