@@ -23,7 +23,7 @@ from bot.spend.raise_action import (
     tokens_text,
     when,
 )
-from bot.spend.standing import Standing, nano_of, usd_of
+from bot.spend.standing import Standing, nano_of
 from bot.spend.windows import money
 from bot.tools.registry import Change, Outcome, Preview, Tool, ToolContext, ToolError
 
@@ -86,22 +86,17 @@ def raise_tool(ledger: Callable[[], Spend | None]) -> Tool[RaiseArguments]:
 
     async def run(arguments: RaiseArguments, ctx: ToolContext) -> Outcome:
         standing = await standing_of(arguments)
-        more_usd = None
-        if arguments.usd is not None and standing.limit_nano is not None:
-            missing = nano_of(arguments.usd) - standing.limit_nano
-            more_usd = usd_of(missing) if missing > 0 else None
-        more_tokens = None
-        if arguments.tokens is not None and standing.limit_tokens is not None:
-            missing_tokens = arguments.tokens - standing.limit_tokens
-            more_tokens = missing_tokens if missing_tokens > 0 else None
-        if more_usd is not None or more_tokens is not None:
-            await spend_of(arguments).raise_limit(
-                arguments.budget,
-                arguments.window,
-                more_usd,
-                more_tokens,
-                key=ctx.idempotency_key,
-            )
+        if ctx.idempotency_key is None:  # only ever run as an approved proposal
+            raise ToolError("a raise runs only once it is approved")
+        # "to", not "add": computed under the window's lock, so two raises approved at once
+        # end at the higher, never their sum; applied once under the proposal's key.
+        await spend_of(arguments).raise_to(
+            arguments.budget,
+            arguments.window,
+            arguments.usd,
+            arguments.tokens,
+            key=ctx.idempotency_key,
+        )
         resumed = await resume_asker(ctx)
         said = f"Raised to {raised_to(arguments, standing.window)}"
         return Outcome(
