@@ -242,3 +242,31 @@ async def test_a_new_reply_is_sent_as_edits_only_if_every_replicas_finals_fit(
     finally:
         for budgets in (busy, idle):
             await budgets.stop()
+
+
+async def test_replies_opening_on_another_replica_make_the_window_scarce_here(
+    redis: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The `chat.update` window is the workspace's, and so is the pace at which replies open
+    on it: replies opening fast on one replica keep another's replies to their final edits
+    (each refresh there would send a reply in parts, two posts instead of one)."""
+    monkeypatch.setattr(shared_counts, "FRESH_SECONDS", 0.0)  # every read asks Redis
+    busy, quiet = replicas_of_one_workspace(redis, 2)
+    try:
+        here = Editor(last_edit_at=time.monotonic())
+        quiet.edits.open(here)
+        await asyncio.wait_for(quiet.edits.acquire(here), 2)  # at rest: refreshed
+        opened = [Editor(last_edit_at=time.monotonic()) for _ in range(10)]
+        for editor in opened:  # 10 in the last 10 s: 60 finals a minute, more than its 50
+            busy.edits.open(editor)
+        await busy.edits.demand.count.others()  # said (a change is said at once, in a task)
+        here.last_edit_at = time.monotonic()
+        refresh = asyncio.create_task(quiet.edits.acquire(here))
+        await asyncio.sleep(0.3)
+        assert not refresh.done()
+        here.wants_final = True
+        quiet.edits.poke()
+        await asyncio.wait_for(refresh, 2)
+    finally:
+        for budgets in (busy, quiet):
+            await budgets.stop()

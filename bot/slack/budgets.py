@@ -214,6 +214,7 @@ class WorkspaceBudgets:
         if redis is not None:
             counted = f"countersign:counts:{digest}"
             self.edits.open_replies = SharedCount(redis, f"{counted}:open-edits", breaker)
+            self.edits.demand.count = SharedCount(redis, f"{counted}:edits-opened", breaker)
             self.owed_finals = OwedFinals(SharedCount(redis, f"{counted}:owed-finals", breaker))
         floors = {
             UPDATE: (limits.edits_per_minute, self.edits.resize),
