@@ -270,3 +270,54 @@ async def test_replies_opening_on_another_replica_make_the_window_scarce_here(
     finally:
         for budgets in (busy, quiet):
             await budgets.stop()
+
+
+async def test_replicas_sharing_a_window_refresh_together_as_often_as_one_alone(
+    redis: Redis,
+) -> None:
+    """The pace spreads what the window allows over the next seconds; with Redis the window
+    is the workspace's, and each replica spent all of it (three replicas appended three times
+    as fast: past Slack's floor, 429s on replicas only). Counted on the pace's clock (here a
+    fake one, stepped), two replicas with a reply each refresh about as often as one."""
+    now = [0.0]
+
+    def replica(key: str) -> EditBudget:
+        window = RedisWindow(redis, key, 600, 60.0)
+        budget = EditBudget(600, burst=1, reserve_finals=False, clock=lambda: now[0], window=window)
+        budget.open_replies = SharedCount(redis, f"{key}:open")
+        return budget
+
+    async def refreshes(budgets: list[EditBudget]) -> int:
+        granted = 0
+
+        async def refresh(budget: EditBudget) -> None:
+            nonlocal granted
+            reply = Editor(last_edit_at=0.0)
+            budget.open(reply)
+            while True:
+                await budget.acquire(reply)
+                granted += 1
+
+        for budget in budgets:
+            await budget.open_everywhere()  # said
+        tasks = [asyncio.create_task(refresh(budget)) for budget in budgets]
+        for budget in budgets:
+            await budget.open_everywhere()  # heard
+        for _ in range(60):  # 0.6 s of the pace's clock
+            now[0] += 0.01
+            for budget in budgets:
+                budget.poke()
+            await asyncio.sleep(0.01)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for budget in budgets:
+            await budget.stop()
+            await budget.open_replies.stop()
+        return granted
+
+    alone = await refreshes([replica(f"test:{uuid.uuid4().hex}")])
+    key = f"test:{uuid.uuid4().hex}"
+    together = await refreshes([replica(key), replica(key)])
+    assert alone >= 10
+    assert together <= alone * 1.3
