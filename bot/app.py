@@ -48,23 +48,21 @@ from bot.slack.edit_budget import EditBudget
 from bot.slack.interactions import Interactions
 from bot.slack.show_all import ShowAll
 from bot.slack.web_client import BudgetedApp
+from bot.spend_wiring import budget_raises, govern_spend, stale_holds_job
 from bot.startup import reach_database
 from bot.tasks import TaskGroup, new_worker_id
 from bot.thread_locks import ThreadLocks
 from bot.tools.catalog import ToolRegistry
 from bot.tools.integrations import Integrations
 from bot.wiring import (
-    budget_raises,
     checkpoint_job,
     dm_welcome,
-    govern_spend,
     link_signer,
     model_of,
     one_door,
     policy_source,
     reconsidering,
     slack_of,
-    stale_holds_job,
     sweeper_of,
     titles,
     tool_contexts,

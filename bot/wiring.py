@@ -9,7 +9,6 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import Redis
-from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.approvals.executor import Executor
@@ -19,9 +18,7 @@ from bot.approvals.sweeper import Sweeper
 from bot.config import Settings
 from bot.conversation.live_replies import LiveReplies
 from bot.conversation.resume import ResumeWorker
-from bot.conversation.spending import SpendGate
 from bot.conversation.titles import Titles
-from bot.conversation.turn import Conversations
 from bot.db.models import Proposal
 from bot.db.session import Database
 from bot.links import LinkSigner
@@ -34,22 +31,18 @@ from bot.records.audit_checkpoints import CheckpointJob
 from bot.records.retention import Retention
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.audit_checkpoints import poster as checkpoint_poster
-from bot.slack.budget_notices import SoftNotices
 from bot.slack.budgets import Limits, WorkspaceBudgets
 from bot.slack.card_publisher import CardPublisher
 from bot.slack.card_rerouting import announce_reroute
 from bot.slack.dm_welcome import DmWelcome
-from bot.slack.raise_outcomes import RaiseOutcomes
-from bot.slack.raise_requests import RaiseRequests
 from bot.slack.web_client import web_client
 from bot.tasks import TaskGroup
 from bot.tools.catalog import ToolRegistry
 from bot.tools.context import ToolContext
-from bot.tools.packs.budgets import raise_tool
 from bot.welcome_text import welcome_text
 
 if TYPE_CHECKING:
-    from bot.spend.ledger import Spend
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -79,47 +72,6 @@ def model_of(settings: Settings) -> LLM:
         settings.reply_tokens,
         settings.model_deadline_seconds,
     )
-
-
-def govern_spend(
-    conversations: Conversations,
-    settings: Settings,
-    db: Database,
-    policy: PolicySource,
-    groups: GroupMembers,
-) -> None:
-    """The one spend ledger, made once the policy in force has a budget: its budgets and time
-    zone read at every call (a reload applies at once, mid-window too), `MODEL_PRICES` over
-    the defaults. Summaries and titles count too; soft thresholds tell the owners."""
-
-    def make() -> Spend:
-        from bot.spend.ledger import Spend  # a start without budgets does without it
-
-        return Spend(db, policy.budgets, settings.load_prices())
-
-    gate = conversations.spending
-    gate.budgets, gate.make = policy.budgets, make
-    gate.groups, gate.notices = groups, SoftNotices(conversations.slack, groups)
-    if conversations.titles is not None:
-        conversations.titles.spending = gate
-
-
-def stale_holds_job(conversations: Conversations, settings: Settings) -> Callable[[], Any]:
-    """A sweeper job: holds of calls that can no longer be running (a process died
-    mid-call) are charged their whole estimate and freed, so a crash never keeps a budget's
-    room held. A call ends within its deadline plus one read time-out."""
-    older_than = timedelta(
-        seconds=settings.model_deadline_seconds + settings.llm_timeout_seconds + 60
-    )
-
-    async def release() -> None:
-        spend = conversations.spending.ledger()
-        if spend is not None:
-            released = await spend.release_stale(older_than)
-            if released:
-                log.warning("charged and freed %d hold(s) of model calls cut off", released)
-
-    return release
 
 
 def link_signer(settings: Settings) -> LinkSigner | None:
@@ -291,40 +243,3 @@ def sweeper_of(
         timedelta(minutes=reminder) if reminder else None,
         jobs=[resume_settled, finish_cut_off_replies, Retention(db, settings.retention_days)],
     )
-
-
-def budget_raises(
-    settings: Settings,
-    bolt: AsyncApp,
-    spending: SpendGate,
-    door: OneDoor,
-    approvals: ApprovalsService,
-    cards: CardPublisher,
-    registry: ToolRegistry,
-    tasks: TaskGroup,
-) -> RaiseRequests:
-    """ "Ask to raise" (issue 29): the form and its proposal, and the pause card following
-    the raise's outcome (after the App Home's own follower)."""
-    registry.add(raise_tool(spending.ledger))  # internal: never offered to the model
-    requests = RaiseRequests(
-        approvals.db,
-        spending.ledger,
-        door,
-        approvals,
-        cards,
-        registry,
-        cards.groups,
-        tasks,
-        timedelta(minutes=settings.proposal_expiry_minutes),
-    )
-    requests.register(bolt)
-    outcomes = RaiseOutcomes(approvals.db, cards.poster, spending.ledger, tasks)
-    before = cards.on_change
-
-    def changed(proposal: Proposal, approvers: list[str]) -> None:
-        if before is not None:
-            before(proposal, approvers)
-        outcomes.changed(proposal, approvers)
-
-    cards.on_change = changed
-    return requests
