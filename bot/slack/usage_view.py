@@ -67,8 +67,12 @@ def whom(standing: Standing) -> str:
 
 
 def owners_words(standing: Standing) -> str:
-    named = [f"<!subteam^{o}>" if o.startswith("S") else f"<@{o}>" for o in standing.owners]
-    return ", ".join(safe(n, 64) for n in named[:5]) or "nobody"
+    """The owners as mentions (ids are validated by the policy file; escaped all the same)."""
+    named = [
+        f"<!subteam^{safe(o, 32)}>" if o.startswith("S") else f"<@{safe(o, 32)}>"
+        for o in standing.owners[:5]
+    ]
+    return ", ".join(named) or "nobody"
 
 
 def _mark(standing: Standing) -> str:
@@ -112,7 +116,7 @@ def budget_blocks(
     blocks: list[Block] = []
     for standing in standings[:SHOWN]:
         line = f"{_mark(standing)}{safe(sentence(standing), 400)}"
-        about = f"Counts {whom(standing)}"
+        about = f"Applies to {whom(standing)}"
         about += (
             " · you approve raises"
             if owned

@@ -1,0 +1,230 @@
+"""Spend is visible (issue 29): `/usage` through the front door (a plain user, an owner through
+a user group, nobody limited), the App Home's "Your usage", and /history's usage per answer;
+none of it shows an id in plain text or JSON."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.spend.ledger import Spend
+from bot.spend.prices import Price, Prices
+from bot.spend.standing import Asker, Standing, nano_of
+from tests.fakes.openai import FakeOpenAI, Script
+from tests.fakes.slack import FakeSlack
+from tests.harness import RunningBot, running
+from tests.test_home import headers, open_home
+from tests.test_records import answer, looks_like_json, texts
+
+POLICY = """\
+version: 1
+default: ask
+budgets:
+  - name: workspace-monthly
+    scope: {workspace: true}
+    window: month
+    usd: 300
+    owners: [S0FINANCE]
+  - name: support-daily
+    scope: {channel: C0SUPPORT}
+    window: day
+    usd: 12
+    owners: [UBOB]
+  - name: alice-weekly
+    scope: {user: UALICE}
+    window: week
+    tokens: 200000
+    owners: [UBOB]
+  - name: one-answer
+    scope: {per_turn: true}
+    window: turn
+    usd: 0.5
+"""
+
+
+class SeededLedger(Spend):
+    """STAND-IN until the ledger lands: every budget's standing with nothing used."""
+
+    def _standing(self, name: str) -> Standing:
+        budget = next(b for b in self.budgets()[0] if b.name == name)
+        tomorrow = datetime.now(UTC).replace(hour=0, minute=0, second=0) + timedelta(days=1)
+        return Standing(
+            budget.name,
+            budget.scope.kind,
+            budget.scope.value,
+            budget.window,
+            "now",
+            0,
+            0,
+            None if budget.usd is None else nano_of(budget.usd),
+            0,
+            0,
+            budget.tokens,
+            None if budget.window == "turn" else tomorrow,
+            "UTC",
+            tuple(budget.owners),
+            budget.fallback_model,
+            budget.soft,
+        )
+
+    async def standings(self, asker: Asker) -> list[Standing]:
+        matches = {
+            "workspace": lambda _v: True,
+            "per_turn": lambda _v: True,
+            "channel": lambda v: v == asker.channel_id,
+            "user": lambda v: v == asker.user_id,
+            "group": lambda v: v in asker.groups,
+            "pack": lambda v: v in asker.packs,
+        }
+        return [
+            self._standing(b.name)
+            for b in self.budgets()[0]
+            if matches[b.scope.kind](b.scope.value)
+        ]
+
+    async def owned(self, user_id: str, groups: frozenset[str]) -> list[Standing]:
+        mine = {user_id, *groups}
+        return [self._standing(b.name) for b in self.budgets()[0] if mine & set(b.owners)]
+
+
+class PricedAt(Prices):
+    """STAND-IN until the prices land: USD per million tokens, as `Prices.nano` will say."""
+
+    def nano(self, model: str, prompt: int, completion: int, cached: int = 0) -> int:
+        price = self.of(model)
+        if price is None:
+            return 0
+        return nano_of((price.input * prompt + price.output * completion) / 1_000_000)
+
+
+@pytest.fixture
+async def bot(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str, tmp_path: Path
+) -> AsyncIterator[RunningBot]:
+    path = tmp_path / "policy.yaml"
+    path.write_text(POLICY)
+    fake_slack.user_groups["S0FINANCE"] = ["UCAROL"]
+    async with running(fake_slack, fake_model, sqlite_url, policy_file=path) as bot:
+        usage = bot.countersign.records.usage if bot.countersign.records else None
+        assert usage is not None
+        real = usage.spend
+        usage.spend = SeededLedger(real.db, real.budgets, real.prices)
+        yield bot
+
+
+async def usage_of(bot: RunningBot, slack: FakeSlack, user: str) -> list[dict[str, Any]]:
+    status, seconds, key = await bot.command(slack, "/usage", "", user)
+    assert status == 200
+    assert seconds < 3.0
+    shown = await answer(bot, slack, key)
+    assert shown["response_type"] == "ephemeral"
+    blocks: list[dict[str, Any]] = shown["blocks"]
+    no_ids_nor_json(blocks)
+    return blocks
+
+
+def no_ids_nor_json(blocks: Any) -> None:
+    """What a person reads: no JSON; ids only inside Slack's mentions and links (<@U…>)."""
+    for text in texts(blocks):
+        assert not looks_like_json(text), text
+        bare = re.sub(r"<[^>]*>", "", text)  # mentions, dates and links
+        assert not re.search(r"\b[UCSDGW]0?[A-Z0-9]{6,}\b", bare), text
+
+
+def shown(blocks: Any) -> str:
+    return json.dumps(blocks, ensure_ascii=False)
+
+
+async def test_usage_shows_a_plain_users_usage_and_the_limits_that_apply_in_that_channel(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    fake_model.script(Script(text="Here is the plan.", prompt_tokens=1200))
+    await bot.mention("C1", "plan the release", fake_slack)
+    await bot.idle()
+    blocks = await usage_of(bot, fake_slack, "UALICE")
+    text = shown(blocks)
+    assert "*Your usage*" in text
+    assert "*Today*\\n1,20" in text  # 1,200 prompt tokens and the answer's
+    assert "*This month*" in text
+    # The budgets of the workspace, Alice's own and each request's; not #support's.
+    assert "workspace-monthly" in text
+    assert "alice-weekly" in text
+    assert "one-answer" in text
+    assert "support-daily" not in text
+    assert "raised by <@UBOB>" in text  # owners as mentions
+    assert "Applies to <@UALICE>" in text
+    assert "Budgets you own" not in text
+
+
+async def test_an_owner_through_a_user_group_sees_the_budgets_they_own(
+    bot: RunningBot, fake_slack: FakeSlack
+) -> None:
+    carol = shown(await usage_of(bot, fake_slack, "UCAROL"))
+    assert "*Budgets you own*" in carol
+    owned = carol[carol.index("Budgets you own") :]
+    assert "workspace-monthly" in owned
+    assert "you approve raises" in owned
+    assert "support-daily" not in owned  # Bob's, not the group's
+    bob = shown(await usage_of(bot, fake_slack, "UBOB"))
+    owned = bob[bob.index("Budgets you own") :]
+    assert "support-daily" in owned
+    assert "alice-weekly" in owned
+    assert "workspace-monthly" not in owned
+
+
+async def test_nobody_is_limited_without_budgets(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
+) -> None:
+    async with running(fake_slack, fake_model, sqlite_url) as bot:
+        text = shown(await usage_of(bot, fake_slack, "UALICE"))
+    assert "No spending limits apply to you here." in text
+    assert "*Today*\\n0 tokens" in text
+    assert "Budgets you own" not in text
+
+
+async def test_the_home_shows_your_usage_and_the_budgets_you_own(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    fake_model.script(Script(text="Noted."))
+    await bot.mention("C0SUPPORT", "a customer is waiting", fake_slack)
+    await bot.idle()
+    alices = await open_home(bot, fake_slack, "UALICE")
+    assert headers(alices) == ["Waiting for you", "Your recent work", "Your usage", "Grants"]
+    no_ids_nor_json(alices["blocks"])
+    text = shown(alices)
+    # Where she talked with the bot lately: #support's budget applies to her too.
+    assert "support-daily" in text
+    assert "Applies to <#C0SUPPORT>" in text
+    assert "alice-weekly" in text
+    bobs = await open_home(bot, fake_slack, "UBOB")
+    assert "Budgets you own" in headers(bobs)
+    no_ids_nor_json(bobs["blocks"])
+    assert "support-daily" in shown(bobs)
+
+
+async def test_history_shows_what_each_answer_used(
+    bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    usage = bot.countersign.records.usage if bot.countersign.records else None
+    assert usage is not None
+    fake_model.script(Script(text="Here is the plan.", prompt_tokens=1200))
+    root = await bot.mention("C1", "plan the release", fake_slack)
+    await bot.idle()
+    link = f"<https://test.slack.com/archives/C1/p{root.replace('.', '')}>"
+    _, _, key = await bot.command(fake_slack, "/history", link, "UALICE")
+    unpriced = shown((await answer(bot, fake_slack, key))["blocks"])
+    assert re.search(r"· 1,2\d\d tokens:", unpriced)
+    assert "$" not in unpriced
+
+    usage.spend.prices = PricedAt({usage.model: Price(Decimal("2.50"), Decimal("10"))})
+    _, _, key = await bot.command(fake_slack, "/history", link, "UALICE")
+    detail = (await answer(bot, fake_slack, key))["blocks"]
+    no_ids_nor_json(detail)
+    assert re.search(r"· 1,2\d\d tokens, \$0\.00\d\d:", shown(detail))
