@@ -75,18 +75,16 @@ class SeededLedger(Spend):
         )
 
     async def standings(self, asker: Asker) -> list[Standing]:
-        matches = {
-            "workspace": lambda _v: True,
-            "per_turn": lambda _v: True,
-            "channel": lambda v: v == asker.channel_id,
-            "user": lambda v: v == asker.user_id,
-            "group": lambda v: v in asker.groups,
-            "pack": lambda v: v in asker.packs,
+        by_kind = {
+            "channel": {asker.channel_id},
+            "user": {asker.user_id},
+            "group": asker.groups,
+            "pack": asker.packs,
         }
         return [
             self._standing(b.name)
             for b in self.budgets()[0]
-            if matches[b.scope.kind](b.scope.value)
+            if b.scope.kind not in by_kind or b.scope.value in by_kind[b.scope.kind]
         ]
 
     async def owned(self, user_id: str, groups: frozenset[str]) -> list[Standing]:
