@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from bot.records.usage_queries import period_starts
 from bot.spend.ledger import Spend
 from bot.spend.prices import Price, Prices
 from bot.spend.standing import Asker, Standing, nano_of
@@ -226,3 +227,16 @@ async def test_history_shows_what_each_answer_used(
     detail = (await answer(bot, fake_slack, key))["blocks"]
     no_ids_nor_json(detail)
     assert re.search(r"· 1,2\d\d tokens, \$0\.00\d\d:", shown(detail))
+
+
+def test_your_usage_is_counted_in_the_policy_files_calendar() -> None:
+    """Today, this week (from Monday) and this month begin at local midnight, across a
+    daylight-saving change too."""
+    sunday_night = datetime(2026, 11, 1, 22, 30, tzinfo=UTC)  # Monday 07:30 in Tokyo
+    tokyo = period_starts(sunday_night, "Asia/Tokyo")
+    assert tokyo["day"] == tokyo["week"] == datetime(2026, 11, 1, 15, 0, tzinfo=UTC)
+    assert tokyo["month"] == datetime(2026, 10, 31, 15, 0, tzinfo=UTC)
+    paris = period_starts(datetime(2026, 10, 27, 12, 0, tzinfo=UTC), "Europe/Paris")
+    assert paris["day"] == datetime(2026, 10, 26, 23, 0, tzinfo=UTC)  # winter time: UTC+1
+    assert paris["week"] == datetime(2026, 10, 25, 23, 0, tzinfo=UTC)  # Monday the 26th
+    assert paris["month"] == datetime(2026, 9, 30, 22, 0, tzinfo=UTC)  # summer time: UTC+2
