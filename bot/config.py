@@ -30,6 +30,7 @@ from bot.audit_settings import (
     log_level_valid,
 )
 from bot.settings_help import HINTS, SettingsError, describe
+from bot.spend.settings import SpendSettings
 from bot.suggested_prompts import DEFAULT_PROMPTS, SuggestedPrompt
 from bot.thread_settings import ThreadSettings
 from bot.tools.integration_settings import IntegrationSettings
@@ -54,7 +55,7 @@ def _default_database_url() -> str:
     return DEFAULT_DATABASE_URL
 
 
-class Settings(IntegrationSettings, AuditSettings, ThreadSettings, BaseSettings):
+class Settings(IntegrationSettings, AuditSettings, ThreadSettings, SpendSettings, BaseSettings):
     """All configuration of one Countersign process."""
 
     model_config = SettingsConfigDict(

@@ -16,6 +16,7 @@ from bot.config import Settings
 from bot.db.session import Database
 from bot.doctor_checks import TIMEOUT_SECONDS, Check
 from bot.doctor_integrations import integration_checks
+from bot.doctor_spend import check_prices
 from bot.llm import make_client
 from bot.slack.scopes import gaps
 
@@ -144,4 +145,5 @@ async def run_checks(settings: Settings) -> list[Check]:
     database, slack, llm, redis = await asyncio.gather(
         check_database(settings), check_slack(settings), check_llm(settings), check_redis(settings)
     )
-    return [config, database, *slack, llm, redis, *await integration_checks(settings)]
+    integrations = await integration_checks(settings)
+    return [config, database, *slack, llm, redis, check_prices(settings), *integrations]

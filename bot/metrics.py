@@ -97,6 +97,24 @@ AUDIT_CHECKPOINT_REFUSED = Counter(
     "Audit checkpoints not signed, one per workspace and attempt, because the chain's rows "
     "since the previous checkpoint did not verify (tampering, or a writer without the key)",
 )
+# Spend (bot/spend): by the kind of budget scope (workspace | channel | user | group | pack |
+# per_turn). A call counts once in each budget that applies, so the kinds do not add up.
+SPEND_USD = Counter(
+    "countersign_spend_usd_total", "Model spend charged to budgets, in USD", ["scope"]
+)
+SPEND_TOKENS = Counter(
+    "countersign_spend_tokens_total", "Model tokens charged to budgets", ["scope"]
+)
+SPEND_RESERVATIONS = Counter(
+    "countersign_spend_reservations_total",
+    "Model calls' holds on budgets by event; held minus settled minus released is in flight",
+    ["scope", "event"],  # held | settled | released
+)
+SPEND_REFUSALS = Counter(
+    "countersign_spend_refusals_total",
+    "Model calls not started because a budget had no room, by the refusing budget's scope",
+    ["scope"],
+)
 SLACK_ACK = Histogram(
     "countersign_slack_ack_seconds",
     "From a signed Slack request arriving to its answer being ready (HTTP mode); Slack gives 3 s",

@@ -19,6 +19,8 @@ HINTS: dict[str, str] = {
     "REDIS_URL": "redis://host:6379/0, or leave unset",
     "SYSTEM_PROMPT": "the system prompt text",
     "POLICY_FILE": "the path of a policy YAML file (version, default, rules)",
+    "MODEL_PRICES": "the path of a YAML or JSON file {MODEL: {input: USD, cached_input: USD, "
+    "output: USD}} (USD per million tokens)",
     "SYSTEM_PROMPT_FILE": "the path of a readable text file holding the system prompt",
     "HISTORY_WINDOW_MESSAGES": "a whole number of messages, at least 2",
     "TOKEN_BUDGET": "the model's context tokens Countersign may use, e.g. 16000 or 128000",

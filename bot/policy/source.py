@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.policy.model import LEGACY_RULE, PolicyError, PolicyFile, Rule, load_text, version_of
+from bot.spend.budget_model import Budget
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,11 @@ class PolicySource:
         self.current = self._build(None, None)  # replaced by `load` when there is a file
         # Called (on the event loop) after `watch` put a new version in force.
         self.on_change: Callable[[], object] | None = None
+
+    def budgets(self) -> tuple[list[Budget], str]:
+        """The budgets in force and the file's time zone: what `bot.spend.ledger.Spend` reads
+        at every call, so a reload applies to the next model call."""
+        return self.current.policy.budgets, self.current.policy.timezone
 
     def names_approvers(self) -> bool:
         """Whether an ask rule names approvers (then others than the requester decide)."""

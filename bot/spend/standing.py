@@ -33,8 +33,9 @@ class Asker:
 
 @dataclass(frozen=True)
 class Tokens:
-    prompt: int
+    prompt: int  # cached prompt tokens included, as the server reports them
     completion: int
+    cached: int = 0  # of `prompt`, those the server read from its cache (cheaper)
 
     @property
     def total(self) -> int:

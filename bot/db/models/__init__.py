@@ -25,7 +25,7 @@ from bot.db.models.proposals import (
     ResumeRequest,
 )
 from bot.db.models.routing import CardCopy, CardMiss
-from bot.db.models.spend import BudgetPause
+from bot.db.models.spend import BudgetPause, SpendRaise, SpendReservation, SpendWindow
 from bot.db.models.stops import StopEntry
 from bot.db.models.tasks import Task, TaskComment
 from bot.db.models.welcomes import Welcome
@@ -53,6 +53,9 @@ __all__ = [
     "ResumeRequest",
     "Role",
     "SharedFile",
+    "SpendRaise",
+    "SpendReservation",
+    "SpendWindow",
     "StopEntry",
     "Task",
     "TaskComment",

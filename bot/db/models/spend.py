@@ -4,8 +4,18 @@ each budget used and holds per window, each call's reservation) live here too.""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import ForeignKey, Index, Integer, String, Text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from bot.db.models.base import Base, UTCDateTime, utcnow
@@ -43,3 +53,69 @@ class BudgetPause(Base):
     version: Mapped[int] = mapped_column(Integer, default=1)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     resumed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class SpendWindow(Base):
+    """One budget in one window (a calendar day, ISO week or month in its time zone, or a
+    turn): what settled calls used, what calls in flight hold, and the raises approved for
+    this window only. Reservations lock these rows (in budget-name order), so holds never pass
+    a limit across replicas. Money in nano-dollars."""
+
+    __tablename__ = "spend_windows"
+    __table_args__ = (UniqueConstraint("budget", "window_key"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    budget: Mapped[str] = mapped_column(String(100))
+    window_key: Mapped[str] = mapped_column(String(128))
+    used_nano: Mapped[int] = mapped_column(BigInteger, default=0)
+    reserved_nano: Mapped[int] = mapped_column(BigInteger, default=0)
+    used_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    reserved_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    raised_nano: Mapped[int] = mapped_column(BigInteger, default=0)
+    raised_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    # When the soft threshold's notice was claimed (compare-and-set from NULL): once a window.
+    soft_noticed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class SpendReservation(Base):
+    """One model call's hold: `state` held -> settled (to the usage the server reported, else
+    the count made here) | released (a call that never settled, charged its whole estimate).
+    Moves are compare-and-set on `state`, so a call is charged once. `holds` names the windows
+    it holds: [{"window": spend_windows.id, "budget": name, "scope": kind}]."""
+
+    __tablename__ = "spend_reservations"
+    __table_args__ = (Index("ix_spend_reservations_state", "state", "created_at"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    model: Mapped[str] = mapped_column(String(200))
+    state: Mapped[str] = mapped_column(String(16), default="held")
+    team_id: Mapped[str] = mapped_column(String(32))
+    user_id: Mapped[str] = mapped_column(String(32))
+    turn_key: Mapped[str] = mapped_column(String(128), index=True)
+    holds: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    estimate_nano: Mapped[int] = mapped_column(BigInteger)
+    estimate_tokens: Mapped[int] = mapped_column(BigInteger)
+    # What it was charged when it settled, and from what: reported | counted | estimate.
+    prompt_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    completion_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    charged_nano: Mapped[int | None] = mapped_column(BigInteger)
+    charged_from: Mapped[str | None] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    settled_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class SpendRaise(Base):
+    """An approved raise of one budget's limits for one window, recorded under its
+    idempotency key: applying the same approval twice adds once."""
+
+    __tablename__ = "spend_raises"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    key: Mapped[str] = mapped_column(String(200), unique=True)
+    budget: Mapped[str] = mapped_column(String(100))
+    window_key: Mapped[str] = mapped_column(String(128))
+    nano: Mapped[int] = mapped_column(BigInteger, default=0)
+    tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
