@@ -49,7 +49,6 @@ from bot.slack.show_all import ShowAll
 from bot.slack.usage import UsageViews
 from bot.slack.web_client import BudgetedApp
 from bot.spend.ledger import Spend
-from bot.spend.prices import Prices
 from bot.startup import reach_database
 from bot.tasks import TaskGroup, new_worker_id
 from bot.thread_locks import ThreadLocks
@@ -160,9 +159,9 @@ class Countersign:
         )
         records = Records(db, slack, registry, policies, groups, tasks)
         records.door = door
-        # STAND-IN until the app's one Spend lands (S2): the policy's budgets, no prices.
+        # STAND-IN until the app's one Spend lands (S2): the policy's budgets and the prices.
         in_force = lambda: (policy.current.policy.budgets, policy.current.policy.timezone)  # noqa: E731
-        spend = Spend(db, in_force, Prices({}))
+        spend = Spend(db, in_force, settings.load_prices())
         offered = lambda: frozenset(t.pack for t in registry.offered())  # noqa: E731
         records.usage = UsageViews(db, spend, groups, offered, settings.llm_model)
         cards.on_change = records.proposal_changed

@@ -7,19 +7,16 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
-from decimal import Decimal
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bot.records.usage_queries import period_starts
-from bot.spend.ledger import Spend
-from bot.spend.prices import Price, Prices
-from bot.spend.standing import Asker, Standing, nano_of
-from tests.fakes.openai import FakeOpenAI, Script
-from tests.fakes.slack import FakeSlack
+from bot.spend.standing import Asker, Reservation, Tokens
+from tests.fakes.openai import MODEL, FakeOpenAI, Script
+from tests.fakes.slack import TEAM_ID, FakeSlack
 from tests.harness import RunningBot, running
 from tests.test_home import headers, open_home
 from tests.test_records import answer, looks_like_json, texts
@@ -50,57 +47,14 @@ budgets:
 """
 
 
-class SeededLedger(Spend):
-    """STAND-IN until the ledger lands: every budget's standing with nothing used."""
-
-    def _standing(self, name: str) -> Standing:
-        budget = next(b for b in self.budgets()[0] if b.name == name)
-        tomorrow = datetime.now(UTC).replace(hour=0, minute=0, second=0) + timedelta(days=1)
-        return Standing(
-            budget.name,
-            budget.scope.kind,
-            budget.scope.value,
-            budget.window,
-            "now",
-            0,
-            0,
-            None if budget.usd is None else nano_of(budget.usd),
-            0,
-            0,
-            budget.tokens,
-            None if budget.window == "turn" else tomorrow,
-            "UTC",
-            tuple(budget.owners),
-            budget.fallback_model,
-            budget.soft,
-        )
-
-    async def standings(self, asker: Asker) -> list[Standing]:
-        by_kind = {
-            "channel": {asker.channel_id},
-            "user": {asker.user_id},
-            "group": asker.groups,
-            "pack": asker.packs,
-        }
-        return [
-            self._standing(b.name)
-            for b in self.budgets()[0]
-            if b.scope.kind not in by_kind or b.scope.value in by_kind[b.scope.kind]
-        ]
-
-    async def owned(self, user_id: str, groups: frozenset[str]) -> list[Standing]:
-        mine = {user_id, *groups}
-        return [self._standing(b.name) for b in self.budgets()[0] if mine & set(b.owners)]
-
-
-class PricedAt(Prices):
-    """STAND-IN until the prices land: USD per million tokens, as `Prices.nano` will say."""
-
-    def nano(self, model: str, prompt: int, completion: int, cached: int = 0) -> int:
-        price = self.of(model)
-        if price is None:
-            return 0
-        return nano_of((price.input * prompt + price.output * completion) / 1_000_000)
+async def charge(bot: RunningBot, user: str, channel: str, tokens: int) -> None:
+    """What a model call for `user`'s request in `channel` used, through the ledger."""
+    usage = bot.countersign.records.usage if bot.countersign.records else None
+    assert usage is not None
+    asker = Asker(TEAM_ID, channel, user, frozenset(), frozenset(), f"seed-{channel}")
+    held = await usage.spend.reserve(asker, MODEL, tokens, 0)
+    assert isinstance(held, Reservation)
+    await usage.spend.settle(held, Tokens(tokens, 0), Tokens(tokens, 0))
 
 
 @pytest.fixture
@@ -111,10 +65,6 @@ async def bot(
     path.write_text(POLICY)
     fake_slack.user_groups["S0FINANCE"] = ["UCAROL"]
     async with running(fake_slack, fake_model, sqlite_url, policy_file=path) as bot:
-        usage = bot.countersign.records.usage if bot.countersign.records else None
-        assert usage is not None
-        real = usage.spend
-        usage.spend = SeededLedger(real.db, real.budgets, real.prices)
         yield bot
 
 
@@ -147,17 +97,22 @@ async def test_usage_shows_a_plain_users_usage_and_the_limits_that_apply_in_that
     fake_model.script(Script(text="Here is the plan.", prompt_tokens=1200))
     await bot.mention("C1", "plan the release", fake_slack)
     await bot.idle()
+    await charge(bot, "UALICE", "C1", 5000)
     blocks = await usage_of(bot, fake_slack, "UALICE")
-    text = shown(blocks)
+    text = " ".join(texts(blocks))
     assert "*Your usage*" in text
-    assert "*Today*\\n1,20" in text  # 1,200 prompt tokens and the answer's
+    # Her answers' tokens (1,200 prompt and the answer's), at fake-model's shipped price.
+    assert re.search(r"\*Today\*\n1,2\d\d tokens, \$0\.000\d", text)
     assert "*This month*" in text
     # The budgets of the workspace, Alice's own and each request's; not #support's.
-    assert "workspace-monthly" in text
-    assert "alice-weekly" in text
-    assert "one-answer" in text
+    used = re.search(r"alice-weekly, ([\d,]+) of 200,000 tokens this week; resets Monday", text)
+    assert used
+    assert int(used.group(1).replace(",", "")) >= 5000
+    assert re.search(r"workspace-monthly, \$[\d.]+ of \$300\.00 this month; resets 1 ", text)
+    assert "one-answer, $0.00 of $0.50 this turn" in text
     assert "support-daily" not in text
     assert "raised by <@UBOB>" in text  # owners as mentions
+    assert "raised by <!subteam^S0FINANCE>" in text
     assert "Applies to <@UALICE>" in text
     assert "Budgets you own" not in text
 
@@ -178,14 +133,23 @@ async def test_an_owner_through_a_user_group_sees_the_budgets_they_own(
     assert "workspace-monthly" not in owned
 
 
-async def test_nobody_is_limited_without_budgets(
+async def test_nobody_is_limited_without_budgets_and_an_unpriced_model_shows_tokens(
     fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
 ) -> None:
-    async with running(fake_slack, fake_model, sqlite_url) as bot:
+    async with running(fake_slack, fake_model, sqlite_url, llm_model="unpriced-model") as bot:
+        fake_model.script(Script(text="Here is the plan.", prompt_tokens=1200))
+        root = await bot.mention("C1", "plan the release", fake_slack)
+        await bot.idle()
         text = shown(await usage_of(bot, fake_slack, "UALICE"))
+        link = f"<https://test.slack.com/archives/C1/p{root.replace('.', '')}>"
+        _, _, key = await bot.command(fake_slack, "/history", link, "UALICE")
+        history = shown((await answer(bot, fake_slack, key))["blocks"])
     assert "No spending limits apply to you here." in text
-    assert "*Today*\\n0 tokens" in text
+    assert re.search(r"\*Today\*\\n1,2\d\d tokens\"", text)
+    assert "unpriced-model has no price set" in text
     assert "Budgets you own" not in text
+    assert re.search(r"· 1,2\d\d tokens:", history)
+    assert "$" not in history
 
 
 async def test_the_home_shows_your_usage_and_the_budgets_you_own(
@@ -211,22 +175,15 @@ async def test_the_home_shows_your_usage_and_the_budgets_you_own(
 async def test_history_shows_what_each_answer_used(
     bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:
-    usage = bot.countersign.records.usage if bot.countersign.records else None
-    assert usage is not None
     fake_model.script(Script(text="Here is the plan.", prompt_tokens=1200))
     root = await bot.mention("C1", "plan the release", fake_slack)
     await bot.idle()
     link = f"<https://test.slack.com/archives/C1/p{root.replace('.', '')}>"
     _, _, key = await bot.command(fake_slack, "/history", link, "UALICE")
-    unpriced = shown((await answer(bot, fake_slack, key))["blocks"])
-    assert re.search(r"· 1,2\d\d tokens:", unpriced)
-    assert "$" not in unpriced
-
-    usage.spend.prices = PricedAt({usage.model: Price(Decimal("2.50"), Decimal("10"))})
-    _, _, key = await bot.command(fake_slack, "/history", link, "UALICE")
     detail = (await answer(bot, fake_slack, key))["blocks"]
     no_ids_nor_json(detail)
-    assert re.search(r"· 1,2\d\d tokens, \$0\.00\d\d:", shown(detail))
+    # 1,200 prompt tokens and the answer's, at fake-model's shipped price ($0.15 / $0.60 per M)
+    assert re.search(r"· 1,2\d\d tokens, \$0\.0002:", shown(detail))
 
 
 def test_your_usage_is_counted_in_the_policy_files_calendar() -> None:

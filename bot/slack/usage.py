@@ -21,25 +21,12 @@ from bot.db.session import Database
 from bot.records.usage_queries import PERIODS, own_usage, period_starts, recent_channels
 from bot.slack.usage_view import OwnUsage, usage_home, usage_message, usage_words
 from bot.spend.ledger import Spend
-from bot.spend.standing import Asker, Standing, usd_of
+from bot.spend.standing import Asker, Standing
+from bot.spend.windows import sentence
 
 log = logging.getLogger(__name__)
 
 USAGE_TURN = "usage"  # the turn key /usage asks with: a per-request budget shows its limit
-
-
-def sentence_of(standing: Standing) -> str:
-    """STAND-IN for bot.spend.windows' sentence, replaced when the ledger lands."""
-    parts = []
-    if standing.limit_nano is not None:
-        parts.append(f"${usd_of(standing.used_nano):.2f} of ${usd_of(standing.limit_nano):.2f}")
-    if standing.limit_tokens is not None:
-        parts.append(f"{standing.used_tokens:,} of {standing.limit_tokens:,} tokens")
-    period = {"day": "today", "week": "this week", "month": "this month"}.get(
-        standing.window, "per request"
-    )
-    reset = f"; resets {standing.resets_at:%H:%M} {standing.timezone}" if standing.resets_at else ""
-    return f"{standing.name}, {' and '.join(parts)} {period}{reset}"
 
 
 class UsageViews:
@@ -60,7 +47,6 @@ class UsageViews:
         self.packs = packs
         self.model = model
         self.now = now
-        self.sentence: Callable[[Standing], str] = sentence_of
 
     def cost(self, prompt: int, completion: int) -> int | None:
         """What the tokens cost on the configured model, in nano-dollars; None unpriced."""
@@ -108,7 +94,7 @@ class UsageViews:
             groups = await self.groups_of(user)
             applies = await self.spend.standings(self._asker(team, channel, user, groups))
             owned = await self.spend.owned(user, groups)
-        return [b.to_dict() for b in usage_message(own, applies, owned, self.sentence)]
+        return [b.to_dict() for b in usage_message(own, applies, owned, sentence)]
 
     async def home(self, team: str, user: str) -> list[dict[str, Any]]:
         """The Home's sections: the budgets that apply anywhere (workspace, the person, their
@@ -126,4 +112,4 @@ class UsageViews:
                 applies += [s for s in here if s.scope_kind == "channel"]
             owned = await self.spend.owned(user, groups)
         applies = list({s.name: s for s in applies}.values())
-        return [b.to_dict() for b in usage_home(own, applies, owned, self.sentence)]
+        return [b.to_dict() for b in usage_home(own, applies, owned, sentence)]

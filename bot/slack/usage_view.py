@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 
 from slack_sdk.models.blocks import (
     Block,
@@ -22,7 +21,8 @@ from slack_sdk.models.blocks import (
 
 from bot.records.usage_queries import Used
 from bot.slack.card_text import safe
-from bot.spend.standing import Standing, usd_of
+from bot.spend.standing import Standing
+from bot.spend.windows import money
 
 NO_LIMITS = "No spending limits apply to you here."
 NO_LIMITS_HOME = "No spending limits apply to you."
@@ -37,14 +37,6 @@ class OwnUsage:
     used: dict[str, Used]
     cost_nano: dict[str, int] | None  # None: the model has no price
     model: str
-
-
-def money(nano: int) -> str:
-    """$12.00; small sums keep four decimals ($0.0021) so a cheap turn is not "$0.00"."""
-    usd = usd_of(nano)
-    if usd == 0 or usd >= 1:
-        return f"${usd.quantize(Decimal('0.01')):,}"
-    return f"${usd.quantize(Decimal('0.0001'))}"
 
 
 def usage_words(tokens: int, nano: int | None) -> str:
