@@ -55,7 +55,7 @@ class UsageViews:
         return self.spend.prices.nano(self.model, prompt, completion)
 
     def words(self, prompt: int, completion: int) -> str:
-        """A turn's usage in words ("1,234 tokens, $0.0021"), for /history."""
+        """A model answer's usage in words ("1,234 tokens, $0.0021"), for /history."""
         return usage_words(prompt + completion, self.cost(prompt, completion))
 
     async def groups_of(self, user: str) -> frozenset[str]:
