@@ -160,8 +160,7 @@ class Countersign:
         records = Records(db, slack, registry, policies, groups, tasks)
         records.door = door
         # STAND-IN until the app's one Spend lands (S2): the policy's budgets and the prices.
-        in_force = lambda: (policy.current.policy.budgets, policy.current.policy.timezone)  # noqa: E731
-        spend = Spend(db, in_force, settings.load_prices())
+        spend = Spend(db, policy.budgets, settings.load_prices())
         offered = lambda: frozenset(t.pack for t in registry.offered())  # noqa: E731
         records.usage = UsageViews(db, spend, groups, offered, settings.llm_model)
         cards.on_change = records.proposal_changed
