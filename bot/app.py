@@ -159,10 +159,11 @@ class Countersign:
         )
         records = Records(db, slack, registry, policies, groups, tasks)
         records.door = door
-        # STAND-IN until the app's one Spend lands (S2): the policy's budgets and the prices.
-        spend = Spend(db, policy.budgets, settings.load_prices())
+        # STAND-IN until the app's one ledger lands (S2): conversations.spending.ledger.
+        prices = settings.load_prices()
+        spend = Spend(db, policy.budgets, prices)
         offered = lambda: frozenset(t.pack for t in registry.offered())  # noqa: E731
-        records.usage = UsageViews(db, spend, groups, offered, settings.llm_model)
+        records.usage = UsageViews(db, lambda: spend, prices, groups, offered, settings.llm_model)
         cards.on_change = records.proposal_changed
         threads = AgentThreads(slack, settings.suggested_prompts)
         welcome = dm_welcome(settings, db, slack, threads, registry, policy, tasks)

@@ -50,11 +50,12 @@ budgets:
 async def charge(bot: RunningBot, user: str, channel: str, tokens: int) -> None:
     """What a model call for `user`'s request in `channel` used, through the ledger."""
     usage = bot.countersign.records.usage if bot.countersign.records else None
-    assert usage is not None
+    spend = usage.ledger() if usage is not None else None
+    assert spend is not None
     asker = Asker(TEAM_ID, channel, user, frozenset(), frozenset(), f"seed-{channel}")
-    held = await usage.spend.reserve(asker, MODEL, tokens, 0)
+    held = await spend.reserve(asker, MODEL, tokens, 0)
     assert isinstance(held, Reservation)
-    await usage.spend.settle(held, Tokens(tokens, 0), Tokens(tokens, 0))
+    await spend.settle(held, Tokens(tokens, 0), Tokens(tokens, 0))
 
 
 @pytest.fixture
