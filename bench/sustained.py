@@ -41,6 +41,7 @@ from pathlib import Path
 import aiohttp
 
 from bench.processes import bot_env, pct, start_processes, stop_processes
+from bench.reply_ways import Ways, read_ways
 from bench.stream import reply_figures, script_text
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack, Limit, documented_floors
@@ -124,6 +125,7 @@ class Outcome:
     unfinished: int = 0  # replies not finished when the drain ran out
     drain: float = math.nan
     counted_from: int = 0  # the fake Slack's first call counted (the warm-ups' are not)
+    ways: Ways = field(default_factory=Ways)  # how the replies went (bench/reply_ways.py)
 
 
 def late(value: float) -> float:
@@ -153,6 +155,14 @@ def read_outcome(
         measured = slack.calls[counted_from:]
     outcome.calls = Counter(c.method for c in measured)
     outcome.refused = Counter(c.method for c in measured if c.status == 429)
+    channels = [plan.channel(i) for i in range(len(plan.texts))]
+    last_tokens = [
+        stream.last_token_at if (stream := played.get(text)) is not None else None
+        for text in plan.texts
+    ]
+    outcome.ways = read_ways(
+        measured, channels, outcome.final, outcome.first_words, last_tokens, FINAL_TARGET
+    )
     return outcome
 
 
@@ -242,6 +252,8 @@ def report(label: str, outcome: Outcome, lines: list[str]) -> None:
         )
     else:
         print(f"  wall (first arrival -> last final)  {outcome.wall:6.1f} s")
+    for line in outcome.ways.lines(FINAL_TARGET):
+        print(f"  {line}")
     print(f"  {'method':<38} {'calls':>6} {'429':>5}")
     for method in sorted(outcome.calls):
         print(f"  {method:<38} {outcome.calls[method]:>6} {outcome.refused[method]:>5}")

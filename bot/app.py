@@ -40,6 +40,7 @@ from bot.logs import bolt_logger
 from bot.policy.source import PolicySource
 from bot.slack import feedback
 from bot.slack.agent_threads import AgentThreads
+from bot.slack.budget_clicks import BudgetClicks
 from bot.slack.budgets import WorkspaceBudgets
 from bot.slack.card_publisher import CardPublisher
 from bot.slack.commands import Records
@@ -57,6 +58,7 @@ from bot.tools.integrations import Integrations
 from bot.wiring import (
     checkpoint_job,
     dm_welcome,
+    govern_spend,
     link_signer,
     model_of,
     one_door,
@@ -169,6 +171,7 @@ class Countersign:
         welcome = dm_welcome(settings, db, slack, threads, registry, policy, tasks)
         records.on_messages_tab = welcome.messages_tab
         conversations.titles = titles(settings, db, llm, threads, tasks)
+        govern_spend(conversations, settings, db, policy, groups)
         interactions = Interactions(
             approvals,
             registry,
@@ -206,6 +209,7 @@ class Countersign:
         listeners.register(bolt, conversations, tasks, stopper, welcome)
         records.register(bolt)
         interactions.register(bolt)
+        BudgetClicks(db, conversations.spending, resumer.kick, tasks, slack).register(bolt)
         ShowAll(approvals, registry, records.access, cards, tasks).register(bolt)
         feedback.register(bolt, db, cards.tell, tasks, records.access)
         listeners.acknowledge_the_rest(bolt)

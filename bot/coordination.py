@@ -60,6 +60,11 @@ class Window(Protocol):
         now if no call were made meanwhile (the calls that leave the window by then count)."""
         ...
 
+    async def give_back(self) -> None:
+        """Forget the last call recorded here: it was not made after all (another window the
+        call needed refused it)."""
+        ...
+
     async def pause(self, seconds: float) -> None: ...
 
     async def paused_for(self) -> float: ...
@@ -99,6 +104,16 @@ class LocalWindow:
             return False, None
         return False, self._calls[0] + self.seconds - now
 
+    def record(self) -> None:
+        """A call made now, counted here too (see `RedisWindow.take`)."""
+        now = self._clock()
+        self._expire(now)
+        self._calls.append(now)
+
+    async def give_back(self) -> None:
+        if self._calls:
+            self._calls.pop()
+
     async def pause(self, seconds: float) -> None:
         self._paused_until = max(self._paused_until, self._clock() + seconds)
 
@@ -135,7 +150,7 @@ class Breaker:
 # runs ahead would otherwise score its calls in the future, where they stay in everyone's window
 # (the others told to wait ten minutes) and never expire for itself. Scores are seconds, written
 # with microseconds (Lua's own number-to-string keeps only 14 digits).
-_NOW = """
+REDIS_NOW = """
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -145,7 +160,7 @@ local function at(seconds) return string.format('%.6f', seconds) end
 # KEYS[1] the window; ARGV seconds, limit, keep_free, a unique member. {granted, wait}: wait is
 # the seconds until the oldest call leaves (never more than the window), '-1' if none will.
 _TAKE = (
-    _NOW
+    REDIS_NOW
     + """
 local seconds = tonumber(ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', at(now - seconds))
@@ -166,7 +181,7 @@ return {0, '-1'}
 
 # KEYS[1] the window; ARGV seconds, within. The calls still in the window `within` from now.
 _USED = (
-    _NOW
+    REDIS_NOW
     + """
 local seconds = tonumber(ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', at(now - seconds))
@@ -176,7 +191,7 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. at(now + tonumber(ARGV[2]) - seconds
 
 # KEYS[1] the replicas; ARGV this replica, seconds a replica counts after it was last seen.
 _REPLICAS = (
-    _NOW
+    REDIS_NOW
     + """
 local ttl = tonumber(ARGV[2])
 redis.call('ZADD', KEYS[1], at(now), ARGV[1])
@@ -189,7 +204,7 @@ return redis.call('ZCARD', KEYS[1])
 # KEYS[1] the pause; ARGV milliseconds. Paused that long unless already paused for longer. The
 # pause is the key's time to live; its value (the server's time it ends) is for the record.
 _PAUSE = (
-    _NOW
+    REDIS_NOW
     + """
 local ms = tonumber(ARGV[1])
 if redis.call('PTTL', KEYS[1]) < ms then
@@ -230,6 +245,7 @@ class RedisWindow:
         self._pause = redis.register_script(_PAUSE)
         self._fallback = LocalWindow(limit, seconds, clock)
         self.breaker = Breaker()
+        self._last_taken: str | None = None  # the member of the last call recorded here
 
     async def _count_replicas(self) -> None:
         """Announce this replica and count the live ones (every ten seconds at most), so a
@@ -254,18 +270,31 @@ class RedisWindow:
     async def take(self, keep_free: int) -> tuple[bool, float | None]:
         if not self.breaker.closed:
             return await self._fallback.take(keep_free)
+        member = uuid.uuid4().hex
         try:
             await self._count_replicas()
             granted, wait = await self._take(
-                keys=[self.key],
-                args=[self.seconds, self.limit, keep_free, uuid.uuid4().hex],
+                keys=[self.key], args=[self.seconds, self.limit, keep_free, member]
             )
         except RedisError as exc:
             self._down(exc)
             return await self._fallback.take(keep_free)
         self.breaker.succeeded()
+        if int(granted):
+            self._last_taken = member
+            # Its own calls count in its fallback window too: a replica that loses Redis has
+            # already made part of its share (it took a whole share afresh: 429s at once).
+            self._fallback.record()
         seconds = float(wait)
         return bool(int(granted)), (None if seconds < 0 else seconds)
+
+    async def give_back(self) -> None:
+        member, self._last_taken = self._last_taken, None
+        await self._fallback.give_back()
+        if member is None or not self.breaker.closed:
+            return
+        with contextlib.suppress(RedisError):
+            await self.redis.zrem(self.key, member)
 
     async def free(self, within: float = 0.0) -> int:
         if not self.breaker.closed:

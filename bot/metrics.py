@@ -17,7 +17,9 @@ LIVE_REPLIES = Gauge("countersign_live_replies", "Replies being written in Slack
 TURNS = Counter(
     "countersign_turns_total",
     "Turns by how they ended",
-    ["outcome"],  # answered | paused | failed | interrupted | rounds_exhausted | length | deadline
+    # answered | paused | budget (paused at a budget's limit) | failed | interrupted
+    # | rounds_exhausted | length | deadline
+    ["outcome"],
 )
 SLACK_EDITS = Counter(
     "countersign_slack_edits_total",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Coroutine
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import Redis
 from slack_sdk.web.async_client import AsyncWebClient
@@ -19,6 +19,7 @@ from bot.config import Settings
 from bot.conversation.live_replies import LiveReplies
 from bot.conversation.resume import ResumeWorker
 from bot.conversation.titles import Titles
+from bot.conversation.turn import Conversations
 from bot.db.models import Proposal
 from bot.db.session import Database
 from bot.links import LinkSigner
@@ -31,6 +32,7 @@ from bot.records.audit_checkpoints import CheckpointJob
 from bot.records.retention import Retention
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.audit_checkpoints import poster as checkpoint_poster
+from bot.slack.budget_notices import SoftNotices
 from bot.slack.budgets import Limits, WorkspaceBudgets
 from bot.slack.card_publisher import CardPublisher
 from bot.slack.card_rerouting import announce_reroute
@@ -40,6 +42,9 @@ from bot.tasks import TaskGroup
 from bot.tools.catalog import ToolRegistry
 from bot.tools.context import ToolContext
 from bot.welcome_text import welcome_text
+
+if TYPE_CHECKING:
+    from bot.spend.ledger import Spend
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +74,29 @@ def model_of(settings: Settings) -> LLM:
         settings.reply_tokens,
         settings.model_deadline_seconds,
     )
+
+
+def govern_spend(
+    conversations: Conversations,
+    settings: Settings,
+    db: Database,
+    policy: PolicySource,
+    groups: GroupMembers,
+) -> None:
+    """The one spend ledger, made once the policy in force has a budget: its budgets and time
+    zone read at every call (a reload applies at once, mid-window too), `MODEL_PRICES` over
+    the defaults. Summaries and titles count too; soft thresholds tell the owners."""
+
+    def make() -> Spend:
+        from bot.spend.ledger import Spend  # a start without budgets does without it
+
+        return Spend(db, policy.budgets, settings.load_prices())
+
+    gate = conversations.spending
+    gate.budgets, gate.make = policy.budgets, make
+    gate.groups, gate.notices = groups, SoftNotices(conversations.slack, groups)
+    if conversations.titles is not None:
+        conversations.titles.spending = gate
 
 
 def link_signer(settings: Settings) -> LinkSigner | None:

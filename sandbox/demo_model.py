@@ -240,7 +240,15 @@ async def completions(request: web.Request) -> web.StreamResponse:
         await send({"tool_calls": [fragment]})
     await send({}, "tool_calls" if calls else "stop")
     if (body.get("stream_options") or {}).get("include_usage"):
-        usage = {"prompt_tokens": 50, "completion_tokens": len(text) // 4, "total_tokens": 60}
+        # About what a real model would count (four characters a token): the messages and
+        # the tools' schemas, so the sandbox's demo budget is used as a real one would be.
+        prompt = len(json.dumps(messages)) // 4 + len(json.dumps(body.get("tools") or [])) // 4
+        completion = len(text) // 4 + sum(len(c["arguments"]) // 4 for c in calls)
+        usage = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
         last = {"id": "chatcmpl-demo", "object": "chat.completion.chunk", "created": created}
         last |= {"model": MODEL, "choices": [], "usage": usage}
         await response.write(f"data: {json.dumps(last)}\n\n".encode())

@@ -18,6 +18,22 @@ import sys
 from pathlib import Path
 
 POLICY = {"*": {"approvers": ["UBOB"], "four_eyes": True}}
+# Spend governed like a write (issue 29), shown with the demo model: Alice's questions use up a
+# small daily budget in two or three questions (each counts its prompt, the tools' schemas
+# included: about 2,000 tokens, and holds REPLY_TOKENS until it is answered), then her thread
+# shows the pause card: continue on the demo's cheaper model, or ask Bob to raise it.
+# `SANDBOX_DEMO_BUDGET=off` leaves it out.
+DEMO_POLICY = """\
+version: 1
+default: ask
+budgets:
+  - name: alice-daily
+    scope: {user: UALICE}
+    window: day
+    tokens: 8000
+    owners: [UBOB]
+    fallback_model: countersign-demo-mini
+"""
 DATABASE = "countersign.db"  # the bot's SQLite file, in the sandbox's data folder
 PACKAGES = Path(__file__).resolve().parent.parent  # where `bot` and `sandbox` are installed
 MODEL = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "LLM_MODEL")
@@ -98,6 +114,8 @@ def bot_env(
             OPENAI_BASE_URL=f"{base}/demo-model/v1",
             LLM_MODEL="countersign-demo",
         )
+        if source.get("SANDBOX_DEMO_BUDGET", "on") != "off":
+            child["POLICY_FILE"] = str(data_dir / "policy.yaml")  # DEMO_POLICY, written there
     return child
 
 
@@ -107,7 +125,10 @@ def bot_command(
     """How the bot is started: its command, environment and working folder (the data
     folder: no `.env` and no `policy.yaml` of the sandbox's folder reach the bot)."""
     command = [sys.executable, "-m", "bot", "run"]
-    return command, bot_env(base, data_dir, tokens, folder=folder), data_dir
+    env = bot_env(base, data_dir, tokens, folder=folder)
+    if "POLICY_FILE" in env:
+        Path(env["POLICY_FILE"]).write_text(DEMO_POLICY, encoding="utf-8")
+    return command, env, data_dir
 
 
 async def start_bot(

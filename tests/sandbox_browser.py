@@ -82,7 +82,9 @@ def state(address: str) -> dict[str, Any]:
 @contextmanager
 def running_sandbox(**env: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """`python -m sandbox` on a free port, until the bot it started is connected; yields the
-    page's address as printed (key included)."""
+    page's address as printed (key included). Alice's demo budget is off unless `env` turns
+    it on (`SANDBOX_DEMO_BUDGET=on`): the tests' Alice asks far more than two questions."""
+    env.setdefault("SANDBOX_DEMO_BUDGET", "off")
     process = subprocess.Popen(
         [sys.executable, "-m", "sandbox"],
         env=clean_env(SANDBOX_PORT="0", LOG_LEVEL="WARNING", **env),

@@ -93,9 +93,10 @@ async def test_replicas_without_redis_share_the_budget(redis: Redis) -> None:  #
     mine._seen_at = 0.0  # count again now rather than in ten seconds
     assert (await mine.take(0))[0]
     assert mine.replicas == 2
-    # Redis goes away: this replica keeps to its half of the workspace's 10 a minute.
+    # Redis goes away: this replica keeps to its half of the workspace's 10 a minute, of
+    # which it made two while Redis answered.
     dead = Redis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.2)
     mine.redis, mine._take = dead, dead.register_script(_TAKE)
     granted = [(await mine.take(0))[0] for _ in range(8)]
-    assert granted.count(True) == 5
+    assert granted.count(True) == 3
     await dead.aclose()

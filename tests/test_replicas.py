@@ -13,8 +13,12 @@ from dataclasses import dataclass
 import pytest
 from redis.asyncio import Redis
 
+from bot import shared_counts
 from bot.coordination import RedisWindow
+from bot.shared_counts import SharedCount
+from bot.slack.budgets import Limits, WorkspaceBudgets
 from bot.slack.edit_budget import EditBudget
+from bot.slack.parts_choice import edits_cannot_promise
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack
 from tests.harness import make_settings, start_bot, stop_bot
@@ -144,3 +148,97 @@ async def test_a_shared_window_tells_what_will_be_free_within_some_seconds(redis
     assert await window.free() == 3
     assert await window.free(within=0.7) == 4  # the first call has left by then
     assert await window.free(within=2.0) == 5
+
+
+class AnsweringSlowly(RedisWindow):
+    """A shared window that says when the dispatcher is waiting for Redis's answer."""
+
+    asked: asyncio.Event
+
+    async def take(self, keep_free: int) -> tuple[bool, float | None]:
+        self.asked.set()
+        return await super().take(keep_free)
+
+
+async def test_a_reply_that_stops_waiting_while_redis_answers_leaves_the_budget_working(
+    redis: Redis,
+) -> None:
+    """A native reply gives up its append when its final is asked for (the stop carries it);
+    if that happens while the shared window answers, the slot goes to the next reply and the
+    budget goes on granting (it used to die: later edits of that replica waited for ever)."""
+    window = AnsweringSlowly(redis, f"test:{uuid.uuid4().hex}", 10, 60.0)
+    window.asked = asyncio.Event()
+    budget = EditBudget(10, window_seconds=60.0, window=window)
+    leaving, staying = Editor(wants_final=True), Editor(wants_final=True)
+    gives_up = asyncio.ensure_future(budget.acquire(leaving))
+    await window.asked.wait()  # the dispatcher awaits Redis with `leaving` chosen
+    gives_up.cancel()
+    await asyncio.wait_for(budget.acquire(staying), 2.0)
+    window.asked.clear()
+    await asyncio.wait_for(budget.acquire(Editor()), 2.0)  # and the one after it
+    await budget.stop()
+
+
+def replicas_of_one_workspace(redis: Redis, count: int) -> list[WorkspaceBudgets]:
+    workspace = f"xoxb-{uuid.uuid4().hex}"
+    return [WorkspaceBudgets(Limits(), redis, workspace_key=workspace) for _ in range(count)]
+
+
+async def test_each_replica_keeps_post_slots_for_every_replicas_finals(
+    redis: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reply in parts keeps `chat.postMessage` slots of the workspace's minute for the finals
+    owed; the window is every replica's, so the finals counted must be too (each replica
+    counted its own: another's first parts took the slots its finals needed)."""
+    monkeypatch.setattr(shared_counts, "FRESH_SECONDS", 0.0)  # every read asks Redis
+    first, second = replicas_of_one_workspace(redis, 2)
+    try:
+        for _ in range(3):
+            first.owed_finals.owe()
+        second.owed_finals.owe()
+        await second.owed_finals.count.others()  # said (a change is said at once, in a task)
+        assert await first.owed_finals.held() == 4
+        assert await second.owed_finals.held() == 4
+        for _ in range(3):
+            first.owed_finals.paid()
+        await first.owed_finals.count.others()
+        assert await second.owed_finals.held() == 1
+        # A replica that stops saying its count (it crashed) stops counting.
+        first.owed_finals.owe()
+        await first.owed_finals.count.others()
+        assert await second.owed_finals.held() == 2
+        count = second.owed_finals.count
+        assert isinstance(count, SharedCount)
+        count.REPLICA_TTL = 0.3
+        await asyncio.sleep(0.5)
+        assert await second.owed_finals.held() == 1
+    finally:
+        for budgets in (first, second):
+            await budgets.stop()
+
+
+async def test_a_new_reply_is_sent_as_edits_only_if_every_replicas_finals_fit(
+    redis: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`chat.update` is the workspace's: a new reply goes as edits only when the window holds
+    a final for it and for every reply open as edits on any replica; it was judged as if the
+    others had as many open as this one (too few when they had more, too many when fewer)."""
+    monkeypatch.setattr(shared_counts, "FRESH_SECONDS", 0.0)  # every read asks Redis
+    busy, idle = replicas_of_one_workspace(redis, 2)
+    try:
+        for _ in range(47):  # 3 of the workspace's 50 left
+            assert (await busy.edits.window.take(keep_free=0))[0]
+        editors = [Editor() for _ in range(3)]
+        for editor in editors:
+            busy.edits.open(editor)
+        await busy.edits.open_everywhere()  # said
+        assert await edits_cannot_promise(idle.edits)  # 3 finals owed elsewhere, 3 slots
+        for editor in editors:
+            busy.edits.close(editor)
+        await busy.edits.open_everywhere()
+        idle.edits.open(Editor())
+        idle.edits.open(Editor())
+        assert not await edits_cannot_promise(idle.edits)  # 2 here, 1 more: 3 slots
+    finally:
+        for budgets in (busy, idle):
+            await budgets.stop()

@@ -75,7 +75,7 @@ def test_no_real_setting_reaches_the_sandboxs_bot(
     monkeypatch.chdir(folder)
     command, child, cwd = bot_command("http://127.0.0.1:3999", data, TOKENS, folder=folder)
     assert (command[1:], cwd) == (["-m", "bot", "run"], data)  # it runs in its data folder
-    replaced = {"SLACK_BOT_TOKEN", "DATABASE_URL", "APPROVAL_POLICIES"}  # by the sandbox's own
+    replaced = {"SLACK_BOT_TOKEN", "DATABASE_URL", "APPROVAL_POLICIES", "POLICY_FILE"}  # own
     assert not (set(REAL) - replaced) & set(child)
     assert all(child[name] != REAL[name] for name in replaced)
     assert child["STREAMING"] == "edit"
@@ -84,7 +84,7 @@ def test_no_real_setting_reaches_the_sandboxs_bot(
         "bot_token": "xoxb-k3y",
         "app_token": "xapp-k3y",
         "redis": None,
-        "policy_file": None,
+        "policy_file": data / "policy.yaml",  # the sandbox's demo budget
         "policies": POLICY,
         "database": f"sqlite:///{data / 'countersign.db'}",
         "metrics": None,
@@ -97,7 +97,7 @@ def test_no_real_setting_reaches_the_sandboxs_bot(
     }
     # The test has teeth: run in the sandbox's folder, the bot would read its .env.
     leaky = read_by_the_bot(child, folder, monkeypatch)
-    assert (leaky["redis"], leaky["policy_file"]) == (REAL["REDIS_URL"], Path("policy.yaml"))
+    assert leaky["redis"] == REAL["REDIS_URL"]
 
 
 def test_a_real_model_in_dotenv_is_the_one_thing_borrowed(

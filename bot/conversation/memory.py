@@ -25,6 +25,7 @@ from bot.caches import BoundedCache
 from bot.conversation import sources as src
 from bot.conversation.audiences import Reader, readable
 from bot.conversation.history import StoredMessage, to_openai
+from bot.conversation.spending import SpendGate
 from bot.conversation.tokens import TokenCounter, image_tokens
 from bot.conversation.window import budget_start, cap_tool_result, tool_tail, withheld
 from bot.db.histories import LOAD_HISTORY, Wanted
@@ -84,6 +85,7 @@ class Memory:
         self.budget = budget
         self.images = ImageParts(db, vision or Vision(), image_tokens)  # files' image parts
         self._fixed: BoundedCache[str, int] = BoundedCache(32)  # tool sets change at run time
+        self.spending: SpendGate | None = None  # summaries count against budgets (set by turns)
 
     async def prompt(
         self,
@@ -152,7 +154,7 @@ class Memory:
             folds = src.summarised(carried, [k.message for k in kept[:roomy] if k.shown])
             try:
                 summary = await self._summarise(
-                    conversation_id, summary, stored[:roomy], rendered, folded, folds
+                    conversation_id, summary, stored[:roomy], rendered, folded, folds, requester
                 )
                 summary_audience, start, carried = folded, roomy, tuple(folds)
             except LLMError:
@@ -211,6 +213,7 @@ class Memory:
         rendered: Sequence[Any],
         audience: str,
         sources: Sequence[Source] = (),
+        requester: str | None = None,
     ) -> str | None:
         """A new summary of `previous` and `older`, stored with the `sources` it holds."""
         if not older:
@@ -233,13 +236,16 @@ class Memory:
         else:
             transcript = self.counter.keep_end(transcript, limit)
         tokens_before = self.counter.text(transcript)
-        summary = await self.llm.complete(
-            [
-                {"role": "system", "content": SUMMARY_PROMPT},
-                {"role": "user", "content": transcript},
-            ],
-            max_tokens=self.budget.summary,
-        )
+        asked: list[ChatCompletionMessageParam] = [
+            {"role": "system", "content": SUMMARY_PROMPT},
+            {"role": "user", "content": transcript},
+        ]
+        if self.spending is None:
+            summary = await self.llm.complete(asked, max_tokens=self.budget.summary)
+        else:  # at a budget's limit: no new summary (LLMError), the older messages drop out
+            summary = await self.spending.complete(
+                self.llm, conversation_id, requester, asked, self.budget.summary
+            )
         summary = self.counter.truncate(summary, self.budget.summary)
         last = older[-1]
         async with self.db.transaction() as session:

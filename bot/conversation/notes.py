@@ -18,6 +18,11 @@ def pause_note(count: int) -> str:
     return f":hourglass_flowing_sand: _Waiting for approval of {what} (see below)._"
 
 
+def budget_note(budget: str) -> str:
+    """A turn paused before its model call: a budget had no room for it (not a failure)."""
+    return f":money_with_wings: _Paused: the budget {budget} is used up (see below)._"
+
+
 def rounds_note(rounds: int) -> str:
     return f":warning: _I stopped after {rounds} rounds of tool calls without an answer._"
 

@@ -50,6 +50,7 @@ class Replies:
                 team,
                 patience=NATIVE_PATIENCE_SECONDS if self.settings.streaming == "native" else 0.0,
                 min_interval=self.settings.min_append_interval,
+                owed_finals=self.budgets.owed_finals,
             )
         return ReplyStream(
             self.slack,

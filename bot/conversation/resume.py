@@ -18,9 +18,10 @@ from sqlalchemy import ColumnElement, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.conversation.turn import Conversations
-from bot.db.models import Proposal, ResumeRequest, utcnow
+from bot.db.models import BudgetPause, Proposal, ResumeRequest, utcnow
 from bot.db.session import Database
 from bot.metrics import LEASE_LOST, LEASE_TAKEOVERS, RESUMES
+from bot.spend.pauses import pause_of
 from bot.tasks import TaskGroup
 
 log = logging.getLogger(__name__)
@@ -144,6 +145,14 @@ class ResumeWorker:
             + " Tell the user briefly."
         )
 
+    async def _paused(self, request: ResumeRequest) -> BudgetPause | None:
+        """The budget pause a request continues (kind `budget:<id>`), if it is one."""
+        pause_id = pause_of(request.kind)
+        if pause_id is None:
+            return None
+        async with self.db.reading() as session:
+            return await session.get(BudgetPause, pause_id)
+
     async def _resume(self, request: ResumeRequest) -> None:
         heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(request.id))
         try:
@@ -152,6 +161,7 @@ class ResumeWorker:
                 request.assistant_message_id,
                 await self._note(request),
                 lambda session: self._mark_done(session, request.id),
+                await self._paused(request),
             )
         finally:
             heartbeat.cancel()

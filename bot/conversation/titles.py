@@ -15,6 +15,7 @@ import re
 
 from openai.types.chat import ChatCompletionMessageParam
 
+from bot.conversation.spending import SpendGate
 from bot.db.session import Database
 from bot.db.turn_writes import SET_TITLE, Title
 from bot.llm import LLM, LLMError
@@ -58,6 +59,7 @@ class Titles:
         self.timeout = timeout
         self.tasks = tasks  # tracked: drained on shutdown, awaited by tests' idle()
         self.threads: AgentThreads | None = None  # DM thread titles (set by the app)
+        self.spending: SpendGate | None = None  # titles count against budgets (set by the app)
 
     def name(self, conversation_id: int, question: str, dm_thread: tuple[str, str] | None) -> None:
         """Title a conversation after its first request; `dm_thread` (channel, thread_ts) is
@@ -71,7 +73,7 @@ class Titles:
             words = plain_title(question)
             if words:
                 await self._store(conversation_id, words, only_if_unnamed=True)
-            title = await self._from_model(question) or words
+            title = await self._from_model(conversation_id, question) or words
             if title and title != words:
                 await self._store(conversation_id, title, only_if_unnamed=False)
             if title and dm_thread is not None and self.threads is not None:
@@ -79,7 +81,7 @@ class Titles:
         except Exception as exc:  # a title is a nicety: it never disturbs anything else
             log.warning("could not title conversation %s: %s", conversation_id, type(exc).__name__)
 
-    async def _from_model(self, question: str) -> str:
+    async def _from_model(self, conversation_id: int, question: str) -> str:
         if self.model is None or not question.strip():
             return ""
         messages: list[ChatCompletionMessageParam] = [
@@ -87,9 +89,14 @@ class Titles:
             {"role": "user", "content": question[:QUESTION_CHARS]},
         ]
         try:
-            answer = await asyncio.wait_for(
-                self.model.complete(messages, TITLE_TOKENS), self.timeout
+            asked = (
+                self.model.complete(messages, TITLE_TOKENS)
+                if self.spending is None  # at a budget's limit (LLMError) the title is skipped
+                else self.spending.complete(
+                    self.model, conversation_id, None, messages, TITLE_TOKENS
+                )
             )
+            answer = await asyncio.wait_for(asked, self.timeout)
         except (TimeoutError, LLMError) as exc:
             log.info("no model title (%s): the first words stay", type(exc).__name__)
             return ""

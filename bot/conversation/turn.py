@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING
 
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -17,6 +18,7 @@ from bot.conversation.addressing import claim_turn
 from bot.conversation.ending import end_stopped, finish_unfinished
 from bot.conversation.incoming import Incoming
 from bot.conversation.memory import Memory
+from bot.conversation.model_round import ModelRounds
 from bot.conversation.notes import (
     BROKE,
     INTERRUPTED,
@@ -30,6 +32,7 @@ from bot.conversation.replies import Replies
 from bot.conversation.resuming import Resuming
 from bot.conversation.running import RunningTurns
 from bot.conversation.shared_files import TurnFiles
+from bot.conversation.spending import SpendGate, TurnRun
 from bot.conversation.thread_import import earlier_thread_messages, store_with_files
 from bot.conversation.titles import Titles
 from bot.conversation.tokens import TokenCounter
@@ -40,22 +43,24 @@ from bot.db.claims import DeliveryClaims
 from bot.db.models import Conversation, Role
 from bot.db.session import Database
 from bot.db.turn_writes import OPEN_CONVERSATION, ThreadStart
-from bot.llm import LLM, Finished, LLMError, TextDelta, Usage
+from bot.llm import LLM, Usage
 from bot.logs import log_context
-from bot.membership import reach_of
 from bot.metrics import TURNS
-from bot.provenance import DATA_NOTE
 from bot.slack.budgets import WorkspaceBudgets
 from bot.slack.edit_budget import EditBudget
 from bot.slack.feedback import feedback_block
 from bot.slack.streamer import Journal, ReplyStream
+from bot.spend.standing import Refused
 from bot.thread_locks import ThreadLocks
 from bot.tools.registry import ToolContext
+
+if TYPE_CHECKING:
+    from bot.spend.ledger import Spend
 
 log = logging.getLogger(__name__)
 
 
-class Conversations(Resuming):
+class Conversations(Resuming, ModelRounds):
     """Runs turns. Turns of one conversation run one after another, in arrival order. Every
     turn ends with a final text or a plain note, whatever fails on the way."""
 
@@ -70,6 +75,7 @@ class Conversations(Resuming):
         locks: ThreadLocks | None = None,
         journal: Journal | None = None,
         budgets: WorkspaceBudgets | None = None,
+        spend: Spend | None = None,
     ) -> None:
         self.db = db
         self.llm = llm
@@ -84,6 +90,9 @@ class Conversations(Resuming):
         self.replies = Replies(slack, budget, settings, journal, budgets)
         self.running = RunningTurns()
         self.titles: Titles | None = None  # names new conversations (set by the app)
+        reply = llm.max_tokens or settings.budget.reply
+        self.spending = SpendGate(db, spend, self.memory.counter, reply)
+        self.memory.spending = self.spending
 
     async def _conversation(self, incoming: Incoming) -> tuple[Conversation, bool]:
         """The thread's conversation, found or opened with other turns' (`Database.group`)."""
@@ -160,61 +169,25 @@ class Conversations(Resuming):
             links=self.settings.links,
         )
 
-    async def _model_round(
-        self, conversation: Conversation, stream: ReplyStream, seen: TurnAudience, requester: str
-    ) -> Finished | None:
-        """One streamed model call; None if the model failed (the reply already says so). The
-        prompt holds only what `requester` may read; text from a prompt whose data is not for
-        everyone in the thread is held back for them (`seen.held`)."""
-        tools = self.desk.registry.schemas() if self.desk and len(self.desk.registry) else None
-        notices = self.desk.registry.notices() if self.desk else []
-        system = "\n\n".join([self.settings.system_prompt, DATA_NOTE, *notices])
-        finished: Finished | None = None
-        reach = reach_of(self.slack)
-        try:
-            prompt = await self.memory.prompt_for(
-                conversation.id,
-                system,
-                tools,
-                self.settings.history_window,
-                lambda audience: reach.may_read(requester, audience, seen.place),
-                requester,
-            )
-            await seen.prompt_held(self.slack, prompt.audience, prompt.sources)
-            if not seen.private:  # the thread may read it: the reply shows what it draws on
-                stream.carry(prompt.audience)
-            async for event in self.memory.images.stream(self.llm, prompt.messages, tools):
-                if isinstance(event, TextDelta):
-                    if seen.private:
-                        seen.held.append(event.text)
-                    else:
-                        stream.append(event.text)
-                else:
-                    finished = event
-        except LLMError as exc:
-            log.warning("model failed in conversation %s: %s", conversation.id, exc)
-            TURNS.labels(outcome="failed").inc()
-            await deliver_held(self.slack, stream, conversation.channel_id, requester, seen)
-            await stream.finish(failure_note(exc.user_message))
-            return None
-        return finished
-
     async def _respond(
         self,
         conversation: Conversation,
         stream: ReplyStream,
         requester: str,
         on_stored: OnStored | None = None,
+        run: TurnRun | None = None,
     ) -> bool:
-        """Model rounds until an answer, a pause for approval, or the round limit. True once
-        something of the reply is stored (`on_stored` runs in that same transaction)."""
+        """Model rounds until an answer, a pause for approval or at a budget, or the round
+        limit. True once something of the reply (or the pause) is stored (`on_stored` runs in
+        that same transaction). `run`: the model and turn key (default: the chat model)."""
+        run = run or TurnRun(self.llm)
         hook = Once(on_stored)
         rounds = 0
         seen = TurnAudience(place(conversation.channel_id, requester, False))
         while True:
             start, held = len(stream.source), len(seen.held)
             try:
-                finished = await self._model_round(conversation, stream, seen, requester)
+                finished = await self._model_round(conversation, stream, seen, requester, run)
             except asyncio.CancelledError:
                 if self.running.stopping() and stream.source[start:].strip():
                     # Stopped mid-answer: the next turn's model sees what the person saw.
@@ -227,6 +200,11 @@ class Conversations(Resuming):
                 raise
             if finished is None:
                 return hook.done
+            if isinstance(finished, Refused):
+                await self._pause_at_budget(
+                    conversation, stream, requester, run, finished, hook, seen
+                )
+                return True
             text = stream.source[start:] + "".join(seen.held[held:])
             usage = finished.usage
             if not finished.tool_calls or self.desk is None:
@@ -234,7 +212,7 @@ class Conversations(Resuming):
                 said = bool(stream.source.strip())
                 if said and not finished.cut:
                     stream.closing_blocks = [feedback_block()]  # a finished answer
-                await stream.finish(answer_note(finished, self.llm, said))
+                await stream.finish(answer_note(finished, run.llm, said))
                 await self._store_answer(
                     conversation, stream, text, usage, hook, seen.audience, requester
                 )

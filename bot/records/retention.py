@@ -36,15 +36,23 @@ from bot.db.models import (
     Proposal,
     ProposalState,
     Role,
+    SpendRaise,
+    SpendReservation,
+    SpendWindow,
     utcnow,
 )
 from bot.db.session import Database
 from bot.files.store import forget_unused_files
+from bot.spend.ledger_rows import HELD
 
 log = logging.getLogger(__name__)
 
 REDACTED = "[redacted]"
 DEDUP_KEEP = timedelta(days=7)  # Slack retries within minutes; a week is plenty
+# A spend window's row is made at its first use; the longest (a calendar month) ends within 31
+# days of that, so a row older than this is of a window that ended (what it used, held and was
+# raised by no longer limits anything; the raise's proposal and audit rows stay).
+SPEND_KEEP = timedelta(days=40)
 
 
 @dataclass(frozen=True)
@@ -180,6 +188,23 @@ async def purge_delivery_keys(db: Database) -> int:
     return int(getattr(keys, "rowcount", 0) or 0)
 
 
+async def purge_spend(db: Database) -> int:
+    """Forget the spend records of windows that ended (`SPEND_KEEP`), whatever
+    `RETENTION_DAYS` says: one reservation per model call and one window per turn of a
+    per-turn budget would otherwise grow forever. Held reservations stay (`release_stale`
+    charges them first)."""
+    cutoff = utcnow() - SPEND_KEEP
+    async with db.transaction() as session:
+        calls = await session.execute(
+            delete(SpendReservation).where(
+                SpendReservation.state != HELD, SpendReservation.created_at < cutoff
+            )
+        )
+        await session.execute(delete(SpendWindow).where(SpendWindow.created_at < cutoff))
+        await session.execute(delete(SpendRaise).where(SpendRaise.created_at < cutoff))
+    return int(getattr(calls, "rowcount", 0) or 0)
+
+
 class Retention:
     """The running bot's clean-up, at start-up and then hourly: conversations idle for more
     than `days` (none when 0: kept forever) and, whatever `days` says, old delivery keys."""
@@ -193,6 +218,7 @@ class Retention:
         if time.monotonic() - self._ran_at < 3600:
             return
         self._ran_at = time.monotonic()
+        await purge_spend(self.db)
         if not self.days:
             await purge_delivery_keys(self.db)
             return

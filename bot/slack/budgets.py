@@ -27,9 +27,11 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 
 from bot.coordination import Breaker, LocalWindow, RedisWindow, Window
+from bot.shared_counts import SharedCount
 from bot.slack.call_budgets import CallBudgets
 from bot.slack.edit_budget import WINDOW_MARGIN_SECONDS, WINDOW_SECONDS, BudgetClosed, EditBudget
 from bot.slack.learned_rates import SHARE_EVERY_SECONDS, LearnedRate, SharedRates
+from bot.slack.parts_choice import OwedFinals
 
 START = "chat.startStream"
 STOP = "chat.stopStream"
@@ -207,6 +209,12 @@ class WorkspaceBudgets:
         self.streams = StreamSlots(
             window(START, limits.starts_per_minute), window(STOP, limits.starts_per_minute), clock
         )
+        # The reserves for finals count every replica's replies (`bot/shared_counts.py`).
+        self.owed_finals = OwedFinals()
+        if redis is not None:
+            counted = f"countersign:counts:{digest}"
+            self.edits.open_replies = SharedCount(redis, f"{counted}:open-edits", breaker)
+            self.owed_finals = OwedFinals(SharedCount(redis, f"{counted}:owed-finals", breaker))
         floors = {
             UPDATE: (limits.edits_per_minute, self.edits.resize),
             APPEND: (limits.appends_per_minute, self.appends.resize),
@@ -275,3 +283,5 @@ class WorkspaceBudgets:
             await asyncio.gather(self._learning, return_exceptions=True)
         await self.edits.stop()
         await self.appends.stop()
+        await self.edits.open_replies.stop()
+        await self.owed_finals.count.stop()

@@ -182,6 +182,10 @@ class CallBudgets:
             keep = 0 if i < last else keep_free() if callable(keep_free) else keep_free
             granted, wait = await window.take(keep_free=keep)
             if not granted:
+                # The call is not made: the slots it took in the windows before are freed (a
+                # part skipped every 0.25 s filled its channel's 3 s and held its final back).
+                for taken in windows[:i]:
+                    await taken.give_back()
                 return wait
         return 0.0
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from bot.coordination import LocalWindow, Window
+from bot.shared_counts import Count, LocalCount
 from bot.slack.pacing import HORIZON_SECONDS, Pace
 
 WINDOW_SECONDS = 60.0
@@ -104,6 +105,9 @@ class EditBudget:
         self._clock = clock
         self._paused_until = 0.0
         self._open: set[int] = set()
+        # The open replies of every replica sharing the window (`bot/shared_counts.py`).
+        self.open_replies: Count = LocalCount()
+        self._open_elsewhere = 0  # the other replicas' open replies, as last read
         # Open replies showing a bare "Thinking…": each is owed an intermediate edit.
         self.placeholders: set[int] = set()
         self._waiters: list[_Waiter] = []
@@ -140,15 +144,24 @@ class EditBudget:
     # -- replies ---------------------------------------------------------------------------
     def open(self, editor: Editor) -> None:
         """A reply started: keep a final edit in reserve for it."""
-        self._open.add(id(editor))
+        if id(editor) not in self._open:
+            self._open.add(id(editor))
+            self.open_replies.add(1)
 
     @property
     def open_count(self) -> int:
         """Replies open on this budget (each will want a final call)."""
         return len(self._open)
 
+    async def open_everywhere(self) -> int:
+        """Replies open on this budget and on the other replicas' (each owed a final)."""
+        self._open_elsewhere = await self.open_replies.others()
+        return len(self._open) + self._open_elsewhere
+
     def close(self, editor: Editor) -> None:
-        self._open.discard(id(editor))
+        if id(editor) in self._open:
+            self._open.discard(id(editor))
+            self.open_replies.add(-1)
         self.placeholders.discard(id(editor))
         self._wake.set()
 
@@ -212,16 +225,23 @@ class EditBudget:
         if not waiter.future.done():
             waiter.future.set_result(None)
 
+    def _still_waiting(self, waiters: list[_Waiter]) -> list[_Waiter]:
+        """Those of `waiters` still waiting. A shared window (Redis) is asked over the network:
+        while it answers, a waiter may stop waiting (a native reply's append given up for its
+        stop); granting it then killed the dispatcher (seen on three replicas: every later
+        edit of that process waited for a new caller to start another)."""
+        return [w for w in waiters if w in self._waiters and not w.future.done()]
+
     def _keep_free(self) -> int:
-        """Intermediate calls leave one slot per open reply (and some headroom) for finals.
-        Replicas sharing the window (Redis) each owe finals too; their open replies are not
-        known here, so each is taken to have as many as this one."""
+        """Intermediate calls leave one slot per open reply, this replica's and the others'
+        (as last read: `open_everywhere`), and some headroom, for finals."""
         if not self.reserve_finals:
             return self.headroom
-        return len(self._open) * max(1, int(getattr(self.window, "replicas", 1))) + self.headroom
+        return len(self._open) + self._open_elsewhere + self.headroom
 
     async def spare(self) -> int:
         """Intermediate calls the window could grant now, beyond the finals' reserve."""
+        await self.open_everywhere()
         return await self.window.free() - self._keep_free()
 
     async def _step(self, now: float) -> float | None:
@@ -237,6 +257,10 @@ class EditBudget:
         if finals:
             granted, wait = await self.window.take(keep_free=0)
             if granted:
+                # The slot is taken: it goes to a final still waiting, else to anyone.
+                finals = self._still_waiting(finals) or self._still_waiting(self._waiters)
+                if not finals:
+                    return 0.0
                 lanes = {lane_of(w.editor) for w in finals}
                 if len(lanes) > 1:
                     finals = [w for w in finals if lane_of(w.editor) != self._last_lane]
@@ -248,6 +272,8 @@ class EditBudget:
             return wait
         # Refreshes also leave a slot for each reply still showing "Thinking…" (its first
         # words); first words need only the finals' reserve.
+        if self.reserve_finals:
+            await self.open_everywhere()
         keep_free = self._keep_free()
         owed = len(self.placeholders)
         probe = max(0, self.per_minute - self.trusted()) if self.trusted is not None else 0
@@ -265,10 +291,14 @@ class EditBudget:
         if not granted:
             self._saturated(True)
             return wait
+        fresh, owing = self._still_waiting(fresh), self._still_waiting(owing)
         if fresh:  # first words: not paced
             self._grant(min(owing or fresh), paced=False)
             return 0.0
-        oldest = min(self._waiters, key=lambda w: (w.editor.last_edit_at or 0.0, w.seq))
+        waiting = self._still_waiting(self._waiters)
+        if not waiting:
+            return 0.0
+        oldest = min(waiting, key=lambda w: (w.editor.last_edit_at or 0.0, w.seq))
         self._grant(oldest, paced=True)
         return 0.0
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -21,6 +21,7 @@ from bot.poster import Outlet
 from bot.slack.budgets import StreamSlots
 from bot.slack.edit_budget import EditBudget
 from bot.slack.native_stream import NATIVE_MAX_CHARS, NativeMessage, native_cut, source_index
+from bot.slack.parts_choice import OwedFinals
 from bot.slack.render import escape
 from bot.slack.reply_journal import ReplyRecord
 
@@ -51,6 +52,9 @@ class NativeOptions:
     patience: float = 0.0  # seconds to wait for a start; 0: edits if none is free now
     min_interval: float = 0.5
     max_chars: int = NATIVE_MAX_CHARS
+    # The workspace's replies in parts owing a final (`WorkspaceBudgets.owed_finals`; a reply
+    # given none counts only itself).
+    owed_finals: OwedFinals = field(default_factory=OwedFinals)
 
 
 class NativePath:

@@ -40,9 +40,8 @@ from bot.metrics import LIVE_REPLIES
 from bot.poster import NOTHING_PRIVATE, Outlet, PostRefused
 from bot.slack.call_budgets import asking
 from bot.slack.closing_blocks import with_closing
-from bot.slack.native_reply import CURSOR, WITHHELD
+from bot.slack.native_reply import CURSOR, WITHHELD, NativeOptions
 from bot.slack.part_cuts import part_cut
-from bot.slack.parts_choice import OWED_FINALS
 from bot.slack.render import to_mrkdwn
 from bot.slack.reply_failures import Failures, reason
 from bot.slack.reply_journal import ReplyRecord
@@ -85,10 +84,12 @@ class PartsPath:
     _journaled: str | None  # the part whose journal row is open (the newest non-final one)
     _final_chunks: list[str] | None  # the final part, cut into messages once
     _final_sent: int  # how many of those are posted
-    _owes_final: bool  # counted in `OWED_FINALS`
+    _owes_final: bool  # counted in `options.owed_finals`
+    options: NativeOptions | None  # a reply goes in parts only when it could stream natively
 
     def _init_parts(self) -> None:
-        OWED_FINALS.owe()
+        assert self.options is not None
+        self.options.owed_finals.owe()
         self._owes_final = True
         self.in_parts = True
         self._posted_to = 0
@@ -142,9 +143,10 @@ class PartsPath:
                     await self._post_part(cut)
                     failures.succeeded()
                 except CallSkipped:  # no room for a part now: the finals first
-                    self._changed.clear()
+                    # Tried again in a moment, or at once for the final; not at every token:
+                    # words do not make room, and each try asks the shared windows (Redis).
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._changed.wait(), PART_RETRY_SECONDS)
+                        await asyncio.wait_for(self._final_requested.wait(), PART_RETRY_SECONDS)
                 except PostRefused:
                     await self._post_withheld()
                 except Exception as exc:
@@ -177,7 +179,9 @@ class PartsPath:
         body = to_mrkdwn(self.source[self._posted_to : cut].strip())
         for i, chunk in enumerate(split_message(body, self.max_chars)):
             if i == 0:  # skipped when the finals need the room (nothing posted yet)
-                with asking(skip=True, keep_free=OWED_FINALS.held):
+                assert self.options is not None
+                held = await self.options.owed_finals.held()
+                with asking(skip=True, keep_free=held):
                     ts = await self._post(chunk, None, self.carries)
             else:
                 ts = await self._post(chunk, None, self.carries)
@@ -222,9 +226,9 @@ class PartsPath:
         self._paid_final()
 
     def _paid_final(self) -> None:
-        if self._owes_final:
+        if self._owes_final and self.options is not None:
             self._owes_final = False
-            OWED_FINALS.paid()
+            self.options.owed_finals.paid()
 
     async def _post_withheld(self) -> None:
         """The poster refused what the reply now carries: what was posted stays (it was

@@ -59,6 +59,7 @@ class Script:
     # like some compatible servers: no `index`, the name and id repeated in every fragment
     quirky_tool_calls: bool = False
     hang_after_fragments: int | None = None  # stop sending (not closing) after this many
+    reports_usage: bool = True  # False: like servers that ignore `stream_options`
 
 
 @dataclass(frozen=True)
@@ -329,7 +330,7 @@ class FakeOpenAI:
         else:
             finish = "tool_calls" if script.tool_calls else "stop"
         await send({}, finish)
-        if (body.get("stream_options") or {}).get("include_usage"):
+        if script.reports_usage and (body.get("stream_options") or {}).get("include_usage"):
             completion = sent if finish == "length" else len(tokens)
             usage_chunk = {
                 "id": "chatcmpl-fake",

@@ -1,0 +1,78 @@
+"""The card a turn leaves in its thread when a budget stopped it before a model call
+(issue 29): what was reached, in words ("Budget reached: support-daily, $12.00 of $12.00
+today; resets 00:00 UTC"), and what the requester can do: continue on the budget's cheaper
+model, or ask an owner to raise the limit. Pure builders; the clicks are
+`bot.slack.budget_clicks`. A button's value is the pause's number, never shown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slack_sdk.models.blocks import (
+    ActionsBlock,
+    Block,
+    ButtonElement,
+    ContextBlock,
+    MarkdownTextObject,
+    SectionBlock,
+)
+
+from bot.spend.standing import Standing
+from bot.spend.windows import sentence
+from bot.text import escape
+
+CONTINUE_CHEAPER = "budget_continue_cheaper"
+ASK_RAISE = "budget_ask_raise"
+REACHED = "Budget reached"
+
+
+def pause_text(standing: Standing) -> str:
+    return f"{REACHED}: {escape(sentence(standing))}"
+
+
+def pause_card(standing: Standing, pause_id: int, requester: str) -> list[dict[str, Any]]:
+    """The card's blocks: what was reached, then the two ways on."""
+    fallback = standing.fallback_model
+    buttons: list[ButtonElement] = []
+    if fallback:
+        buttons.append(
+            ButtonElement(
+                text="Continue on a cheaper model",
+                action_id=CONTINUE_CHEAPER,
+                value=str(pause_id),
+                style="primary",
+            )
+        )
+    buttons.append(ButtonElement(text="Ask to raise", action_id=ASK_RAISE, value=str(pause_id)))
+    offer = f"continue on {escape(fallback)}, or " if fallback else ""
+    blocks: list[Block] = [
+        SectionBlock(text=MarkdownTextObject(text=f":money_with_wings: {pause_text(standing)}")),
+        ContextBlock(
+            elements=[
+                MarkdownTextObject(
+                    text=f"<@{requester}>'s request waits here: {offer}"
+                    "ask an owner of the budget to raise its limit."
+                )
+            ]
+        ),
+        ActionsBlock(elements=buttons),
+    ]
+    return [b.to_dict() for b in blocks]
+
+
+def chosen_text(reached: str, model: str, user: str) -> str:
+    return f"{reached}\nContinuing on {escape(model)}, chosen by <@{user}>."
+
+
+def chosen_card(reached: str, model: str, user: str) -> list[dict[str, Any]]:
+    """The card once someone chose the cheaper model: what was reached, who chose what; no
+    buttons."""
+    blocks: list[Block] = [
+        SectionBlock(text=MarkdownTextObject(text=f":money_with_wings: {reached}")),
+        ContextBlock(
+            elements=[
+                MarkdownTextObject(text=f"Continuing on {escape(model)}, chosen by <@{user}>.")
+            ]
+        ),
+    ]
+    return [b.to_dict() for b in blocks]

@@ -1,0 +1,178 @@
+"""The pause card's buttons (`bot.slack.budget_card`).
+
+"Continue on a cheaper model": only the paused turn's requester may choose it; the pause moves
+to `resumed` by compare-and-set with its resume request (`bot.spend.pauses.resume_paused`), so
+a double click, two replicas or a click after a raise resumed it resume the turn once, and the
+second click is told it was already handled. The card is then updated in place to say who chose
+what. "Ask to raise" is helper S4's (`spend-raise`); until it lands its click says so.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.db.models import BudgetPause
+from bot.db.session import Database
+from bot.poster import NOTHING_PRIVATE, poster_of
+from bot.slack.budget_card import (
+    ASK_RAISE,
+    CONTINUE_CHEAPER,
+    REACHED,
+    chosen_card,
+    chosen_text,
+)
+from bot.slack.payloads import BadPayload, _dict, _str, _user
+from bot.spend.pauses import resume_paused
+from bot.spend.windows import sentence
+from bot.tasks import TaskGroup
+from bot.text import escape
+
+if TYPE_CHECKING:
+    from bot.spend.ledger import Spend
+
+log = logging.getLogger(__name__)
+
+ALREADY = "This paused request was already handled."
+NOT_OURS = "That button was not made by Countersign."
+NO_FALLBACK = "This budget no longer names a cheaper model: ask an owner to raise it instead."
+RAISE_LATER = "Asking to raise a budget is not available yet: ask one of its owners directly."
+
+
+class SpendLedger(Protocol):
+    """Where the ledger is (`bot.conversation.spending.SpendGate`): none without budgets."""
+
+    def ledger(self) -> Spend | None: ...
+
+
+def only_requester(requester: str) -> str:
+    return f"Only <@{requester}>, whose request was paused, can continue it on a cheaper model."
+
+
+@dataclass(frozen=True)
+class PauseClick:
+    user: str
+    pause_id: int
+    channel: str
+    thread_ts: str | None
+
+
+def parse_pause_click(body: dict[str, Any]) -> PauseClick:
+    actions = body.get("actions")
+    action = _dict(actions[0]) if isinstance(actions, list) and actions else {}
+    value = _str(action.get("value"), 20)
+    if value is None or not value.isdigit():
+        raise BadPayload("not a pause")
+    channel = _str(_dict(body.get("channel")).get("id"), 32) or _str(
+        _dict(body.get("container")).get("channel_id"), 32
+    )
+    if channel is None:
+        raise BadPayload("no channel")
+    thread = _str(_dict(body.get("message")).get("thread_ts"), 32)
+    return PauseClick(_user(body), int(value), channel, thread)
+
+
+class BudgetClicks:
+    def __init__(
+        self,
+        db: Database,
+        spend: SpendLedger,
+        kick: Callable[[], None],
+        tasks: TaskGroup,
+        slack: AsyncWebClient,
+    ) -> None:
+        self.db = db
+        self.spend = spend
+        self.kick = kick  # the resume worker: a resumed pause waits in its outbox
+        self.tasks = tasks
+        self.poster = poster_of(slack)
+
+    def register(self, app: AsyncApp) -> None:
+        @app.action(CONTINUE_CHEAPER)
+        async def _continue(ack: AsyncAck, body: dict[str, Any]) -> None:
+            await ack()
+            self.tasks.spawn(self.continue_cheaper(body), name="budget-continue")
+
+        @app.action(ASK_RAISE)  # helper S4 (`spend-raise`) replaces this handler
+        async def _ask_raise(ack: AsyncAck, body: dict[str, Any]) -> None:
+            await ack()
+            self.tasks.spawn(self._raise_later(body), name="budget-ask-raise")
+
+    async def _raise_later(self, body: dict[str, Any]) -> None:
+        try:
+            click = parse_pause_click(body)
+        except BadPayload as exc:
+            log.info("refused a budget click: %s", exc)
+            return
+        await self._tell(click, RAISE_LATER)
+
+    async def continue_cheaper(self, body: dict[str, Any]) -> None:
+        try:
+            click = parse_pause_click(body)
+        except BadPayload as exc:
+            log.info("refused a budget click: %s", exc)
+            return
+        async with self.db.reading() as session:
+            pause = await session.get(BudgetPause, click.pause_id)
+        if pause is None or pause.channel_id != click.channel:
+            await self._tell(click, NOT_OURS)
+            return
+        if click.user != pause.requester:
+            await self._tell(click, only_requester(pause.requester))
+            return
+        model = self._fallback(pause.budget)
+        if model is None:
+            await self._tell(click, ALREADY if pause.state != "paused" else NO_FALLBACK)
+            return
+        async with self.db.transaction() as session:
+            resumed = await resume_paused(session, pause.id, model=model, decided_by=click.user)
+        if resumed is None:
+            await self._tell(click, ALREADY)
+            return
+        self.kick()
+        await self._chosen(pause, model, click.user)
+
+    def _fallback(self, budget: str) -> str | None:
+        """The budget's cheaper model in the policy in force now (a reload may drop it)."""
+        spend = self.spend.ledger()
+        if spend is None:
+            return None
+        found = next((b for b in spend.budgets()[0] if b.name == budget), None)
+        return found.fallback_model if found is not None else None
+
+    async def _chosen(self, pause: BudgetPause, model: str, user: str) -> None:
+        if pause.card_ts is None:
+            return
+        reached = f"{REACHED}: {escape(pause.budget)}"
+        try:
+            spend = self.spend.ledger()
+            if spend is not None:
+                standing = await spend.standing(pause.budget, pause.window_key)
+                if standing is not None:
+                    reached = f"{REACHED}: {escape(sentence(standing))}"
+        except Exception as exc:  # the card still says who chose what
+            log.warning("budget %s unreadable for its card: %s", pause.budget, exc)
+        try:
+            await self.poster.update(
+                pause.channel_id,
+                pause.card_ts,
+                chosen_text(reached, model, user),
+                carries=NOTHING_PRIVATE,
+                blocks=chosen_card(reached, model, user),
+            )
+        except Exception as exc:  # the turn resumes all the same
+            log.warning("could not update the pause card of %s: %s", pause.id, exc)
+
+    async def _tell(self, click: PauseClick, text: str) -> None:
+        try:
+            await self.poster.ephemeral(
+                click.channel, click.user, text, carries=NOTHING_PRIVATE, thread_ts=click.thread_ts
+            )
+        except Exception as exc:
+            log.warning("could not answer a budget click: %s", type(exc).__name__)
