@@ -49,7 +49,6 @@ from bot.slack.interactions import Interactions
 from bot.slack.show_all import ShowAll
 from bot.slack.usage import UsageViews
 from bot.slack.web_client import BudgetedApp
-from bot.spend.ledger import Spend
 from bot.startup import reach_database
 from bot.tasks import TaskGroup, new_worker_id
 from bot.thread_locks import ThreadLocks
@@ -161,17 +160,15 @@ class Countersign:
         )
         records = Records(db, slack, registry, policies, groups, tasks)
         records.door = door
-        # STAND-IN until the app's one ledger lands (S2): conversations.spending.ledger.
-        prices = settings.load_prices()
-        spend = Spend(db, policy.budgets, prices)
-        offered = lambda: frozenset(t.pack for t in registry.offered())  # noqa: E731
-        records.usage = UsageViews(db, lambda: spend, prices, groups, offered, settings.llm_model)
         cards.on_change = records.proposal_changed
         threads = AgentThreads(slack, settings.suggested_prompts)
         welcome = dm_welcome(settings, db, slack, threads, registry, policy, tasks)
         records.on_messages_tab = welcome.messages_tab
         conversations.titles = titles(settings, db, llm, threads, tasks)
         govern_spend(conversations, settings, db, policy, groups)
+        offered = lambda: frozenset(t.pack for t in registry.offered())  # noqa: E731
+        ledger, prices = conversations.spending.ledger, settings.load_prices()
+        records.usage = UsageViews(db, ledger, prices, groups, offered, settings.llm_model)
         interactions = Interactions(
             approvals,
             registry,
