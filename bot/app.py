@@ -64,6 +64,7 @@ from bot.wiring import (
     policy_source,
     reconsidering,
     slack_of,
+    stale_holds_job,
     sweeper_of,
     titles,
     tool_contexts,
@@ -166,6 +167,7 @@ class Countersign:
         records.on_messages_tab = welcome.messages_tab
         conversations.titles = titles(settings, db, llm, threads, tasks)
         govern_spend(conversations, settings, db, policy, groups)
+        sweeper.jobs.append(stale_holds_job(conversations, settings))
         offered = lambda: frozenset(t.pack for t in registry.offered())  # noqa: E731
         ledger, prices = conversations.spending.ledger, settings.load_prices()
         records.usage = UsageViews(db, ledger, prices, groups, offered, settings.llm_model)

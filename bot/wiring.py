@@ -99,6 +99,24 @@ def govern_spend(
         conversations.titles.spending = gate
 
 
+def stale_holds_job(conversations: Conversations, settings: Settings) -> Callable[[], Any]:
+    """A sweeper job: holds of calls that can no longer be running (a process died
+    mid-call) are charged their whole estimate and freed, so a crash never keeps a budget's
+    room held. A call ends within its deadline plus one read time-out."""
+    older_than = timedelta(
+        seconds=settings.model_deadline_seconds + settings.llm_timeout_seconds + 60
+    )
+
+    async def release() -> None:
+        spend = conversations.spending.ledger()
+        if spend is not None:
+            released = await spend.release_stale(older_than)
+            if released:
+                log.warning("charged and freed %d hold(s) of model calls cut off", released)
+
+    return release
+
+
 def link_signer(settings: Settings) -> LinkSigner | None:
     """Signed, expiring links to the pages this bot serves; none without `PUBLIC_BASE_URL`."""
     if not settings.public_base_url:

@@ -6,7 +6,7 @@ no cost without budgets, and two replicas never past a limit."""
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -370,3 +370,36 @@ async def test_a_budget_added_by_a_reload_applies_to_the_next_turn(
         assert len(fake_model.requests) == 1
         [card] = pause_cards(fake_slack)
         assert "0 of 100 tokens today" in card.text
+
+
+async def test_a_hold_left_by_a_call_cut_off_is_charged_and_freed_by_the_sweeper(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str, tmp_path: Path
+) -> None:
+    """A process that died mid-call leaves its hold: the running bot's sweeper charges it its
+    whole estimate and frees the room it held, once the call cannot still be running."""
+    from sqlalchemy import update
+
+    from bot.db.models import SpendReservation, utcnow
+
+    path = alices_budget(tmp_path)
+    async with spend_running(fake_slack, fake_model, sqlite_url, path) as spend_bot:
+        spend = spend_of(spend_bot)
+        alice = Asker("T1", "C1", "UALICE", frozenset(), frozenset(), "a-dead-turn")
+        held = await spend.reserve(alice, "gpt-4o-mini", 400, 100)
+        assert isinstance(held, Reservation)
+        assert held.id is not None
+        before = await standing(spend_bot)
+        assert (before.reserved_tokens, before.used_tokens) == (500, 0)
+        for job in spend_bot.countersign.sweeper.jobs:
+            await job()  # a fresh hold is left alone: its call may be running
+        assert (await standing(spend_bot)).reserved_tokens == 500
+        async with spend_bot.countersign.db.transaction() as session:
+            await session.execute(
+                update(SpendReservation)
+                .where(SpendReservation.id == held.id)
+                .values(created_at=utcnow() - timedelta(hours=1))
+            )
+        for job in spend_bot.countersign.sweeper.jobs:
+            await job()
+        after = await standing(spend_bot)
+        assert (after.reserved_tokens, after.used_tokens) == (0, 500)

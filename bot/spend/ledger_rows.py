@@ -16,7 +16,6 @@ from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import ColumnElement, Select, and_, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.db.models import SpendRaise, SpendWindow
@@ -54,6 +53,18 @@ class Claimed:
 
 
 _COLUMNS = [getattr(SpendWindow, name) for name in WindowRow.__dataclass_fields__]
+
+
+def _insert_of(dialect: str) -> Any:
+    """The dialect's INSERT with ON CONFLICT, imported when first used: a SQLite start never
+    loads the PostgreSQL dialect (tests/test_start_imports.py)."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert
 
 
 def _select() -> Select[Any]:
@@ -147,7 +158,7 @@ async def create_rows(session: AsyncSession, keys: list[tuple[str, str]], now: d
     """Insert the missing window rows, in name order; a row another call inserts meanwhile
     is left as it is (ON CONFLICT DO NOTHING on both backends)."""
     dialect = session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    insert = _insert_of(dialect)
     values = [
         {
             "budget": budget,
@@ -258,7 +269,7 @@ async def record_raise(
     """Record an approved raise under its idempotency key; False if that key was recorded
     before (ON CONFLICT DO NOTHING: two replicas applying one approval add it once)."""
     dialect = session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    insert = _insert_of(dialect)
     statement = (
         insert(SpendRaise)
         .values(
