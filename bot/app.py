@@ -55,6 +55,7 @@ from bot.thread_locks import ThreadLocks
 from bot.tools.catalog import ToolRegistry
 from bot.tools.integrations import Integrations
 from bot.wiring import (
+    budget_raises,
     checkpoint_job,
     dm_welcome,
     govern_spend,
@@ -211,6 +212,9 @@ class Countersign:
         BudgetClicks(db, conversations.spending, resumer.kick, tasks, slack).register(bolt)
         ShowAll(approvals, registry, records.access, cards, tasks).register(bolt)
         feedback.register(bolt, db, cards.tell, tasks, records.access)
+        budget_raises(
+            settings, bolt, conversations.spending, door, approvals, cards, registry, tasks
+        )
         listeners.acknowledge_the_rest(bolt)
         return cls(
             settings,

@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import Redis
+from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.approvals.executor import Executor
@@ -18,6 +19,7 @@ from bot.approvals.sweeper import Sweeper
 from bot.config import Settings
 from bot.conversation.live_replies import LiveReplies
 from bot.conversation.resume import ResumeWorker
+from bot.conversation.spending import SpendGate
 from bot.conversation.titles import Titles
 from bot.conversation.turn import Conversations
 from bot.db.models import Proposal
@@ -37,10 +39,13 @@ from bot.slack.budgets import Limits, WorkspaceBudgets
 from bot.slack.card_publisher import CardPublisher
 from bot.slack.card_rerouting import announce_reroute
 from bot.slack.dm_welcome import DmWelcome
+from bot.slack.raise_outcomes import RaiseOutcomes
+from bot.slack.raise_requests import RaiseRequests
 from bot.slack.web_client import web_client
 from bot.tasks import TaskGroup
 from bot.tools.catalog import ToolRegistry
 from bot.tools.context import ToolContext
+from bot.tools.packs.budgets import raise_tool
 from bot.welcome_text import welcome_text
 
 if TYPE_CHECKING:
@@ -286,3 +291,40 @@ def sweeper_of(
         timedelta(minutes=reminder) if reminder else None,
         jobs=[resume_settled, finish_cut_off_replies, Retention(db, settings.retention_days)],
     )
+
+
+def budget_raises(
+    settings: Settings,
+    bolt: AsyncApp,
+    spending: SpendGate,
+    door: OneDoor,
+    approvals: ApprovalsService,
+    cards: CardPublisher,
+    registry: ToolRegistry,
+    tasks: TaskGroup,
+) -> RaiseRequests:
+    """ "Ask to raise" (issue 29): the form and its proposal, and the pause card following
+    the raise's outcome (after the App Home's own follower)."""
+    registry.add(raise_tool(spending.ledger))  # internal: never offered to the model
+    requests = RaiseRequests(
+        approvals.db,
+        spending.ledger,
+        door,
+        approvals,
+        cards,
+        registry,
+        cards.groups,
+        tasks,
+        timedelta(minutes=settings.proposal_expiry_minutes),
+    )
+    requests.register(bolt)
+    outcomes = RaiseOutcomes(approvals.db, cards.poster, spending.ledger, tasks)
+    before = cards.on_change
+
+    def changed(proposal: Proposal, approvers: list[str]) -> None:
+        if before is not None:
+            before(proposal, approvers)
+        outcomes.changed(proposal, approvers)
+
+    cards.on_change = changed
+    return requests
