@@ -47,6 +47,7 @@ from bot.slack.commands import Records
 from bot.slack.edit_budget import EditBudget
 from bot.slack.interactions import Interactions
 from bot.slack.show_all import ShowAll
+from bot.slack.usage import UsageViews
 from bot.slack.web_client import BudgetedApp
 from bot.spend_wiring import budget_raises, govern_spend, stale_holds_job
 from bot.startup import reach_database
@@ -166,6 +167,9 @@ class Countersign:
         conversations.titles = titles(settings, db, llm, threads, tasks)
         govern_spend(conversations, settings, db, policy, groups)
         sweeper.jobs.append(stale_holds_job(conversations, settings))
+        offered = lambda: frozenset(t.pack for t in registry.offered())  # noqa: E731
+        ledger, prices = conversations.spending.ledger, settings.load_prices()
+        records.usage = UsageViews(db, ledger, prices, groups, offered, settings.llm_model)
         interactions = Interactions(
             approvals,
             registry,
