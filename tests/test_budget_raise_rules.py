@@ -194,3 +194,19 @@ def test_the_one_decision_gives_a_raise_to_the_budget_owners(
         assert "grants" not in decided
     other = Facts("budget_raise", "budgets", {"budget": "nope"}, "C1", "UALICE")
     assert decide(policy, "1@x", other).outcome == "deny"  # no such budget
+
+
+def test_a_budget_without_owners_cannot_be_raised_by_anyone_not_even_its_asker() -> None:
+    """An ask naming no approvers is the requester's own to decide: for a raise that would
+    let the asker raise their own limit (with a rule turning four-eyes off). Denied."""
+    text = (
+        "version: 1\ndefault: ask\n"
+        "rules:\n  - name: raises\n    tools: [budget_raise]\n    outcome: ask\n"
+        "    four_eyes: false\n"
+        "budgets:\n  - name: lonely\n    scope: {workspace: true}\n    window: day\n"
+        "    usd: 1\n"
+    )
+    facts = Facts("budget_raise", "budgets", {"budget": "lonely"}, "C1", "UALICE")
+    decided = decide(load_text(text), "1@x", facts)
+    assert decided.outcome == "deny"
+    assert decided.reason == "this budget names no owners, so nobody may raise it"

@@ -7,7 +7,8 @@ a card: an allow, a grant or an escalation step that allows all become an ask of
 A deny stays a deny, with its rule's reason. From the rule naming it, the raise keeps the
 quorum, four-eyes (on unless that rule says `four_eyes: false`: the asker never approves
 their own raise alone), timeout, escalation (its reminders and added approvers) and route
-(by default: the owners' DMs). A budget the policy in force does not name is denied."""
+(by default: the owners' DMs). A budget the policy in force does not name, or that names
+no owners, is denied."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from bot.policy.engine import Decision, Facts
 
 NO_BUDGET = "the policy in force has no budget of that name"
+NO_OWNERS = "this budget names no owners, so nobody may raise it"
 OWNERS_RULE = "owners of budget {name}"
 
 
@@ -74,6 +76,8 @@ def decide_raise(policy: PolicyFile, made: Decision, facts: Facts) -> Decision:
     rule = owners_rule(policy, str(facts.args.get("budget") or ""), made.rule)
     if rule is None:
         return Decision("deny", made.rule, made.version, NO_BUDGET, shadow=made.shadow)
+    if not rule.approvers:  # an ask naming nobody is the requester's own: never for a raise
+        return Decision("deny", made.rule, made.version, NO_OWNERS, shadow=made.shadow)
     reason = made.reason if made.failed_closed else None
     return replace(
         made,
