@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy import update
 
 from bot.conversation.memory import Memory
 from bot.conversation.notes import budget_note, failure_note
@@ -142,8 +143,9 @@ class ModelRounds:
             log.warning("could not post the pause card of %s: %s", pause.id, exc)
             return
         ts = posted.get("ts")
-        if isinstance(ts, str):
-            async with self.db.transaction() as session:
-                stored = await session.get(BudgetPause, pause.id)
-                if stored is not None:
-                    stored.card_ts = ts
+        if isinstance(ts, str):  # with other pauses' cards (`Database.group`)
+            await self.db.group.run(
+                lambda session: session.execute(
+                    update(BudgetPause).where(BudgetPause.id == pause.id).values(card_ts=ts)
+                )
+            )
