@@ -38,9 +38,9 @@ async def seed(db: Database, slack: FakeSlack, proposals: int) -> list[int]:
             proposal = await service.propose(
                 session,
                 team_id="T0TEST",
-                conversation_id=None,  # type: ignore[arg-type]
-                assistant_message_id=None,  # type: ignore[arg-type]
-                result_message_id=None,  # type: ignore[arg-type]
+                conversation_id=None,
+                assistant_message_id=None,
+                result_message_id=None,
                 tool_call_id=f"load-{i}",
                 tool_name="create_task",
                 arguments=arguments,

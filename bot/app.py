@@ -47,7 +47,9 @@ from bot.slack.commands import Records
 from bot.slack.edit_budget import EditBudget
 from bot.slack.interactions import Interactions
 from bot.slack.show_all import ShowAll
+from bot.slack.usage import UsageViews
 from bot.slack.web_client import BudgetedApp
+from bot.spend_wiring import budget_raises, govern_spend, stale_holds_job
 from bot.startup import reach_database
 from bot.tasks import TaskGroup, new_worker_id
 from bot.thread_locks import ThreadLocks
@@ -56,14 +58,12 @@ from bot.tools.integrations import Integrations
 from bot.wiring import (
     checkpoint_job,
     dm_welcome,
-    govern_spend,
     link_signer,
     model_of,
     one_door,
     policy_source,
     reconsidering,
     slack_of,
-    stale_holds_job,
     sweeper_of,
     titles,
     tool_contexts,
@@ -167,6 +167,9 @@ class Countersign:
         conversations.titles = titles(settings, db, llm, threads, tasks)
         govern_spend(conversations, settings, db, policy, groups)
         sweeper.jobs.append(stale_holds_job(conversations, settings))
+        offered = lambda: frozenset(t.pack for t in registry.offered())  # noqa: E731
+        ledger, prices = conversations.spending.ledger, settings.load_prices()
+        records.usage = UsageViews(db, ledger, prices, groups, offered, settings.llm_model)
         interactions = Interactions(
             approvals,
             registry,
@@ -207,6 +210,9 @@ class Countersign:
         BudgetClicks(db, conversations.spending, resumer.kick, tasks, slack).register(bolt)
         ShowAll(approvals, registry, records.access, cards, tasks).register(bolt)
         feedback.register(bolt, db, cards.tell, tasks, records.access)
+        budget_raises(
+            settings, bolt, conversations.spending, door, approvals, cards, registry, tasks
+        )
         listeners.acknowledge_the_rest(bolt)
         return cls(
             settings,

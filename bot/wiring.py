@@ -19,7 +19,6 @@ from bot.config import Settings
 from bot.conversation.live_replies import LiveReplies
 from bot.conversation.resume import ResumeWorker
 from bot.conversation.titles import Titles
-from bot.conversation.turn import Conversations
 from bot.db.models import Proposal
 from bot.db.session import Database
 from bot.links import LinkSigner
@@ -32,7 +31,6 @@ from bot.records.audit_checkpoints import CheckpointJob
 from bot.records.retention import Retention
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.audit_checkpoints import poster as checkpoint_poster
-from bot.slack.budget_notices import SoftNotices
 from bot.slack.budgets import Limits, WorkspaceBudgets
 from bot.slack.card_publisher import CardPublisher
 from bot.slack.card_rerouting import announce_reroute
@@ -44,7 +42,7 @@ from bot.tools.context import ToolContext
 from bot.welcome_text import welcome_text
 
 if TYPE_CHECKING:
-    from bot.spend.ledger import Spend
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -74,47 +72,6 @@ def model_of(settings: Settings) -> LLM:
         settings.reply_tokens,
         settings.model_deadline_seconds,
     )
-
-
-def govern_spend(
-    conversations: Conversations,
-    settings: Settings,
-    db: Database,
-    policy: PolicySource,
-    groups: GroupMembers,
-) -> None:
-    """The one spend ledger, made once the policy in force has a budget: its budgets and time
-    zone read at every call (a reload applies at once, mid-window too), `MODEL_PRICES` over
-    the defaults. Summaries and titles count too; soft thresholds tell the owners."""
-
-    def make() -> Spend:
-        from bot.spend.ledger import Spend  # a start without budgets does without it
-
-        return Spend(db, policy.budgets, settings.load_prices())
-
-    gate = conversations.spending
-    gate.budgets, gate.make = policy.budgets, make
-    gate.groups, gate.notices = groups, SoftNotices(conversations.slack, groups)
-    if conversations.titles is not None:
-        conversations.titles.spending = gate
-
-
-def stale_holds_job(conversations: Conversations, settings: Settings) -> Callable[[], Any]:
-    """A sweeper job: holds of calls that can no longer be running (a process died
-    mid-call) are charged their whole estimate and freed, so a crash never keeps a budget's
-    room held. A call ends within its deadline plus one read time-out."""
-    older_than = timedelta(
-        seconds=settings.model_deadline_seconds + settings.llm_timeout_seconds + 60
-    )
-
-    async def release() -> None:
-        spend = conversations.spending.ledger()
-        if spend is not None:
-            released = await spend.release_stale(older_than)
-            if released:
-                log.warning("charged and freed %d hold(s) of model calls cut off", released)
-
-    return release
 
 
 def link_signer(settings: Settings) -> LinkSigner | None:

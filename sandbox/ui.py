@@ -1,6 +1,6 @@
 """What the page does, turned into what Slack would send the app: messages become events,
-clicks become `block_actions`, modal submissions `view_submission`, `/history` and `/approvals`
-slash commands; answers to `response_url`s become ephemeral messages. Changes are pushed to
+clicks become `block_actions`, modal submissions `view_submission`, `/history`, `/approvals` and
+`/usage` slash commands; answers to `response_url`s become ephemeral messages. Changes are pushed to
 the page over a WebSocket (`/ui/live`)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from sandbox.socket_mode import SocketHub
 from sandbox.webapi import WebApi
 from sandbox.workspace import BOT_USER_ID, TEAM_ID, Message, Workspace
 
-COMMANDS = ("/history", "/approvals")
+COMMANDS = ("/history", "/approvals", "/usage")
 STATIC = resources.files("sandbox") / "static"
 TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".png": "image/png"}
 

@@ -11,13 +11,18 @@ The bot is left to settle, then:
 from __future__ import annotations
 
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
+from bot.spend.standing import nano_of
 from tests.one_door_bot import OneDoorBot, Snapshot
 from tests.one_door_findings import Figures, Finding, kind_of, violation_class
-from tests.one_door_policy import Policy
+from tests.one_door_policy import RAISE, Policy
+from tests.one_door_raises import BASE_NANO, raised_nano
 from tests.one_door_reference import Call, Grant, Reference
 from tests.one_door_world import EXEC, EXEC_MARK, FULL_MEMBERS, PEOPLE, PUBLIC, dm_mark, dm_of
+
+RAN = ("executing", "succeeded", "failed", "unknown")  # a raise that started to run
 
 
 class Observer:
@@ -40,6 +45,7 @@ class Observer:
         self.read_outside: set[str | None] = set()
         self.expect: list[tuple[str, str]] = []  # (call, why) that must write this step
         self.pending_grants: list[tuple[Call, str, str, int]] = []  # made in this step
+        self.findings: list[Finding] = []  # found by a step itself (a raise asked)
         figures.sequences += 1
 
     # -- the story ------------------------------------------------------------------------
@@ -97,6 +103,9 @@ class Observer:
                 self.tasks[task_id] = call.key
             wrote.add(call.key)
             found.extend(self.judge(call, row, old, snapshot))
+        found.extend(self.raises_ran(snapshot, wrote))
+        found.extend(self.findings)
+        self.findings.clear()
         for source, scope, user, grant_id in self.pending_grants:
             made = self.ref.grant_made(source, scope, user)
             under = f"under rule {made.rule}" if made.rule else "from a card of no ask rule"
@@ -123,6 +132,53 @@ class Observer:
             raise violation_class(first.kind)(
                 f"{first.kind}\n{first.detail}\nThe sequence:\n{story}"
             )
+
+    def raises_ran(self, snapshot: Snapshot, wrote: set[str]) -> list[Finding]:
+        """Every raise that started to run in this step must be allowed by the reference now;
+        the budget is raised to the highest limit a raise that ran showed, never past it (a
+        raise applied twice would)."""
+        found = []
+        done = [BASE_NANO]  # the limits of raises that succeeded
+        tried = [BASE_NANO]  # and of those that ran at all (a failure may have applied)
+        for proposal_id, row in sorted(snapshot.proposals.items()):
+            if row["tool_name"] != RAISE:
+                continue
+            target = nano_of(Decimal(str(row["arguments"]["usd"])))
+            if row["state"] in RAN:
+                tried.append(target)
+            if row["state"] == "succeeded":
+                done.append(target)
+            was = self.before.proposals.get(proposal_id, {}).get("state")
+            if row["state"] not in RAN or was in RAN:
+                continue
+            call = next((c for c in self.ref.calls.values() if c.proposal_id == proposal_id), None)
+            if call is None:
+                found.append(Finding("an unexplained raise", f"proposal {proposal_id}: {row}"))
+                continue
+            wrote.add(call.key)
+            self.figures.writes_judged += 1
+            judged = self.ref.judge(call)
+            self.note(
+                f"the bot ran raise {call.key} (decided by {row['decided_by']}); the reference "
+                f"{'allows' if judged.allowed else 'does NOT allow'} it now: "
+                f"{judged.decision.describe()}, approvals {sorted(call.votes)}"
+            )
+            if not judged.allowed:
+                why = "; ".join(judged.why)
+                found.append(
+                    Finding("a raise ran that the door does not allow", f"{call.key}: {why}")
+                )
+        least, most = max(done) - BASE_NANO, max(tried) - BASE_NANO
+        raised = self.bot.run(raised_nano(self.bot))
+        if not least <= raised <= most:
+            found.append(
+                Finding(
+                    "a raise applied twice or not to the limit its card showed",
+                    f"raised by {raised} nano-dollars; the raises that ran say "
+                    f"{least} (succeeded) to {most}",
+                )
+            )
+        return found
 
     def judge(
         self, call: Call, row: dict[str, Any], old: dict[str, Any] | None, snap: Snapshot

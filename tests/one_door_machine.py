@@ -18,12 +18,16 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from tests.one_door_bot import SECRET, OneDoorBot
 from tests.one_door_checks import Observer, key_of, shown
 from tests.one_door_findings import Figures, Finding
+from tests.one_door_policy import RAISE, decide_raise, may_ask_raise
+from tests.one_door_raises import ask_raise
 from tests.one_door_reference import Call, Reference
 from tests.one_door_steps import (
     INITIAL,
     Approve,
     ApproveInOutage,
+    ApproveRaise,
     Ask,
+    AskRaise,
     Click,
     Edit,
     Propose,
@@ -35,6 +39,7 @@ from tests.one_door_steps import (
     amend,
     amended,
     asks,
+    raise_asks,
     resolve,
     steps,
 )
@@ -54,6 +59,7 @@ def one_door_machine(
     figures: Figures,
     fails: Callable[[Finding], bool] = lambda _f: True,
     restarts: bool = True,
+    raises: bool = False,
 ) -> type[RuleBasedStateMachine]:
     """A state machine class for `run_state_machine_as_test`, on one running bot. `fails`:
     which findings fail the run (all are counted in `figures`)."""
@@ -67,9 +73,14 @@ def one_door_machine(
             self.restarted = False
             self.threads: dict[str, list[str]] = {}  # channel -> its threads' ts, oldest first
 
-        @initialize(changes=st.lists(st.sampled_from(INITIAL), max_size=2), ask=asks)
-        def start(self, changes: list[str], ask: Ask) -> None:
-            """The base policy amended by `changes` in force, an empty bot, a first request."""
+        @initialize(
+            changes=st.lists(st.sampled_from(INITIAL), max_size=2),
+            ask=asks,
+            first_raise=raise_asks if raises else st.none(),
+        )
+        def start(self, changes: list[str], ask: Ask, first_raise: AskRaise | None = None) -> None:
+            """The base policy amended by `changes` in force, an empty bot, a first request
+            (and with `raises`, a first raise asked)."""
             policy = amended(changes)
             self.ref = Reference(policy)
             self.note(f"policy in force: {policy.describe()}")
@@ -77,9 +88,12 @@ def one_door_machine(
             self.before = bot.run(bot.snapshot())
             bot.new_messages()
             self.propose(ask)
+            if first_raise is not None:
+                figures.operations["AskRaise"] += 1
+                self.ask_raise(first_raise)
             self.check()
 
-        @rule(step=steps(restarts))
+        @rule(step=steps(restarts, raises))
         def step(self, step: Any) -> None:
             figures.operations[type(step).__name__] += 1
             if isinstance(step, Propose):
@@ -109,6 +123,10 @@ def one_door_machine(
                     call.age_hours += 1
                 self.say("an hour passes; the sweeper runs")
                 bot.run(bot.tick())
+            elif isinstance(step, AskRaise):
+                self.ask_raise(step)
+            elif isinstance(step, ApproveRaise):
+                self.approve_raise(step)
             elif isinstance(step, Restart):
                 if self.restarted:
                     self.say("(the bot restarted once already in this sequence)")
@@ -337,6 +355,74 @@ def one_door_machine(
                 f"{', '.join(changed) or 'none'}): {policy.describe()}"
             )
             bot.run(bot.reload(policy.text(self.version)))
+
+        def ask_raise(self, step: AskRaise) -> None:
+            ref = self.ref
+            owners = sorted(ref.world.expand(ref.policy.owners))
+            asker = {
+                "the requester": step.requester,
+                "an approver": (owners or [step.requester])[0],
+                "a stranger": "UMALLORY",
+            }.get(step.who, "UGUEST")
+            may = may_ask_raise(ref.policy, asker, step.requester, ref.world)
+            decided = decide_raise(ref.policy, asker, PUBLIC, ref.world)
+            bot.run(ask_raise(bot, step.requester, asker))
+            snapshot = bot.run(bot.snapshot())
+            made = [
+                pid
+                for pid, row in sorted(snapshot.proposals.items())
+                if pid not in self.before.proposals and row["tool_name"] == RAISE
+            ]
+            self.numbers += 1
+            key = f"r{self.numbers}"
+            story = (
+                f"{step.requester}'s turn pauses at the budget; {asker} asks to raise it "
+                f"(may ask: {may}; the reference says {decided.describe()})"
+            )
+            if not made:
+                self.say(f"{story}: the bot proposed nothing")
+                if may and decided.outcome != "deny":
+                    self.findings.append(
+                        Finding("a raise that may be asked was not", f"{key}: {story}")
+                    )
+                return
+            row = snapshot.proposals[made[0]]
+            call = Call(
+                key, RAISE, asker, PUBLIC, None, key, frozenset(), dict(row["arguments"]),
+                proposal_id=made[0],
+            )  # fmt: skip
+            ref.calls[key] = call
+            self.born[key] = self.steps
+            ref.card_made(call)
+            self.say(f"{story}: the bot made raise {key} (proposal {made[0]})")
+            if not may or decided.outcome == "deny":
+                self.findings.append(Finding("a raise proposed that may not be", f"{key}: {story}"))
+
+        def approve_raise(self, step: ApproveRaise) -> None:
+            waiting = [
+                c
+                for c in self.ref.calls.values()
+                if c.tool == RAISE
+                and self.before.proposals.get(c.proposal_id or -1, {}).get("state") == "proposed"
+            ]
+            if not waiting:
+                self.say("(no raise waits for a decision)")
+                return
+            call = waiting[-1 - step.back % len(waiting)]
+            user = resolve(step.who, call, self.ref)
+            decided = self.ref.decision(call)
+            rule_ = decided.rule
+            if (
+                decided.outcome == "ask"
+                and not decided.fail_closed
+                and rule_ is not None
+                and rule_.approvals_required == 1
+                and self.ref.vote_refusal(user, call, decided) is None
+                and not self.toggled
+                and self.moved_at <= self.born.get(call.key, 0)
+            ):
+                self.expect.append((call.key, f"{user} owns the budget and the quorum is 1"))
+            self.click(call, user, "approve", False)
 
         def toggle(self, user: str, where: str) -> None:
             world = self.ref.world

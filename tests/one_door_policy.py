@@ -27,6 +27,8 @@ from tests.one_door_world import World
 
 Outcome = Literal["allow", "deny", "ask"]
 PACK = "tasks"
+RAISE, RAISE_PACK = "budget_raise", "budgets"  # asking for more of a budget (issue 29)
+BUDGET = "team-daily"
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,7 @@ class Rule:
     def names_read(self, tool: str) -> bool:
         """An allow or ask rule decides a read only when it names it or its pack (an MCP
         tool's server), not by `*` alone."""
-        pack = tool.split("__")[0] if "__" in tool else PACK
+        pack = tool.split("__")[0] if "__" in tool else RAISE_PACK if tool == RAISE else PACK
         return tool in self.tools or pack in self.tools
 
     def as_yaml(self) -> dict[str, Any]:
@@ -166,13 +168,23 @@ AFTER_OUTSIDE = Rule(name="(an allow after outside input)", outcome="ask")
 class Policy:
     default: Outcome
     rules: tuple[Rule, ...]
+    # The one budget (issue 29): whoever it names decides a raise of it.
+    owners: tuple[str, ...] = ("UBOB", "S0LEADS")
 
     def text(self, version: int) -> str:
+        budget = {
+            "name": BUDGET,
+            "scope": {"workspace": True},
+            "window": "day",
+            "usd": 12.0,
+            "owners": list(self.owners),
+        }
         return yaml.safe_dump(
             {
                 "version": version,
                 "default": self.default,
                 "rules": [r.as_yaml() for r in self.rules],
+                "budgets": [budget],
             },
             sort_keys=False,
         )
@@ -182,7 +194,7 @@ class Policy:
 
     def describe(self) -> str:
         rules = "; ".join(r.describe() for r in self.rules) or "no rules"
-        return f"default {self.default}; {rules}"
+        return f"default {self.default}; {rules}; budget owners {list(self.owners)}"
 
 
 @dataclass(frozen=True)
@@ -280,3 +292,33 @@ def _decide(
     if first is None:
         return Decision(policy.default, DEFAULT_ASK if policy.default == "ask" else None)
     return Decision(first.outcome, first)
+
+
+OWNERS = "(the budget's owners)"
+
+
+def decide_raise(policy: Policy, asker: str, channel: str, world: World) -> Decision:
+    """A raise of the budget (issue 29), as the brief of its feature states it: the rules
+    decide it like any write, and any deny (with its reason) refuses it; otherwise it is an
+    ask of the budget's owners in the policy in force, whatever the deciding rule said (an
+    allow is no exception: no raise passes without a card), with the quorum of a rule naming
+    the action or its pack explicitly (else one) and four-eyes always on (this generator never
+    writes `four_eyes: false`). No grant or escalation step covers it."""
+    made = _decide(policy, RAISE, {}, channel, asker, world)
+    if made.outcome == "deny":
+        return made
+    named = made.rule if made.rule is not None and made.rule.names_read(RAISE) else None
+    rule = Rule(
+        named.name if named is not None else OWNERS,
+        "ask",
+        tools=(RAISE,),
+        approvers=policy.owners,
+        approvals_required=named.approvals_required if named is not None else 1,
+        four_eyes=True,
+    )
+    return Decision("ask", rule, fail_closed=made.fail_closed)
+
+
+def may_ask_raise(policy: Policy, asker: str, requester: str, world: World) -> bool:
+    """Who may ask: the paused turn's requester, or an owner of the budget now."""
+    return asker == requester or asker in world.expand(policy.owners)

@@ -27,6 +27,10 @@ The rules it checks (the specification, in short):
    (as for a grant; a later deny step then ends the ladder). After outside input an allow is
    an ask the requester decides, and `after_untrusted: deny` denies (tests/one_door_policy.py).
 3. Every message the bot posts is readable by everyone who can see where it is posted.
+4. A budget raise (issue 29) is a write like the others, decided as
+   tests/one_door_policy.py's `decide_raise` says: only the budget's owners now, never its
+   asker, in the quorum a rule naming it asks; it runs at most once, to the limit its card
+   showed.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.one_door_policy import Decision, Policy, Rule, decide
+from tests.one_door_policy import RAISE, Decision, Policy, Rule, decide, decide_raise
 from tests.one_door_world import World
 
 
@@ -116,6 +120,8 @@ class Reference:
         return sorted(changed)
 
     def decision(self, call: Call) -> Decision:
+        if call.tool == RAISE:
+            return decide_raise(self.policy, call.requester, call.channel, self.world)
         return decide(
             self.policy,
             call.tool,

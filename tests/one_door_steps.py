@@ -104,10 +104,22 @@ MAIN_CHANGES: dict[str, dict[str, Any]] = {  # changes to the main ask rule
     "after untrusted input: the default": {"after_untrusted": None},
 }
 OTHER_CHANGES = ("allow urgent", "default deny", "default allow", "a shadow deny")
-ALL_CHANGES = (*MAIN_CHANGES, *FIRST, *OTHER_CHANGES)
+# The budget's owners (issue 29): who decides a raise, changed by a reload.
+OWNER_CHANGES: dict[str, tuple[str, ...]] = {
+    "the budget is Carol's alone": ("UCAROL",),
+    "the budget is Dana's and the leads'": ("UDANA", GROUP),
+    "the budget is Bob's and the leads' again": ("UBOB", GROUP),
+}
+RAISE_RULES: dict[str, Rule] = {  # rules naming raises, put first
+    "raises need two owners": Rule("raises-two", "ask", tools=("budgets",), approvals_required=2),
+    "raises are allowed (still a card)": Rule("raises-ok", "allow", tools=("budget_raise",)),
+    "no raises": Rule("no-raises", "deny", tools=("budget_raise",)),
+}
+ALL_CHANGES = (*MAIN_CHANGES, *FIRST, *OTHER_CHANGES, *OWNER_CHANGES, *RAISE_RULES)
 # Reloads: the changes that move who may decide come first (hypothesis favours the first).
 LEADING = (
     "a stricter rule first",
+    "the budget is Carol's alone",
     "drop the first approver",
     "nobody named: the requester decides",
     "quorum of two",
@@ -133,6 +145,11 @@ def amend(policy: Policy, change: str) -> Policy:
     (put back, asking Bob, if it was gone), a rule put first, or the default."""
     rules = list(policy.rules)
     default = policy.default
+    owners = OWNER_CHANGES.get(change, policy.owners)
+    if change in RAISE_RULES:
+        first = RAISE_RULES[change]
+        rules = [first, *(r for r in rules if r.name not in {x.name for x in RAISE_RULES.values()})]
+        return Policy(default, tuple(rules), owners)
     main = next((r for r in rules if r.name == MAIN), None)
     if main is None:
         main = Rule(MAIN, "ask", approvers=("UBOB",))
@@ -157,7 +174,7 @@ def amend(policy: Policy, change: str) -> Policy:
     elif change == "a shadow deny":
         shadow = Rule("shadow-deny", "deny", shadow=True)
         rules = [*(r for r in rules if r.name != shadow.name), shadow]
-    return Policy(default, tuple(rules))
+    return Policy(default, tuple(rules), owners)
 
 
 def amended(changes: list[str]) -> Policy:
@@ -273,6 +290,23 @@ class Propose:
     ask: Ask
 
 
+@dataclass(frozen=True)
+class AskRaise:
+    """`requester`'s turn pauses at the budget; someone (by role: the requester, an owner,
+    a stranger, the guest) clicks Ask to raise on its card and sends the form as it is."""
+
+    requester: str
+    who: str
+
+
+@dataclass(frozen=True)
+class ApproveRaise:
+    """Someone (by role, for the raise card's deciders) approves a waiting raise."""
+
+    who: str
+    back: int = 0
+
+
 PEOPLE_CLICKING = ("UBOB", "UCAROL", "UALICE", "UDANA", "UGUEST", "UMALLORY")
 MOVERS = ("UCAROL", "UBOB", "UGUEST", "UDANA")
 BUTTONS = ("channel", "approve", "thread", "me")  # a grant first: it approves, and leaves one
@@ -294,6 +328,13 @@ approves = st.builds(
 
 
 reloads = st.builds(Reload, st.sampled_from(AMENDMENTS))
+ASKERS = ("the requester", "an approver", "a stranger", "the guest")
+raise_asks = st.builds(
+    AskRaise, st.sampled_from(["UALICE", "UDANA", "UCAROL"]), st.sampled_from(ASKERS)
+)
+raise_approvals = st.builds(ApproveRaise, st.sampled_from(ROLES), backs)
+# Reloads that move who decides a raise: its owners, a rule naming it.
+raise_owners = st.builds(Reload, st.sampled_from([*OWNER_CHANGES, *RAISE_RULES]))
 edits = st.builds(
     Edit,
     who=st.sampled_from(ROLES),
@@ -303,9 +344,11 @@ edits = st.builds(
 )
 
 
-def steps(restarts: bool) -> st.SearchStrategy[Any]:
+def steps(restarts: bool, raises: bool = False) -> st.SearchStrategy[Any]:
     """One step. Approving comes first and most often (most writes wait for a click), then
-    what changes the answer under a card: reloads, edits, new requests."""
+    what changes the answer under a card: reloads, edits, new requests. `raises`: budget
+    raises asked and approved among them, often (issue 29; without, the draws are those the
+    fixed seeds of the first functions were chosen for)."""
     kinds: list[st.SearchStrategy[Any]] = [
         approves,
         reloads,
@@ -329,6 +372,8 @@ def steps(restarts: bool) -> st.SearchStrategy[Any]:
         st.builds(Propose, asks),
         reloads,
     ]
+    if raises:
+        kinds[0:0] = [raise_approvals, raise_asks, raise_owners, raise_approvals]
     if restarts:
         kinds.append(st.just(Restart()))
     return st.one_of(kinds)

@@ -151,3 +151,31 @@ async def test_a_429_pauses_every_reply_for_retry_after() -> None:
     assert time.monotonic() - started >= 0.39
     assert budget.rate_limited_total == 1
     await budget.stop()
+
+
+async def test_a_reply_keeps_to_its_final_while_replies_open_faster_than_the_window_ends_them() -> (
+    None
+):
+    """Every refresh of a scarce window is a reply that cannot go as edits (one post and its
+    final edit) and goes in parts (two posts): a refresh waits, the final goes at once, and a
+    reply whose text is stale is still refreshed. At rest a refresh goes as before."""
+    budget = EditBudget(20, window_seconds=6.0)  # a horizon of 1 s, stale after 2 s
+    now = time.monotonic()
+    replies = [Editor(f"r{i}", last_edit_at=now) for i in range(4)]
+    for reply in replies:
+        budget.open(reply)  # 4 in a second: 24 finals a window, more than its 20 slots
+    refresh = asyncio.create_task(budget.acquire(replies[0]))
+    await asyncio.sleep(0.3)
+    assert not refresh.done()
+    replies[0].wants_final = True
+    budget.poke()
+    await asyncio.wait_for(refresh, 1)
+    replies[1].last_edit_at = now - 3  # its text is older than the stale limit
+    await asyncio.wait_for(budget.acquire(replies[1]), 1)
+    await budget.stop()
+
+    at_rest = EditBudget(20, window_seconds=6.0)
+    reply = Editor("alone", last_edit_at=time.monotonic())
+    at_rest.open(reply)
+    await asyncio.wait_for(at_rest.acquire(reply), 1)
+    await at_rest.stop()

@@ -74,7 +74,7 @@ async def test_the_home_is_in_sections_and_pages_through_recent_work(
 ) -> None:
     await seed(bot, "UALICE", 12)
     home = await open_home(bot, fake_slack, "UALICE")
-    assert headers(home) == ["Waiting for you", "Your recent work", "Grants"]
+    assert headers(home) == ["Waiting for you", "Your recent work", "Your usage", "Grants"]
     shown = json.dumps(home)
     assert "Deploy plan 11" in shown  # newest first, by title
     assert "|Deploy plan 2>" in shown

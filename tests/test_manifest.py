@@ -40,7 +40,7 @@ def test_manifest_declares_socket_mode_events_home_and_commands() -> None:
     assert len(manifest["display_information"]["name"]) <= 35
     assert len(features["bot_user"]["display_name"]) <= 80
     commands = {c["command"]: c for c in features["slash_commands"]}
-    assert set(commands) == {"/history", "/approvals"}
+    assert set(commands) == {"/history", "/approvals", "/usage"}
     assert all(len(c["description"]) <= 2000 for c in commands.values())
     events = settings["event_subscriptions"]["bot_events"]
     assert set(events) == set(EVENT_SCOPES)

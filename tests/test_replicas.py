@@ -242,3 +242,82 @@ async def test_a_new_reply_is_sent_as_edits_only_if_every_replicas_finals_fit(
     finally:
         for budgets in (busy, idle):
             await budgets.stop()
+
+
+async def test_replies_opening_on_another_replica_make_the_window_scarce_here(
+    redis: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The `chat.update` window is the workspace's, and so is the pace at which replies open
+    on it: replies opening fast on one replica keep another's replies to their final edits
+    (each refresh there would send a reply in parts, two posts instead of one)."""
+    monkeypatch.setattr(shared_counts, "FRESH_SECONDS", 0.0)  # every read asks Redis
+    busy, quiet = replicas_of_one_workspace(redis, 2)
+    try:
+        here = Editor(last_edit_at=time.monotonic())
+        quiet.edits.open(here)
+        await asyncio.wait_for(quiet.edits.acquire(here), 2)  # at rest: refreshed
+        opened = [Editor(last_edit_at=time.monotonic()) for _ in range(10)]
+        for editor in opened:  # 10 in the last 10 s: 60 finals a minute, more than its 50
+            busy.edits.open(editor)
+        await busy.edits.demand.count.others()  # said (a change is said at once, in a task)
+        here.last_edit_at = time.monotonic()
+        refresh = asyncio.create_task(quiet.edits.acquire(here))
+        await asyncio.sleep(0.3)
+        assert not refresh.done()
+        here.wants_final = True
+        quiet.edits.poke()
+        await asyncio.wait_for(refresh, 2)
+    finally:
+        for budgets in (busy, quiet):
+            await budgets.stop()
+
+
+async def test_replicas_sharing_a_window_refresh_together_as_often_as_one_alone(
+    redis: Redis,
+) -> None:
+    """The pace spreads what the window allows over the next seconds; with Redis the window
+    is the workspace's, and each replica spent all of it (three replicas appended three times
+    as fast: past Slack's floor, 429s on replicas only). Counted on the pace's clock (here a
+    fake one, stepped), two replicas with a reply each refresh about as often as one."""
+    now = [0.0]
+
+    def replica(key: str) -> EditBudget:
+        window = RedisWindow(redis, key, 600, 60.0)
+        budget = EditBudget(600, burst=1, reserve_finals=False, clock=lambda: now[0], window=window)
+        budget.open_replies = SharedCount(redis, f"{key}:open")
+        return budget
+
+    async def refreshes(budgets: list[EditBudget]) -> int:
+        granted = 0
+
+        async def refresh(budget: EditBudget) -> None:
+            nonlocal granted
+            reply = Editor(last_edit_at=0.0)
+            budget.open(reply)
+            while True:
+                await budget.acquire(reply)
+                granted += 1
+
+        for budget in budgets:
+            await budget.open_everywhere()  # said
+        tasks = [asyncio.create_task(refresh(budget)) for budget in budgets]
+        for budget in budgets:
+            await budget.open_everywhere()  # heard
+        for _ in range(60):  # 0.6 s of the pace's clock
+            now[0] += 0.01
+            for budget in budgets:
+                budget.poke()
+            await asyncio.sleep(0.01)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for budget in budgets:
+            await budget.stop()
+            await budget.open_replies.stop()
+        return granted
+
+    alone = await refreshes([replica(f"test:{uuid.uuid4().hex}")])
+    key = f"test:{uuid.uuid4().hex}"
+    together = await refreshes([replica(key), replica(key)])
+    assert alone >= 10
+    assert together <= alone * 1.3

@@ -1,10 +1,13 @@
 """The sandbox shows a budget (issue 29): Alice's small daily budget is used up within three
 questions to the demo model, her thread shows the pause card ("Continue on a cheaper model",
-"Ask to raise"), and continuing resumes her turn on the demo's cheaper model. Driven as the page
-drives it (its routes), against the unchanged bot as a process."""
+"Ask to raise"), continuing resumes her turn on the demo's cheaper model, and `/usage` shows
+the budget to her and to Bob, its owner. Driven as the page drives it (its routes), against
+the unchanged bot as a process."""
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -58,7 +61,8 @@ def test_alices_demo_budget_pauses_her_and_the_cheaper_model_goes_on(sandbox: st
     wait_for(sandbox, cards, "pause card")
     [card] = cards(general(sandbox))
     assert card["text"].startswith("Budget reached: alice-daily, ")
-    assert "tokens today; resets" in card["text"]
+    # What a reply being written still holds is counted and named: "(94 tokens held by …)".
+    assert re.search(r"of 8,000 tokens( \([^)]*\))? today; resets", card["text"])
     buttons = [e for b in card["blocks"] if b["type"] == "actions" for e in b["elements"]]
     assert [b["text"]["text"] for b in buttons] == ["Continue on a cheaper model", "Ask to raise"]
     ui_post(
@@ -84,3 +88,29 @@ def test_alices_demo_budget_pauses_her_and_the_cheaper_model_goes_on(sandbox: st
         lambda ms: sum(m["user"] == "UBOT" and m.get("thread_ts") == thread for m in ms) >= 3,
         "resumed answer",
     )
+
+
+def usage_for(base: str, user: str) -> str:
+    """`/usage` typed in #general: the private answer `user` sees there."""
+    seen = len([m for m in general(base) if m.get("visible_to") == user])
+    ui_post(base, "/ui/message", {"user": user, "channel": "C0GENERAL", "text": "/usage"})
+    messages = wait_for(
+        base,
+        lambda ms: len([m for m in ms if m.get("visible_to") == user]) > seen,
+        f"/usage answer for {user}",
+    )
+    answer = [m for m in messages if m.get("visible_to") == user][-1]
+    return json.dumps(answer.get("blocks"), ensure_ascii=False)
+
+
+def test_usage_shows_alice_her_budget_and_bob_the_one_he_owns(sandbox: str) -> None:
+    """After the test above used Alice's budget: she sees it in /usage; Bob owns it."""
+    alices = usage_for(sandbox, "UALICE")
+    assert "*Your usage*" in alices
+    held = r"( \([^)]*held by replies being written\))?"  # a reply may still be written
+    assert re.search(rf"alice-daily, [\d,]+ of 8,000 tokens{held} today; resets 00:00", alices)
+    assert "raised by <@UBOB>" in alices
+    bobs = usage_for(sandbox, "UBOB")
+    assert "No spending limits apply to you here." in bobs
+    assert "*Budgets you own*" in bobs
+    assert "alice-daily" in bobs

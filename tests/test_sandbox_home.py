@@ -49,7 +49,7 @@ def test_the_app_home_shows_sections_titles_and_the_cards_link(sandbox_page: Pag
     act_as(page, "Bob (approver)")
     page.get_by_role("link", name="Home").click()
     home = page.get_by_role("main")
-    for heading in ("Waiting for you", "Your recent work", "Grants"):
+    for heading in ("Waiting for you", "Your recent work", "Your usage", "Grants"):
         expect(home.get_by_role("heading", name=heading, exact=True)).to_be_visible()
     expect(home).to_contain_text("What is on my plate")  # conversations by their titles
     expect(home).to_contain_text("Create a task to order")

@@ -147,6 +147,28 @@ async def test_a_raise_applies_to_its_window_once_per_key(db: Database) -> None:
         await spend.raise_limit("gone", "2026-11-27", Decimal(1), None, key="p-8")
 
 
+async def test_two_raises_approved_at_once_end_at_the_higher_never_their_sum(
+    db: Database, migrated_database_url: str
+) -> None:
+    """Each approver approved "to $X": on two replicas at once, the limit ends at the higher
+    target (what one of them approved), not at the sum of what each found missing."""
+    other = Database.from_url(migrated_database_url)
+    try:
+        policy = Policy([budget("all", usd=Decimal("0.001"), tokens=1000)])
+        clock = Clock()
+        first, second = spend_on(db, policy, clock), spend_on(other, policy, clock)
+        await asyncio.gather(
+            first.raise_to("all", "2026-11-27", Decimal("0.003"), 3000, key="p-1"),
+            second.raise_to("all", "2026-11-27", Decimal("0.002"), 4000, key="p-2"),
+        )
+        raised = await standing(first, "all")
+        assert (raised.limit_nano, raised.limit_tokens) == (3_000_000, 4000)
+        again = await second.raise_to("all", "2026-11-27", Decimal("0.002"), 500, key="p-3")
+        assert (again.limit_nano, again.limit_tokens) == (3_000_000, 4000)  # never lowered
+    finally:
+        await other.dispose()
+
+
 async def test_a_soft_threshold_is_crossed_once_a_window_across_replicas(
     db: Database, migrated_database_url: str
 ) -> None:

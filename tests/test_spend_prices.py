@@ -148,6 +148,23 @@ def test_a_standing_is_said_in_one_sentence() -> None:
     assert sentence(turn) == "support-daily, $0.0042 of $12.00 this turn"
 
 
+def test_what_replies_being_written_hold_counts_as_used_and_is_named() -> None:
+    """A budget whose room is held by calls in flight is reached: the card says what stops
+    the call, not a use far under the limit."""
+    held = replace(
+        SUPPORT,
+        used_nano=11_000_000_000,
+        reserved_nano=1_000_000_000,
+        limit_tokens=200_000,
+        used_tokens=150_000,
+        reserved_tokens=50_000,
+    )
+    assert sentence(held) == (
+        "support-daily, $12.00 of $12.00 and 200,000 of 200,000 tokens "
+        "($1.00 and 50,000 tokens held by replies being written) today; resets 00:00 UTC"
+    )
+
+
 def policy_with(tmp_path: Path, budgets: str) -> Path:
     path = tmp_path / "policy.yaml"
     path.write_text(f"version: 1\ndefault: ask\nrules: []\nbudgets:\n{budgets}")

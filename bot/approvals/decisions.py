@@ -48,9 +48,9 @@ class Decisions(Granting):
         session: AsyncSession,
         *,
         team_id: str,
-        conversation_id: int,
-        assistant_message_id: int,
-        result_message_id: int,
+        conversation_id: int | None,
+        assistant_message_id: int | None,
+        result_message_id: int | None,
         tool_call_id: str,
         tool_name: str,
         arguments: dict[str, Any],
@@ -61,6 +61,9 @@ class Decisions(Granting):
         expires_in: timedelta,
         policy: dict[str, Any] | None = None,
     ) -> Proposal:
+        """A proposal of the model's call (its assistant and `tool` messages), or of an
+        action the bot asks on a person's behalf (no messages: a budget raise), whose
+        settling resumes no model turn."""
         proposal = Proposal(
             policy=policy,
             team_id=team_id,

@@ -137,11 +137,11 @@ async def prepare_calls(
     `max_calls` in one round are refused without running."""
     prepared: list[Prepared] = []
     for call in calls[:max_calls]:  # every read the round will run shows as a step at once
-        queued = registry.get(call.name)
+        queued = registry.for_model(call.name)
         if queued is not None and not queued.requires_approval:
             on_task(call.id, queued.running_label or f"Running {queued.name}", "pending", None)
     for position, call in enumerate(calls):
-        tool = registry.get(call.name)
+        tool = registry.for_model(call.name)
         if position >= max_calls:
             prepared.append(
                 Prepared(

@@ -16,6 +16,7 @@ from bot.policy.engine import Facts, decide
 from bot.policy.lint import warnings
 from bot.policy.model import PolicyError
 from bot.policy.source import read_file
+from bot.spend.raise_action import RAISE_PACK, RAISE_TOOL
 from bot.tools.catalog import ToolRegistry, UnknownPack
 
 
@@ -61,7 +62,8 @@ def check(path: Path, strict: bool = False) -> int:
         f"({shadow} shadow), default {policy.default}"
     )
     known = _registry()
-    tools = None if known is None else [(t.name, t.pack) for t in known]
+    # The budgets' raise is the bot's own action (never a pack's): rules may name it.
+    tools = None if known is None else [(t.name, t.pack) for t in known] + [RAISE_ACTION]
     found = warnings(policy, optional_fields(known), tools, not_loaded_here)
     for warning in found:
         print(f"{path}: warning: {warning}")
@@ -128,6 +130,9 @@ def run_fixtures(path: Path, fixtures: Path) -> int:
 
 
 DEFAULT_PACKS = "bot.tools.packs.tasks,bot.tools.packs.slack"
+
+
+RAISE_ACTION = (RAISE_TOOL, RAISE_PACK)
 
 
 def _registry() -> ToolRegistry | None:

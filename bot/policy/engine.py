@@ -19,6 +19,7 @@ from typing import Any
 
 from bot.policy.cel import ConditionError, evaluate_all, quick
 from bot.policy.model import LEGACY_RULE, PolicyFile, Rule
+from bot.policy.raises import decide_raise, is_raise
 
 DENIED = "forbidden by policy: {reason}, do not retry"
 
@@ -182,7 +183,17 @@ def decides_quickly(rules: list[Rule], facts: Facts) -> bool:
 def decide(
     policy: PolicyFile, version: str, facts: Facts, rules: list[Rule] | None = None
 ) -> Decision:
-    """`rules`: `applicable(policy, facts)`, when the caller has them already."""
+    """`rules`: `applicable(policy, facts)`, when the caller has them already. A budget
+    raise is then given to its budget's owners (`bot.policy.raises`)."""
+    made = _by_rules(policy, version, facts, rules)
+    if is_raise(facts.tool):
+        return decide_raise(policy, made, facts)
+    return made
+
+
+def _by_rules(
+    policy: PolicyFile, version: str, facts: Facts, rules: list[Rule] | None = None
+) -> Decision:
     first: Decision | None = None
     first_rule: Rule | None = None  # the rule that made `first`
     first_ask: Rule | None = None  # who asks, should a broken rule turn the decision to ask

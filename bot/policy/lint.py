@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from bot.policy.engine import names_tool
 from bot.policy.model import PolicyFile, Rule
+from bot.spend.raise_action import RAISE_PACK, RAISE_TOOL
 
 _READS = re.compile(r"""\bargs\s*(?:\.\s*([A-Za-z_]\w*)|\[\s*["']([^"']+)["']\s*\])""")
 
@@ -126,8 +127,11 @@ def warnings(
             )
         if rule.outcome == "ask" and rule.four_eyes and not rule.approvers:
             found.append(f"{name}: four_eyes without approvers: nobody may approve")
-        if rule.approvals_required > max(1, len(rule.approvers)) and not any(
-            a.startswith("S") for a in rule.approvers
+        raises_only = all(t in (RAISE_TOOL, RAISE_PACK) for t in rule.tools)  # owners decide
+        if (
+            rule.approvals_required > max(1, len(rule.approvers))
+            and not any(a.startswith("S") for a in rule.approvers)
+            and not raises_only
         ):
             found.append(f"{name}: approvals_required is more than the approvers named")
         if rule.grants and rule.approvals_required != 1 and rule.outcome == "ask":

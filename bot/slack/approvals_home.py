@@ -25,6 +25,7 @@ from bot.slack.access import ChannelAccess
 from bot.slack.approvals_view import Listed, approvals_view
 from bot.slack.home_view import home_view
 from bot.slack.record_lines import reply_link
+from bot.slack.usage import UsageViews
 from bot.tasks import TaskGroup
 from bot.tools.catalog import ToolRegistry
 
@@ -60,6 +61,8 @@ class ApprovalsAndHome:
         self.door: Authorise | None = None
         # (channel, user): a person opened the bot's DM (suggested prompts; set by the app).
         self.on_messages_tab: Callable[[str, str], Awaitable[None]] | None = None
+        # /usage, the Home's "Your usage" and /history's cost per turn (set by the app).
+        self.usage: UsageViews | None = None
 
     async def team_url(self) -> str | None:
         try:
@@ -158,7 +161,8 @@ class ApprovalsAndHome:
             )
         mine = await self.readable_titles(user, mine)
         held = grant_views.grant_blocks(await grant_views.live_for(self.db, team, user))
-        view = home_view(waiting, recent, mine, held, await self.team_url(), utcnow())
+        usage = await self.usage.home(team, user) if self.usage is not None else []
+        view = home_view(waiting, recent, mine, held, await self.team_url(), utcnow(), usage)
         try:
             await self.slack.views_publish(user_id=user, view=view)
         except SlackApiError as exc:

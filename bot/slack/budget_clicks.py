@@ -4,7 +4,7 @@
 to `resumed` by compare-and-set with its resume request (`bot.spend.pauses.resume_paused`), so
 a double click, two replicas or a click after a raise resumed it resume the turn once, and the
 second click is told it was already handled. The card is then updated in place to say who chose
-what. "Ask to raise" is helper S4's (`spend-raise`); until it lands its click says so.
+what. "Ask to raise" is `bot.slack.raise_requests`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from bot.db.models import BudgetPause
 from bot.db.session import Database
 from bot.poster import NOTHING_PRIVATE, poster_of
 from bot.slack.budget_card import (
-    ASK_RAISE,
     CONTINUE_CHEAPER,
     REACHED,
     chosen_card,
@@ -42,7 +41,6 @@ log = logging.getLogger(__name__)
 ALREADY = "This paused request was already handled."
 NOT_OURS = "That button was not made by Countersign."
 NO_FALLBACK = "This budget no longer names a cheaper model: ask an owner to raise it instead."
-RAISE_LATER = "Asking to raise a budget is not available yet: ask one of its owners directly."
 
 
 class SpendLedger(Protocol):
@@ -98,19 +96,6 @@ class BudgetClicks:
         async def _continue(ack: AsyncAck, body: dict[str, Any]) -> None:
             await ack()
             self.tasks.spawn(self.continue_cheaper(body), name="budget-continue")
-
-        @app.action(ASK_RAISE)  # helper S4 (`spend-raise`) replaces this handler
-        async def _ask_raise(ack: AsyncAck, body: dict[str, Any]) -> None:
-            await ack()
-            self.tasks.spawn(self._raise_later(body), name="budget-ask-raise")
-
-    async def _raise_later(self, body: dict[str, Any]) -> None:
-        try:
-            click = parse_pause_click(body)
-        except BadPayload as exc:
-            log.info("refused a budget click: %s", exc)
-            return
-        await self._tell(click, RAISE_LATER)
 
     async def continue_cheaper(self, body: dict[str, Any]) -> None:
         try:

@@ -214,6 +214,8 @@ class WorkspaceBudgets:
         if redis is not None:
             counted = f"countersign:counts:{digest}"
             self.edits.open_replies = SharedCount(redis, f"{counted}:open-edits", breaker)
+            self.edits.demand.count = SharedCount(redis, f"{counted}:edits-opened", breaker)
+            self.appends.open_replies = SharedCount(redis, f"{counted}:open-appends", breaker)
             self.owed_finals = OwedFinals(SharedCount(redis, f"{counted}:owed-finals", breaker))
         floors = {
             UPDATE: (limits.edits_per_minute, self.edits.resize),
@@ -284,4 +286,5 @@ class WorkspaceBudgets:
         await self.edits.stop()
         await self.appends.stop()
         await self.edits.open_replies.stop()
+        await self.appends.open_replies.stop()
         await self.owed_finals.count.stop()

@@ -48,7 +48,7 @@ def card_view(
         kinds=kinds_of(tool),
         people=people,
         finds_earlier_write=bool(tool and tool.finds_earlier_write),
-        editable=tool is None or tool.preview is not None,
+        editable=tool is None or (tool.preview is not None and not tool.internal),
         grants=grants.offered(
             proposal.policy,
             grants.self_approves(policy.approvers, policy.four_eyes, proposal.requester),

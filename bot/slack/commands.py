@@ -1,4 +1,4 @@
-"""/history and /approvals, their buttons, and the App Home.
+"""/history, /approvals and /usage, their buttons, and the App Home.
 
 Commands are acknowledged at once (Slack's 3-second rule) and answered ephemerally through the
 command's `response_url`. Every answer is computed for the person asking, and every button is
@@ -23,6 +23,7 @@ from bot.slack.approvals_home import ApprovalsAndHome
 from bot.slack.cards import clip, safe
 from bot.slack.home_view import HOME_PAGE, OPEN_CARD
 from bot.slack.payloads import BadPayload, button_json, button_value, clicker, whole_number
+from bot.slack.usage_view import NO_LIMITS
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,7 @@ class Records(ApprovalsAndHome):
                 conversation.id,
                 hidden,
                 votes,
+                self.usage.words if self.usage is not None else None,
             )
         )
 
@@ -169,6 +171,17 @@ class Records(ApprovalsAndHome):
             blocks = await self.approvals(team, user)
             await respond(response_type="ephemeral", text="Your approvals", blocks=blocks)
 
+        async def usage(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+            await ack()
+            blocks = (
+                await self.usage.command(
+                    body["team_id"], body.get("channel_id", ""), body["user_id"]
+                )
+                if self.usage is not None
+                else _note(NO_LIMITS)
+            )
+            await respond(response_type="ephemeral", text="Your usage", blocks=blocks)
+
         async def page(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
             await ack()
             value = button_json(body)
@@ -224,6 +237,7 @@ class Records(ApprovalsAndHome):
         later = self._acked_then_run
         app.command("/history")(later(history))
         app.command("/approvals")(later(approvals))
+        app.command("/usage")(later(usage))
         app.action(f"{views.HISTORY_PAGE}_prev")(later(_guarded(page)))
         app.action(f"{views.HISTORY_PAGE}_next")(later(_guarded(page)))
         app.action(f"{views.HISTORY_THREAD_PAGE}_prev")(later(_guarded(thread_page)))

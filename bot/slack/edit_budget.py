@@ -15,6 +15,9 @@ hitting 429 risks being disabled. These rules decide who may edit next:
 * first words next: a reply's first call (it has never been refreshed) needs only room in the
   window, so a wave of new replies each shows its first words at once; the words replacing a
   "Thinking…" (posted only when an edit could be spared for it) may also use the headroom;
+* scarcity: while the window will be asked for more finals over its next minute than it holds,
+  a reply keeps to its final edit (`bot/slack/edit_demand.py`): each refresh would cost a
+  reply sent as edits, sent in parts instead (one more post);
 * pacing: the other intermediate calls are spread evenly over what the window allows in the
   next few seconds (`bot/slack/pacing.py`); among waiting replies the one whose text was
   refreshed longest ago goes first.
@@ -34,6 +37,7 @@ from typing import Protocol
 
 from bot.coordination import LocalWindow, Window
 from bot.shared_counts import Count, LocalCount
+from bot.slack.edit_demand import STALE_SECONDS, EditDemand
 from bot.slack.pacing import HORIZON_SECONDS, Pace
 
 WINDOW_SECONDS = 60.0
@@ -103,6 +107,9 @@ class EditBudget:
         # spread over the pace's horizon; None: all of `per_minute`.
         self.trusted: Callable[[], int] | None = None
         self._clock = clock
+        # Replies opened lately (every replica's, with Redis): is the window scarce?
+        self.demand = EditDemand(self.pace.horizon)
+        self._stale = STALE_SECONDS * window_seconds / WINDOW_SECONDS
         self._paused_until = 0.0
         self._open: set[int] = set()
         # The open replies of every replica sharing the window (`bot/shared_counts.py`).
@@ -147,6 +154,7 @@ class EditBudget:
         if id(editor) not in self._open:
             self._open.add(id(editor))
             self.open_replies.add(1)
+            self.demand.opened()
 
     @property
     def open_count(self) -> int:
@@ -217,6 +225,7 @@ class EditBudget:
             if not waiter.future.done():
                 waiter.future.set_exception(BudgetClosed("this process is shutting down"))
         self._waiters.clear()
+        await self.demand.stop()
 
     def _grant(self, waiter: _Waiter, paced: bool) -> None:
         self._waiters.remove(waiter)
@@ -272,17 +281,19 @@ class EditBudget:
             return wait
         # Refreshes also leave a slot for each reply still showing "Thinking…" (its first
         # words); first words need only the finals' reserve.
-        if self.reserve_finals:
-            await self.open_everywhere()
+        await self.open_everywhere()
         keep_free = self._keep_free()
         owed = len(self.placeholders)
         probe = max(0, self.per_minute - self.trusted()) if self.trusted is not None else 0
-        self.pace.aim(await self.window.free(within=self.pace.horizon) - keep_free - owed - probe)
+        allowance = await self.window.free(within=self.pace.horizon) - keep_free - owed - probe
+        self.pace.aim(allowance, self._share())
         fresh = [w for w in self._waiters if w.editor.last_edit_at is None]
         # A "Thinking…" was posted only with an edit to spare for it; replies that opened
         # since have taken that spare into their finals' reserve, so its words may use the
         # headroom kept for such replies (or it shows "Thinking…" until its final).
         owing = [w for w in fresh if id(w.editor) in self.placeholders]
+        if not fresh and (held := await self._refreshes_held(now)) is not None:
+            return held
         if not fresh and not self.pace.ready:
             self._saturated(False)
             return self.pace.wait()
@@ -301,6 +312,24 @@ class EditBudget:
         oldest = min(waiting, key=lambda w: (w.editor.last_edit_at or 0.0, w.seq))
         self._grant(oldest, paced=True)
         return 0.0
+
+    def _share(self) -> float:
+        """This replica's share of the shared window's refreshes: its open replies' share of
+        the workspace's. Each replica paced the whole allowance: three spent it three times
+        as fast (refreshes bunched, appends past Slack's floor: 429s on replicas only)."""
+        mine = max(1, len(self._open))
+        return mine / (mine + self._open_elsewhere)
+
+    async def _refreshes_held(self, now: float) -> float | None:
+        """Seconds until a refresh may go while the window is scarce and no waiting reply's
+        text is stale (`bot/slack/edit_demand.py`); None: it may go now."""
+        owed = len(self._open) + self._open_elsewhere
+        if not self.reserve_finals or not await self.demand.scarce(
+            self.per_minute, self.pace.window_seconds, owed
+        ):
+            return None
+        stalest = min((w.editor.last_edit_at or now) for w in self._waiters)
+        return None if stalest + self._stale <= now else min(1.0, stalest + self._stale - now)
 
     async def _dispatch(self) -> None:
         while True:

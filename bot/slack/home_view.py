@@ -1,6 +1,7 @@
-"""The App Home as a person's record, in three sections: what waits for you (each with a link
-to its card, where Approve lives, and a Decline button), your recent work (conversations by
-title, a page at a time, and the actions you asked for or decided), and your grants.
+"""The App Home as a person's record, in sections: what waits for you (each with a link to its
+card, where Approve lives, and a Decline button), your recent work (conversations by title, a
+page at a time, and the actions you asked for or decided), your usage (and the budgets you
+own), and your grants.
 
 Approve is only on the card: an approval counts for what the approver saw, and the card is
 where every character of the write is shown. Declining needs no such view, so it is here too.
@@ -104,11 +105,16 @@ def home_view(
     grants: list[dict[str, Any]],
     team_url: str | None,
     updated: datetime,
+    usage: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
+    """`usage`: the "Your usage" sections (`bot.slack.usage_view`), between the recent work
+    and the grants."""
     blocks: list[Block] = _waiting(waiting)
     blocks.append(DividerBlock())
     blocks += _recent(conversations, recent, team_url)
     shown = [b.to_dict() for b in blocks]
+    if usage:
+        shown += [DividerBlock().to_dict(), *usage]
     footer = ContextBlock(elements=[MarkdownTextObject(text=f"Updated {when(updated)}")])
     room = BLOCKS_MAX - len(shown) - 2
     if room > 2:

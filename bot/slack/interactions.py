@@ -41,6 +41,7 @@ from bot.tools.catalog import ToolRegistry
 from bot.tools.registry import ToolContext
 
 log = logging.getLogger(__name__)
+NOT_EDITABLE = "This request cannot be edited here; decline it and ask again instead."
 
 
 @dataclass
@@ -214,6 +215,9 @@ class Interactions(ModalSubmissions):
         tool = self.registry.get(proposal.tool_name)
         if tool is None:
             await self._tell(click, "This tool is no longer available.")
+            return
+        if tool.internal:  # its arguments come from the bot's own form (a budget raise)
+            await self._tell(click, NOT_EDITABLE)
             return
         await client.views_open(
             trigger_id=click.trigger_id,

@@ -129,8 +129,8 @@ class ModalSubmissions:
             return
         form, proposal = submitted
         tool = self.registry.get(proposal.tool_name)
-        if tool is None or tool.preview is None:
-            await ack()  # nothing to edit any more; the card says what happened
+        if tool is None or tool.preview is None or tool.internal:
+            await ack()  # nothing to edit (any more, or here: a budget raise's own form)
             return
         # The modal showed this revision's arguments (the revision was checked above).
         fields = edit_fields(tool, proposal.arguments)

@@ -64,9 +64,10 @@ class Pace:
         self.tokens = min(self.burst, self.tokens + (now - self._refilled_at) * self.rate)
         self._refilled_at = now
 
-    def aim(self, allowance: int) -> None:
-        """`allowance`: calls the window lets through over the horizon, beyond the reserve."""
-        self.rate = max(self.sustainable, allowance / self.horizon)
+    def aim(self, allowance: int, share: float = 1.0) -> None:
+        """`allowance`: calls the window lets through over the horizon, beyond the reserve;
+        `share`: the part of them this process may make (replicas share one window)."""
+        self.rate = max(self.sustainable, allowance / self.horizon) * share
 
     @property
     def ready(self) -> bool:

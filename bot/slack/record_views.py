@@ -8,6 +8,7 @@ URL (auth.test) so listing a page costs no API call per row.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from slack_sdk.models.blocks import (
@@ -41,6 +42,7 @@ HISTORY_THREAD_PAGE = "history_thread_page"
 HISTORY_FULL = "history_full_text"
 HISTORY_FORGET = "history_forget"
 SNIPPET = 280
+UsageWords = Callable[[int, int], str]  # (prompt, completion tokens) -> "1,234 tokens, $0.0021"
 
 EMPTY_HISTORY = (
     "You have no conversations with Countersign yet. Mention @Countersign in a channel or "
@@ -106,11 +108,19 @@ def conversation_list(
 
 
 def _message_line(
-    message: Message, hidden: bool = False, proposal: Proposal | None = None
+    message: Message,
+    hidden: bool = False,
+    proposal: Proposal | None = None,
+    usage: UsageWords | None = None,
 ) -> tuple[str, bool]:
-    """One line per message, in words: what was said (clipped), or what a tool did."""
+    """One line per message, in words: what was said (clipped), or what a tool did; a model
+    answer with what it used ("1,234 tokens, $0.0021") where its usage is stored."""
     moment = when(message.created_at)
     role = str(message.role)
+    if role == "assistant" and not hidden and (message.prompt_tokens or message.completion_tokens):
+        prompt, completion = message.prompt_tokens or 0, message.completion_tokens or 0
+        used = usage(prompt, completion) if usage else f"{prompt + completion:,} tokens"
+        moment = f"{moment} · {used}"
     if hidden:
         return (
             f"_{moment}: hidden: tool work for another person's request, or what only people "
@@ -127,8 +137,6 @@ def _message_line(
     if role == "system":  # what the bot was told between turns (an approver's words)
         text = message.content or ""
         return f"_Note to Countersign_ {moment}: {safe(text, SNIPPET)}", len(text) > SNIPPET
-    tokens = (message.prompt_tokens or 0) + (message.completion_tokens or 0)
-    moment = f"{moment} · {tokens} tokens" if tokens else moment
     who = (
         "*Countersign*"
         if role == "assistant"
@@ -148,7 +156,9 @@ def conversation_detail(
     conversation_id: int,
     hidden: set[int] | None = None,
     feedback: dict[int, dict[str, int]] | None = None,
+    usage: UsageWords | None = None,
 ) -> list[Block]:
+    """`usage`: a turn's tokens in words, with their cost where the model has a price."""
     reply = next(
         (m.slack_ts for m in reversed(messages.rows) if str(m.role) == "assistant" and m.slack_ts),
         None,
@@ -167,7 +177,7 @@ def conversation_detail(
     by_call = {p.tool_call_id: p for p in proposals}
     for message in messages.rows:
         proposal = by_call.get(message.tool_call_id or "")
-        line, clipped = _message_line(message, message.id in (hidden or set()), proposal)
+        line, clipped = _message_line(message, message.id in (hidden or set()), proposal, usage)
         votes = (feedback or {}).get(message.id)
         if votes:
             line += (

@@ -162,6 +162,41 @@ class Spend(Standings):
                 row.raised_tokens += more
         return rows.standing_of(budget, window_named(budget, tz, window_key), row)
 
+    async def raise_to(
+        self,
+        name: str,
+        window_key: str,
+        usd: Decimal | None,
+        tokens: int | None,
+        key: str,
+    ) -> Standing:
+        """Raise the budget's limits for that window TO these values (an approved raise shows
+        "to $24.00"): what is missing is computed under the window's lock, so two raises
+        approved at once end at the higher of them, never at their sum; a limit already at or
+        over a value is left as it is. `key` (the approval's idempotency key) applies it once.
+        `ValueError` if no budget is so named."""
+        budgets, tz = self.budgets()
+        budget = next((b for b in budgets if b.name == name), None)
+        if budget is None:
+            raise ValueError(f"no budget is named {name!r}")
+        now = self._now()
+        async with self.db.transaction() as session:
+            row = (await self._locked(session, [(name, window_key)], now))[(name, window_key)]
+            money_limit, token_limit = rows.limits(budget, row)
+            nano = 0
+            if usd is not None and money_limit is not None:
+                nano = max(0, nano_of(usd) - money_limit)
+            more = 0
+            if tokens is not None and token_limit is not None:
+                more = max(0, tokens - token_limit)
+            if (nano or more) and await rows.record_raise(
+                session, key, name, window_key, nano, more, now
+            ):
+                await rows.add_to(session, [row.id], 0, 0, raised_nano=nano, raised_tokens=more)
+                row.raised_nano += nano
+                row.raised_tokens += more
+        return rows.standing_of(budget, window_named(budget, tz, window_key), row)
+
     async def release_stale(self, older_than: timedelta) -> int:
         """Release holds left by calls that never settled (a crashed process): each is
         charged its whole estimate, so spend is never under-counted. One transaction per

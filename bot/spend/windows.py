@@ -75,13 +75,22 @@ def resets_phrase(standing: Standing) -> str:
 
 
 def use_phrase(standing: Standing) -> str:
-    """ "$12.00 of $12.00", "180,000 of 200,000 tokens", or both joined by "and"."""
-    parts = []
+    """ "$12.00 of $12.00", "180,000 of 200,000 tokens", or both joined by "and". What
+    replies being written hold counts as used (it is what stops the next call), and is named:
+    "$12.00 of $12.00 ($0.40 held by replies being written)"."""
+    parts, held = [], []
     if standing.limit_nano is not None:
-        parts.append(f"{money(standing.used_nano)} of {money(standing.limit_nano)}")
+        used = standing.used_nano + standing.reserved_nano
+        parts.append(f"{money(used)} of {money(standing.limit_nano)}")
+        if standing.reserved_nano:
+            held.append(money(standing.reserved_nano))
     if standing.limit_tokens is not None:
-        parts.append(f"{standing.used_tokens:,} of {standing.limit_tokens:,} tokens")
-    return " and ".join(parts)
+        used_tokens = standing.used_tokens + standing.reserved_tokens
+        parts.append(f"{used_tokens:,} of {standing.limit_tokens:,} tokens")
+        if standing.reserved_tokens:
+            held.append(f"{standing.reserved_tokens:,} tokens")
+    said = " and ".join(parts)
+    return f"{said} ({' and '.join(held)} held by replies being written)" if held else said
 
 
 def sentence(standing: Standing) -> str:

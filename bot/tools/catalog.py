@@ -99,8 +99,16 @@ class ToolRegistry:
             tool = source.find(name)
         return tool
 
+    def for_model(self, name: str) -> Tool[Any] | None:
+        """The tool a model's call names, or None if the model may not call it (unknown, or
+        an internal action such as a budget raise: the model is told there is no such tool)."""
+        tool = self.get(name)
+        return None if tool is None or tool.internal else tool
+
     def offered(self) -> list[Tool[Any]]:
-        return [*self._tools.values(), *(t for s in self._sources for t in s.offered())]
+        """The tools the model may call now (internal actions never)."""
+        fixed = (t for t in self._tools.values() if not t.internal)
+        return [*fixed, *(t for s in self._sources for t in s.offered())]
 
     def notices(self) -> list[str]:
         return [notice for source in self._sources for notice in source.notices()]
@@ -128,7 +136,7 @@ class ToolRegistry:
         `MAX_TOOLS` (the model's API refuses more; built-in packs, then servers in their
         configured order, win). What is left out is logged and counted (`TOOLS_WITHHELD`)."""
         if self._schemas is None:
-            self._schemas = [tool.schema() for tool in self._tools.values()]
+            self._schemas = [t.schema() for t in self._tools.values() if not t.internal]
             self._fixed_chars = len(json.dumps(self._schemas, ensure_ascii=False))
         if not self._sources:
             return self._schemas[:MAX_TOOLS]

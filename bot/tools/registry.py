@@ -103,6 +103,10 @@ class Tool(Generic[A]):
     # tool that does not say `openWorldHint: false`): after untrusted input its calls carry
     # data out, so the policy asks even on a read (`bot.policy.untrusted`).
     open_world: bool = False
+    # True for an action the bot proposes on a person's behalf (a budget raise): it is never
+    # offered to the model, a model's call naming it is refused as an unknown tool, and its
+    # card has no Edit (its arguments come from the bot's own form).
+    internal: bool = False
 
     @property
     def requires_approval(self) -> bool:

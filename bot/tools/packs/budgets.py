@@ -1,0 +1,135 @@
+"""The `budgets` pack: `budget_raise`, the action an approved "Ask to raise" runs (issue 29).
+
+It is internal: never offered to the model (a model's call naming it is refused as an unknown
+tool); the bot proposes it from the raise form (`bot.slack.raise_requests`), and the one door
+routes it to the budget's owners (`bot.policy.raises`). Approved, it raises the window's
+limits to what the card showed, under the proposal's idempotency key (a retry adds nothing
+twice), and resumes the turn that paused at the limit (`bot.spend.pauses.resume_paused`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from sqlalchemy import select
+
+from bot.db.models import BudgetPause, Proposal
+from bot.spend.pauses import resume_paused
+from bot.spend.raise_action import (
+    RAISE_PACK,
+    RAISE_TOOL,
+    RaiseArguments,
+    limit_money,
+    tokens_text,
+    when,
+)
+from bot.spend.standing import Standing, nano_of
+from bot.spend.windows import money
+from bot.tools.registry import Change, Outcome, Preview, Tool, ToolContext, ToolError
+
+if TYPE_CHECKING:
+    from bot.spend.ledger import Spend
+
+PACK = RAISE_PACK
+GONE = "the budget {name} is no longer in the policy in force; nothing was raised"
+
+
+def raised_to(arguments: RaiseArguments, window: str) -> str:
+    """What the raise makes of the window's limits, in words: "$24.00 today"."""
+    parts = []
+    if arguments.usd is not None:
+        parts.append(money(nano_of(arguments.usd)))
+    if arguments.tokens is not None:
+        parts.append(tokens_text(arguments.tokens))
+    return f"{' and '.join(parts)} {when(window)}"
+
+
+def limit_changes(arguments: RaiseArguments, standing: Standing) -> list[Change]:
+    """Field by field what the raise changes: "Limit today: $12.00 -> $24.00". The new limit
+    is what was approved; the old one is only said (it may move before the run, and raising
+    to the approved limit is still what the approvers saw), so `old_value` is the new one."""
+    words = when(standing.window)
+    found = []
+    if arguments.usd is not None:
+        new = money(nano_of(arguments.usd))
+        old = limit_money(standing.limit_nano)
+        found.append(Change(f"Limit {words}", old, new, old_value=new))
+    if arguments.tokens is not None:
+        new = tokens_text(arguments.tokens)
+        old = tokens_text(standing.limit_tokens)
+        found.append(Change(f"Token limit {words}", old, new, old_value=new))
+    return found
+
+
+def raise_tool(ledger: Callable[[], Spend | None]) -> Tool[RaiseArguments]:
+    """The action, bound to the ledger it raises (`SpendGate.ledger`: none while no budget
+    is configured)."""
+
+    def spend_of(arguments: RaiseArguments) -> Spend:
+        spend = ledger()
+        if spend is None:
+            raise ToolError(GONE.format(name=arguments.budget))
+        return spend
+
+    async def standing_of(arguments: RaiseArguments) -> Standing:
+        found = await spend_of(arguments).standing(arguments.budget, arguments.window)
+        if found is None:
+            raise ToolError(GONE.format(name=arguments.budget))
+        return found
+
+    async def preview(arguments: RaiseArguments, ctx: ToolContext) -> Preview:
+        standing = await standing_of(arguments)
+        return Preview(
+            f"Raise the budget {arguments.budget} to {raised_to(arguments, standing.window)}",
+            tuple(limit_changes(arguments, standing)),
+        )
+
+    async def run(arguments: RaiseArguments, ctx: ToolContext) -> Outcome:
+        standing = await standing_of(arguments)
+        if ctx.idempotency_key is None:  # only ever run as an approved proposal
+            raise ToolError("a raise runs only once it is approved")
+        # "to", not "add": computed under the window's lock, so two raises approved at once
+        # end at the higher, never their sum; applied once under the proposal's key.
+        await spend_of(arguments).raise_to(
+            arguments.budget,
+            arguments.window,
+            arguments.usd,
+            arguments.tokens,
+            key=ctx.idempotency_key,
+        )
+        resumed = await resume_asker(ctx)
+        said = f"Raised to {raised_to(arguments, standing.window)}"
+        return Outcome(
+            {"status": "raised", "budget": arguments.budget, "resumed": resumed},
+            f"{said}; the paused reply continues." if resumed else f"{said}.",
+        )
+
+    return Tool(
+        RAISE_TOOL,
+        "Raise a budget's limits for one window (asked from a budget's pause card).",
+        RaiseArguments,
+        run,
+        preview=preview,
+        pack=PACK,
+        internal=True,
+        finds_earlier_write=True,  # raising to a limit again adds nothing
+        mentions="plain",  # the reason is kept and shown escaped: it notifies nobody
+    )
+
+
+async def resume_asker(ctx: ToolContext) -> bool:
+    """Resume the turn paused at the limit that asked for this raise (once: whoever resumes
+    it first wins), as decided by the raise's approver."""
+    async with ctx.db.transaction() as session:
+        proposal = await session.scalar(
+            select(Proposal).where(Proposal.idempotency_key == ctx.idempotency_key)
+        )
+        if proposal is None:
+            return False
+        pause_id = await session.scalar(
+            select(BudgetPause.id).where(BudgetPause.raise_proposal_id == proposal.id)
+        )
+        if pause_id is None:
+            return False
+        approver = proposal.decided_by or proposal.requester
+        return await resume_paused(session, pause_id, model=None, decided_by=approver) is not None
