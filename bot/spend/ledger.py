@@ -61,8 +61,14 @@ class Spend(Standings):
         now: Callable[[], datetime] | None = None,
     ) -> None:
         super().__init__(db, budgets, prices, now)
-        sqlite = db.engine.url.get_backend_name() == "sqlite"
-        self.writes = db.group if sqlite else GroupCommit(db.transaction)
+        self._writes: GroupCommit | None = None  # made at the first write: no budget, no database
+
+    @property
+    def writes(self) -> GroupCommit:
+        if self._writes is None:
+            sqlite = self.db.engine.url.get_backend_name() == "sqlite"
+            self._writes = self.db.group if sqlite else GroupCommit(self.db.transaction)
+        return self._writes
 
     async def reserve(
         self, asker: Asker, model: str, prompt_tokens: int, max_tokens: int
