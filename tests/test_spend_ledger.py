@@ -18,7 +18,7 @@ from bot.db.session import Database
 from bot.policy.source import PolicySource
 from bot.spend.ledger import Spend
 from bot.spend.prices import Prices
-from bot.spend.standing import Refused, Reservation, Tokens
+from bot.spend.standing import Reservation, Tokens
 from tests.spend_helpers import (
     ALICE,
     MODEL,
@@ -249,40 +249,6 @@ async def test_owners_see_the_budgets_they_own(db: Database) -> None:
     owned = await spend.owned("U0LEAD", frozenset({"S0FINANCE"}))
     assert [s.name for s in owned] == ["finance", "mine"]
     assert await spend.standing("nope") is None
-
-
-async def reserve_many(spends: list[Spend], count: int) -> list[Reservation | Refused]:
-    return list(
-        await asyncio.gather(
-            *(
-                spends[i % len(spends)].reserve(replace(ALICE, turn_key=f"t{i}"), MODEL, 1000, 1000)
-                for i in range(count)
-            )
-        )
-    )
-
-
-async def test_fifty_calls_at_once_on_two_replicas_never_pass_the_limit(
-    db: Database, migrated_database_url: str
-) -> None:
-    other = Database.from_url(migrated_database_url)
-    try:
-        policy = Policy(
-            [
-                budget("all", usd=Decimal("0.0075")),
-                budget("alice", scope={"user": "U0ALICE"}, tokens=10**6),
-            ]
-        )
-        spends = [spend_on(db, policy), spend_on(other, policy)]
-        results = await reserve_many(spends, 50)
-        held = [r for r in results if isinstance(r, Reservation)]
-        assert len(held) == 10  # exactly as many as fit
-        assert all(r.standing.name == "all" for r in results if isinstance(r, Refused))
-        assert (await standing(spends[0], "all")).reserved_nano == 10 * CALL
-        alice = await standing(spends[1], "alice")
-        assert alice.reserved_tokens == 10 * 2000  # nothing held for the refused ones
-    finally:
-        await other.dispose()
 
 
 def sample(name: str, scope: str, **labels: str) -> float:

@@ -289,31 +289,39 @@ async def test_two_replicas_never_start_a_call_over_the_limit(
 ) -> None:
     """Six turns at once on two bots sharing one PostgreSQL, against a budget with room for
     three calls' estimates (each about 20,000 tokens: REPLY_TOKENS dominates it): three calls
-    start and hold their estimates while the model is silent, the other three turns pause."""
+    start and hold their estimates while the model is silent, the other three turns pause.
+    Each turn has a channel of its own (Slack's 3 posts in 3 s per channel would delay some
+    turns by seconds) and the silent calls outlast the test (a call timed out settles, and
+    frees room another turn may then take, rightly)."""
     path = tmp_path / "policy.yaml"
-    path.write_text(policy(budget("channel: C0SPEND", tokens=80_000)))
+    path.write_text(policy(budget("workspace: true", tokens=80_000)))
     fake_model.default = Script(text="An answer.", hang_after_tokens=0)
-    extra: dict[str, Any] = {"reply_tokens": 20_000, "token_budget": 40_000}
+    extra: dict[str, Any] = {
+        "reply_tokens": 20_000,
+        "token_budget": 40_000,
+        "llm_timeout_seconds": 120,
+    }
     async with (
         running(fake_slack, fake_model, migrated_postgres_url, policy_file=path, **extra) as a,
         running(fake_slack, fake_model, migrated_postgres_url, policy_file=path, **extra) as b,
     ):
+        channels = [f"C0SPEND{n}" for n in range(6)]
         await asyncio.gather(
             *(
-                bot.mention("C0SPEND", f"question {n}", fake_slack)
-                for n in range(3)
-                for bot in (a, b)
+                bot.mention(channel, f"question {n}", fake_slack)
+                for n, (channel, bot) in enumerate(zip(channels, [a, b] * 3, strict=True))
             )
         )
-        await wait_until(
-            lambda: len(fake_model.requests) + len(pause_cards(fake_slack, "C0SPEND")) == 6,
-            timeout=30,
-        )
+
+        def paused() -> int:
+            return sum(len(pause_cards(fake_slack, c)) for c in channels)
+
+        await wait_until(lambda: len(fake_model.requests) + paused() == 6, timeout=30)
         assert len(fake_model.requests) == 3
         fake_model.release_hangs()
         await a.idle()
         await b.idle()
-    assert len(pause_cards(fake_slack, "C0SPEND")) == 3
+    assert paused() == 3
 
 
 class _AlwaysRefused(Spend):

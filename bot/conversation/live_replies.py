@@ -84,24 +84,32 @@ class LiveReplies:
             self._changed.set()
 
     async def closed(self, ts: str) -> None:
+        """Forget a message shown in full (with other replies' closings: `Database.group`;
+        when 40 turns pause at a budget at once, 40 transactions queued here)."""
         self._open.discard(ts)
         self._pending.pop(ts, None)
-        async with self.db.transaction() as session:
+
+        async def forget(session: AsyncSession) -> None:
             await session.execute(
                 delete(LiveReply).where(LiveReply.ts == ts, LiveReply.owner == self.worker)
             )
+
+        await self.db.group.run(forget)
 
     async def abandoned(self, ts: str, text: str) -> None:
         """This process could not show `text` (Slack kept failing): store it and stop renewing
         the lease, so the next sweep after it lapses (here or on another replica) shows it."""
         self._open.discard(ts)
         self._pending.pop(ts, None)
-        async with self.db.transaction() as session:
+
+        async def give_up(session: AsyncSession) -> None:
             await session.execute(
                 update(LiveReply)
                 .where(LiveReply.ts == ts, LiveReply.owner == self.worker)
                 .values(shown=text, owner=f"{self.worker}/abandoned")
             )
+
+        await self.db.group.run(give_up)
 
     async def flush(self) -> None:
         """Store the texts shown since the last flush and renew this worker's leases."""

@@ -7,6 +7,8 @@ from __future__ import annotations
 import logging
 
 from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy import update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.conversation.memory import Memory
 from bot.conversation.notes import budget_note, failure_note
@@ -111,7 +113,8 @@ class ModelRounds:
         resume request's `hook`, so a resumed turn that pauses again is done), the live reply
         ends with a plain note, and the thread gets the card with the ways on."""
         standing = refused.standing
-        async with self.db.transaction() as session:
+
+        async def store(session: AsyncSession) -> int:
             pause = BudgetPause(
                 team_id=conversation.team_id,
                 conversation_id=conversation.id,
@@ -124,7 +127,15 @@ class ModelRounds:
                 state="paused",
             )
             session.add(pause)
-            await hook(session)
+            await session.flush()
+            return pause.id
+
+        if hook.pending:  # a resume's hook runs once: in a transaction of this pause's own
+            async with self.db.transaction() as session:
+                pause_id = await store(session)
+                await hook(session)
+        else:  # with other turns' writes: 40 turns pausing at once queued 40 transactions
+            pause_id = await self.db.group.run(store)
         await deliver_held(self.slack, stream, conversation.channel_id, requester, seen)
         stream.paused = True
         await stream.finish(budget_note(standing.name))
@@ -135,15 +146,16 @@ class ModelRounds:
                 pause_text(standing),
                 carries=NOTHING_PRIVATE,
                 thread_ts=stream.thread_ts,
-                blocks=pause_card(standing, pause.id, requester),
+                blocks=pause_card(standing, pause_id, requester),
                 reader=requester if conversation.channel_id.startswith("D") else None,
             )
         except Exception as exc:  # the pause stands; the note in the reply says why
-            log.warning("could not post the pause card of %s: %s", pause.id, exc)
+            log.warning("could not post the pause card of %s: %s", pause_id, exc)
             return
         ts = posted.get("ts")
-        if isinstance(ts, str):
-            async with self.db.transaction() as session:
-                stored = await session.get(BudgetPause, pause.id)
-                if stored is not None:
-                    stored.card_ts = ts
+        if isinstance(ts, str):  # with other pauses' cards (`Database.group`)
+            await self.db.group.run(
+                lambda session: session.execute(
+                    update(BudgetPause).where(BudgetPause.id == pause_id).values(card_ts=ts)
+                )
+            )

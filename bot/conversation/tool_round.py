@@ -62,6 +62,11 @@ class Once:
         self.hook = hook
         self.done = False
 
+    @property
+    def pending(self) -> bool:
+        """A hook is still to run (not safe to run twice: keep it out of `Database.group`)."""
+        return self.hook is not None and not self.done
+
     async def __call__(self, session: AsyncSession) -> None:
         if not self.done:
             self.done = True

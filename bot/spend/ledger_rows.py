@@ -179,13 +179,17 @@ async def create_rows(session: AsyncSession, keys: list[tuple[str, str]], now: d
 
 
 async def lock_rows(
-    session: AsyncSession, keys: list[tuple[str, str]]
+    session: AsyncSession, keys: list[tuple[str, str]], ids: Iterable[int] = ()
 ) -> dict[tuple[str, str], WindowRow]:
-    """The window rows for `keys`, locked in budget-name order."""
+    """The window rows for `keys` (and those of `ids`), locked in budget-name order."""
+    wanted = [_matching(keys)] if keys else []
+    ids = list(ids)
+    if ids:
+        wanted.append(SpendWindow.id.in_(ids))
     found = _rows(
         await session.execute(
             _select()
-            .where(_matching(keys))
+            .where(or_(*wanted))
             .order_by(SpendWindow.budget, SpendWindow.window_key)
             .with_for_update()
         )
@@ -217,44 +221,6 @@ async def add_to(
         .values(_increments(reserved_nano, reserved_tokens, more))
         .execution_options(synchronize_session=False)
     )
-
-
-async def lock_and_add_to(
-    session: AsyncSession,
-    ids: list[int],
-    reserved_nano: int,
-    reserved_tokens: int,
-    **more: int,
-) -> list[WindowRow]:
-    """`add_to` rows not yet locked, in one statement that locks them in name order first
-    (a sub-select FOR UPDATE … ORDER BY), and their values after it."""
-    in_order = (
-        select(SpendWindow.id)
-        .where(SpendWindow.id.in_(ids))
-        .order_by(SpendWindow.budget, SpendWindow.window_key)
-        .with_for_update()
-    )
-    return _rows(
-        await session.execute(
-            update(SpendWindow)
-            .where(SpendWindow.id.in_(in_order))
-            .values(_increments(reserved_nano, reserved_tokens, more))
-            .returning(*_COLUMNS)
-            .execution_options(synchronize_session=False)
-        )
-    )
-
-
-async def claim_soft_notice(session: AsyncSession, window_id: int, now: datetime) -> bool:
-    """Take the window's one soft notice (compare-and-set on its marker)."""
-    won = await session.execute(
-        update(SpendWindow)
-        .where(SpendWindow.id == window_id, SpendWindow.soft_noticed_at.is_(None))
-        .values(soft_noticed_at=now)
-        .returning(SpendWindow.id)
-        .execution_options(synchronize_session=False)
-    )
-    return won.first() is not None
 
 
 async def record_raise(

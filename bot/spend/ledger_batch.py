@@ -1,0 +1,313 @@
+"""The ledger's writes for many model calls at once: one transaction, a few statements.
+
+Every reservation locks the window rows of the budgets it counts in, so when 50 turns start
+together against one workspace budget, 50 transactions used to queue on that one row, each a
+few statements and a commit (bench/budgets.py: reserve p99 ~350 ms). Here the holds and the
+charges that arrive while a transaction is in flight meet in the next one
+(`bot.db.group_commit`): the reservations they charge are claimed in one UPDATE, the union of
+their window rows is locked once, in name order, each call is decided in arrival order against
+the rows as the calls before it left them, the new holds are one INSERT and each window row
+one UPDATE. All or none per call, never past a limit, charged once: as one call at a time.
+
+This runs inside `GroupCommit`: a batch that fails is rolled back and done again one call at a
+time, so it only touches the database; metrics are counted by the caller once it committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    String,
+    Table,
+    bindparam,
+    case,
+    insert,
+    literal,
+    update,
+)
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.db.group_commit import Together
+from bot.db.models import SpendReservation, SpendWindow
+from bot.db.models.base import UTCDateTime
+from bot.spend import ledger_rows as rows
+from bot.spend.budget_model import Budget
+from bot.spend.standing import Asker, SoftCrossing, Standing, Tokens
+from bot.spend.windows import WindowAt, window_at, window_named
+
+RESERVATIONS: Table = SpendReservation.__table__  # type: ignore[assignment]
+WINDOWS: Table = SpendWindow.__table__  # type: ignore[assignment]
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A call to reserve: its estimate against `budgets` (those that apply, in name order),
+    each in its window `windows[i]`."""
+
+    asker: Asker
+    model: str
+    budgets: tuple[Budget, ...]
+    windows: tuple[WindowAt, ...]
+    nano: int
+    tokens: int
+    now: datetime
+
+    @property
+    def keys(self) -> list[tuple[str, str]]:
+        """Its window rows: (budget name, window key), in name order."""
+        return [(b.name, at.key) for b, at in zip(self.budgets, self.windows, strict=True)]
+
+
+@dataclass(frozen=True)
+class Held:
+    """The reservation's id, or the standing of the first budget without room (no hold)."""
+
+    id: int | None
+    refused: Standing | None
+
+
+@dataclass(frozen=True)
+class Charge:
+    """A held reservation to move to `state`, charged `used` at `nano` (settled), or its
+    whole estimate (`used` None: released, a call that never settled)."""
+
+    reservation_id: int
+    state: str
+    used: Tokens | None
+    nano: int
+    charged_from: str
+    budgets: tuple[Budget, ...]  # those in force, for their soft thresholds
+    timezone: str
+    now: datetime
+
+
+@dataclass(frozen=True)
+class Charged:
+    """What a charge did: the scope kind of each window it was charged in (none: it was not
+    held any more, nothing charged), the tokens and nano charged, the soft notices it won."""
+
+    scopes: tuple[str, ...]
+    nano: int
+    tokens: int
+    crossings: tuple[SoftCrossing, ...]
+
+
+NOT_HELD = Charged((), 0, 0, ())
+
+
+def _by_id(
+    charges: Sequence[Charge], value: Any, type_: Any, column: ColumnElement[Any] | None = None
+) -> ColumnElement[Any]:
+    """`value(charge)` for each charge's row (typed: PostgreSQL casts every parameter);
+    `column` where it is None and one is given."""
+    whens: dict[int, ColumnElement[Any]] = {}
+    for c in charges:
+        got = value(c)
+        whens[c.reservation_id] = (
+            column if got is None and column is not None else literal(got, type_)
+        )
+    return case(whens, value=RESERVATIONS.c.id)
+
+
+async def _claim(session: AsyncSession, charges: Sequence[Charge]) -> dict[int, rows.Claimed]:
+    """Move every held reservation of `charges` out of `held` in one UPDATE (compare-and-set
+    on the state); what each held. A reservation not held any more is left out."""
+    first = list({c.reservation_id: c for c in reversed(charges)}.values())
+    if not first:
+        return {}
+    table = RESERVATIONS
+    found = await session.execute(
+        update(table)
+        .where(table.c.id.in_([c.reservation_id for c in first]), table.c.state == rows.HELD)
+        .values(
+            state=_by_id(first, lambda c: c.state, String()),
+            settled_at=_by_id(first, lambda c: c.now, UTCDateTime()),
+            prompt_tokens=_by_id(first, lambda c: c.used and c.used.prompt, BigInteger()),
+            completion_tokens=_by_id(first, lambda c: c.used and c.used.completion, BigInteger()),
+            charged_nano=_by_id(
+                first, lambda c: c.used and c.nano, BigInteger(), table.c.estimate_nano
+            ),
+            charged_from=_by_id(first, lambda c: c.charged_from, String()),
+        )
+        .returning(table.c.id, table.c.holds, table.c.estimate_nano, table.c.estimate_tokens)
+    )
+    return {int(row[0]): rows.Claimed(*row[1:]) for row in found}
+
+
+@dataclass
+class _Delta:
+    reserved_nano: int = 0
+    reserved_tokens: int = 0
+    used_nano: int = 0
+    used_tokens: int = 0
+
+
+class _Windows:
+    """The batch's window rows, locked, as the calls decided so far leave them."""
+
+    def __init__(self, locked: dict[tuple[str, str], rows.WindowRow]) -> None:
+        self.by_key = locked
+        self.by_id = {row.id: row for row in locked.values()}
+        self.deltas: dict[int, _Delta] = {}
+        self.noticed: list[int] = []
+
+    def add(self, row: rows.WindowRow, nano: int, tokens: int, used: bool) -> None:
+        delta = self.deltas.setdefault(row.id, _Delta())
+        if used:
+            row.used_nano += nano
+            row.used_tokens += tokens
+            delta.used_nano += nano
+            delta.used_tokens += tokens
+        else:
+            row.reserved_nano += nano
+            row.reserved_tokens += tokens
+            delta.reserved_nano += nano
+            delta.reserved_tokens += tokens
+
+
+async def _lock(
+    session: AsyncSession, keys: list[tuple[str, str]], ids: list[int], now: datetime
+) -> dict[tuple[str, str], rows.WindowRow]:
+    """The window rows named by (budget, window key) or id, locked in name order; rows of a
+    window's first call are created first (then all locked again, in name order: on PostgreSQL
+    those already locked stay so, and the rest can only wait on calls locking in that order)."""
+    locked = await rows.lock_rows(session, keys, ids)
+    missing = [key for key in keys if key not in locked]
+    if missing:
+        await rows.create_rows(session, missing, now)
+        locked = await rows.lock_rows(session, keys, ids)
+    return locked
+
+
+def _decide(hold: Hold, windows: _Windows) -> tuple[Standing | None, list[dict[str, Any]]]:
+    """Room in every budget (a budget's own fallback model always has room): the holds taken;
+    else the standing of the first budget without room, and nothing taken."""
+    found = [windows.by_key[key] for key in hold.keys]
+    for budget, at, row in zip(hold.budgets, hold.windows, found, strict=True):
+        if budget.fallback_model != hold.model and not rows.has_room(
+            budget, row, hold.nano, hold.tokens
+        ):
+            return rows.standing_of(budget, at, row), []
+    for row in found:
+        windows.add(row, hold.nano, hold.tokens, used=False)
+    return None, [
+        {"window": row.id, "budget": b.name, "scope": b.scope.kind}
+        for row, b in zip(found, hold.budgets, strict=True)
+    ]
+
+
+def _charge(charge: Charge, claimed: rows.Claimed, windows: _Windows) -> Charged:
+    """Swap the hold for the charge in each window it held; take each soft notice this
+    charge brings due (the rows are locked: none was taken by anyone else)."""
+    nano = charge.nano if charge.used is not None else claimed.estimate_nano
+    tokens = charge.used.total if charge.used is not None else claimed.estimate_tokens
+    by_name = {b.name: b for b in charge.budgets}
+    crossings: list[SoftCrossing] = []
+    for hold in claimed.holds:
+        row = windows.by_id.get(int(hold["window"]))
+        if row is None:
+            continue
+        windows.add(row, -claimed.estimate_nano, -claimed.estimate_tokens, used=False)
+        windows.add(row, nano, tokens, used=True)
+        budget = by_name.get(row.budget)
+        if budget is None or budget.soft is None or row.soft_noticed_at is not None:
+            continue
+        at = window_named(budget, charge.timezone, row.window_key)
+        if (
+            budget.window != "turn"
+            and at.key != window_at(budget, charge.timezone, charge.now, "").key
+        ):
+            continue  # a window already over: nobody needs a notice about it
+        if rows.past_soft(budget, row):
+            row.soft_noticed_at = charge.now
+            windows.noticed.append(row.id)
+            crossings.append(SoftCrossing(rows.standing_of(budget, at, row)))
+    scopes = tuple(str(hold["scope"]) for hold in claimed.holds)
+    return Charged(scopes, nano, tokens, tuple(crossings))
+
+
+async def write(session: AsyncSession, calls: Sequence[Hold | Charge]) -> list[Held | Charged]:
+    """Decide and write a batch of holds and charges, in their order."""
+    charges = [c for c in calls if isinstance(c, Charge)]
+    holds = [h for h in calls if isinstance(h, Hold)]
+    claimed = await _claim(session, charges)
+    keys = sorted({key for h in holds for key in h.keys})
+    ids = sorted({int(w["window"]) for c in claimed.values() for w in c.holds})
+    now = max(call.now for call in calls)
+    windows = _Windows(await _lock(session, keys, ids, now) if keys or ids else {})
+    results: list[Held | Charged] = []
+    new: list[tuple[int, Hold, list[dict[str, Any]]]] = []
+    for call in calls:
+        if isinstance(call, Charge):
+            won = claimed.pop(call.reservation_id, None)  # a second charge of one: not held
+            results.append(NOT_HELD if won is None else _charge(call, won, windows))
+            continue
+        refused, taken = _decide(call, windows)
+        results.append(Held(None, refused))
+        if refused is None:
+            new.append((len(results) - 1, call, taken))
+    if new:
+        inserted = await session.execute(
+            insert(RESERVATIONS).returning(RESERVATIONS.c.id, sort_by_parameter_order=True),
+            [
+                {
+                    "model": h.model,
+                    "state": rows.HELD,
+                    "team_id": h.asker.team_id,
+                    "user_id": h.asker.user_id,
+                    "turn_key": h.asker.turn_key,
+                    "holds": taken,
+                    "estimate_nano": h.nano,
+                    "estimate_tokens": h.tokens,
+                    "created_at": h.now,
+                }
+                for _, h, taken in new
+            ],
+        )
+        for (index, _, _), reservation_id in zip(new, inserted.scalars(), strict=True):
+            results[index] = Held(int(reservation_id), None)
+    await _update(session, windows, now)
+    return results
+
+
+async def _update(session: AsyncSession, windows: _Windows, now: datetime) -> None:
+    """One UPDATE per window row changed (one executemany), adding what the batch moved."""
+    changed = [(i, d) for i, d in windows.deltas.items() if d != _Delta()]
+    table = WINDOWS
+    if changed:
+        await session.execute(
+            update(table)
+            .where(table.c.id == bindparam("row"))
+            .values(
+                reserved_nano=table.c.reserved_nano + bindparam("d_reserved_nano"),
+                reserved_tokens=table.c.reserved_tokens + bindparam("d_reserved_tokens"),
+                used_nano=table.c.used_nano + bindparam("d_used_nano"),
+                used_tokens=table.c.used_tokens + bindparam("d_used_tokens"),
+                version=table.c.version + 1,
+            ),
+            [
+                {
+                    "row": i,
+                    "d_reserved_nano": d.reserved_nano,
+                    "d_reserved_tokens": d.reserved_tokens,
+                    "d_used_nano": d.used_nano,
+                    "d_used_tokens": d.used_tokens,
+                }
+                for i, d in changed
+            ],
+        )
+    if windows.noticed:
+        await session.execute(
+            update(table)
+            .where(table.c.id.in_(windows.noticed), table.c.soft_noticed_at.is_(None))
+            .values(soft_noticed_at=now)
+        )
+
+
+LEDGER = Together[Hold | Charge, Held | Charged]("spend ledger", write)
