@@ -47,7 +47,7 @@ def govern_spend(
     def make() -> Spend:
         from bot.spend.ledger import Spend  # a start without budgets does without it
 
-        return Spend(db, policy.budgets, settings.load_prices())
+        return Spend(db, policy.budgets, settings.load_prices(), main_model=settings.llm_model)
 
     gate = conversations.spending
     gate.budgets, gate.make = policy.budgets, make

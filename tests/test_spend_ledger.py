@@ -208,6 +208,16 @@ async def test_a_budget_never_refuses_its_own_fallback_model(db: Database) -> No
     assert refused.standing.name == "alice"
 
 
+async def test_a_fallback_naming_the_configured_model_spares_nothing(db: Database) -> None:
+    """A budget whose fallback_model is LLM_MODEL itself would limit nothing if its fallback
+    were spared: the configured model's calls are refused at the limit all the same."""
+    policy = Policy([budget("team", tokens=2000, fallback_model=MODEL)])
+    spend = Spend(db, policy, Prices.load(None), now=Clock(), main_model=MODEL)
+    await hold(spend)
+    refused = await refusal(spend)
+    assert refused.standing.name == "team"
+
+
 async def test_a_day_ends_at_midnight_in_the_budgets_time_zone(db: Database) -> None:
     clock = Clock()
     clock.at = clock.at.replace(hour=22, minute=30)  # 23:30 in Paris

@@ -59,8 +59,12 @@ class Spend(Standings):
         budgets: Callable[[], tuple[list[Budget], str]],
         prices: Prices,
         now: Callable[[], datetime] | None = None,
+        main_model: str | None = None,
     ) -> None:
+        """`main_model`: the configured model (`LLM_MODEL`), which no budget's
+        `fallback_model` exempts from its limit."""
         super().__init__(db, budgets, prices, now)
+        self.main_model = main_model
         self._writes: GroupCommit | None = None  # made at the first write: no budget, no database
 
     @property
@@ -77,8 +81,9 @@ class Spend(Standings):
         that applies to `asker`, atomically: all or none, and never past a hard limit however
         many calls reserve at once on however many replicas. A budget never refuses a call
         on its own `fallback_model` (the call still counts in it): that is what "Continue on
-        a cheaper model" relies on. No budget applies: no database round trip. Calls
-        reserving at once are decided together, in arrival order (bot/spend/ledger_batch.py)."""
+        a cheaper model" relies on; unless that is the configured model (`main_model`). No
+        budget applies: no database round trip. Calls reserving at once are decided together,
+        in arrival order (bot/spend/ledger_batch.py)."""
         tokens = prompt_tokens + max_tokens
         nano = self.prices.nano(model, prompt_tokens, max_tokens)
         applying = self.applying(asker)
@@ -87,7 +92,9 @@ class Spend(Standings):
         now = self._now()
         tz = self.budgets()[1]
         windows = tuple(window_at(b, tz, now, asker.turn_key) for b in applying)
-        hold = batch.Hold(asker, model, tuple(applying), windows, nano, tokens, now)
+        hold = batch.Hold(
+            asker, model, tuple(applying), windows, nano, tokens, now, self.main_model
+        )
         held = await self.writes.add(batch.LEDGER, hold)
         assert isinstance(held, batch.Held)
         if held.refused is not None:

@@ -57,6 +57,14 @@ class Hold:
     nano: int
     tokens: int
     now: datetime
+    # The model the bot is configured with (`LLM_MODEL`): never a budget's way around its
+    # limit, even where a budget names it as its fallback (that budget would limit nothing).
+    main_model: str | None = None
+
+    def spared_by(self, budget: Budget) -> bool:
+        """Whether `budget` lets this call through at its limit: a call on the cheaper model
+        it names, which is not the configured model."""
+        return budget.fallback_model == self.model and self.model != self.main_model
 
     @property
     def keys(self) -> list[tuple[str, str]]:
@@ -190,9 +198,7 @@ def _decide(hold: Hold, windows: _Windows) -> tuple[Standing | None, list[dict[s
     else the standing of the first budget without room, and nothing taken."""
     found = [windows.by_key[key] for key in hold.keys]
     for budget, at, row in zip(hold.budgets, hold.windows, found, strict=True):
-        if budget.fallback_model != hold.model and not rows.has_room(
-            budget, row, hold.nano, hold.tokens
-        ):
+        if not hold.spared_by(budget) and not rows.has_room(budget, row, hold.nano, hold.tokens):
             return rows.standing_of(budget, at, row), []
     for row in found:
         windows.add(row, hold.nano, hold.tokens, used=False)
