@@ -102,7 +102,7 @@ FEEDBACK_COLUMNS = [
 async def feedback_rows(db: Database, batch: int = 500) -> AsyncIterator[dict[str, Any]]:
     last_id = 0
     while True:
-        async with db.transaction() as session:
+        async with db.reading() as session:  # a read: it never waits for the bot's writes
             rows = (
                 await session.execute(
                     select(AnswerFeedback, Message.conversation_id)
