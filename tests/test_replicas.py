@@ -14,7 +14,7 @@ import pytest
 from redis.asyncio import Redis
 
 from bot import shared_counts
-from bot.coordination import RedisWindow
+from bot.coordination import RedisWindow, redis_client
 from bot.shared_counts import SharedCount
 from bot.slack.budgets import Limits, WorkspaceBudgets
 from bot.slack.edit_budget import EditBudget
@@ -280,11 +280,16 @@ async def test_replicas_sharing_a_window_refresh_together_as_often_as_one_alone(
     as fast: past Slack's floor, 429s on replicas only). Counted on the pace's clock (here a
     fake one, stepped), two replicas with a reply each refresh about as often as one."""
     now = [0.0]
+    clients: list[Redis] = []
 
     def replica(key: str) -> EditBudget:
-        window = RedisWindow(redis, key, 600, 60.0)
+        # A client of its own with the time-outs every replica's has (`redis_client`): a
+        # command cut off by a cancel never leaves the test waiting on a socket for good.
+        client = redis_client(REDIS_URL)
+        clients.append(client)
+        window = RedisWindow(client, key, 600, 60.0)
         budget = EditBudget(600, burst=1, reserve_finals=False, clock=lambda: now[0], window=window)
-        budget.open_replies = SharedCount(redis, f"{key}:open")
+        budget.open_replies = SharedCount(client, f"{key}:open")
         return budget
 
     async def refreshes(budgets: list[EditBudget]) -> int:
@@ -316,8 +321,12 @@ async def test_replicas_sharing_a_window_refresh_together_as_often_as_one_alone(
             await budget.open_replies.stop()
         return granted
 
-    alone = await refreshes([replica(f"test:{uuid.uuid4().hex}")])
-    key = f"test:{uuid.uuid4().hex}"
-    together = await refreshes([replica(key), replica(key)])
+    try:
+        alone = await refreshes([replica(f"test:{uuid.uuid4().hex}")])
+        key = f"test:{uuid.uuid4().hex}"
+        together = await refreshes([replica(key), replica(key)])
+    finally:
+        for client in clients:
+            await client.aclose()
     assert alone >= 10
     assert together <= alone * 1.3
