@@ -23,6 +23,7 @@ from bot.db.group_commit import GroupCommit
 from bot.db.models import SpendReservation
 from bot.db.session import Database
 from bot.spend import ledger_batch as batch
+from bot.spend import ledger_calls as calls
 from bot.spend import ledger_rows as rows
 from bot.spend.budget_model import Budget
 from bot.spend.prices import Prices
@@ -92,11 +93,11 @@ class Spend(Standings):
         now = self._now()
         tz = self.budgets()[1]
         windows = tuple(window_at(b, tz, now, asker.turn_key) for b in applying)
-        hold = batch.Hold(
+        hold = calls.Hold(
             asker, model, tuple(applying), windows, nano, tokens, now, self.main_model
         )
         held = await self.writes.add(batch.LEDGER, hold)
-        assert isinstance(held, batch.Held)
+        assert isinstance(held, calls.Held)
         if held.refused is not None:
             metrics.SPEND_REFUSALS.labels(held.refused.scope_kind).inc()
             return Refused(held.refused)
@@ -133,15 +134,15 @@ class Spend(Standings):
 
     async def _charge(
         self, reservation_id: int, state: str, used: Tokens | None, nano: int, source: str
-    ) -> batch.Charged:
+    ) -> calls.Charged:
         """Move a held reservation to `state` and charge it (compare-and-set: once); metrics
         once it committed."""
         budgets, tz = self.budgets()
-        charge = batch.Charge(
+        charge = calls.Charge(
             reservation_id, state, used, nano, source, tuple(budgets), tz, self._now()
         )
         charged = await self.writes.add(batch.LEDGER, charge)
-        assert isinstance(charged, batch.Charged)
+        assert isinstance(charged, calls.Charged)
         for scope in charged.scopes:
             metrics.SPEND_RESERVATIONS.labels(scope, state).inc()
             metrics.SPEND_USD.labels(scope).inc(float(usd_of(charged.nano)))
