@@ -15,7 +15,7 @@ from bot.slack.raise_form import ASK_RAISE
 from tests.fakes.slack import TEAM_ID
 from tests.one_door_policy import BUDGET
 from tests.one_door_world import PUBLIC
-from tests.raise_helpers import today
+from tests.raise_helpers import stored_pause, today
 
 if TYPE_CHECKING:
     from tests.one_door_bot import OneDoorBot
@@ -28,21 +28,7 @@ async def ask_raise(bot: OneDoorBot, requester: str, asker: str) -> int | None:
     Returns the pause's id."""
     countersign = bot.bot.countersign
     text = f"Budget reached: {BUDGET}"
-    async with countersign.db.transaction() as session:
-        pause = BudgetPause(
-            team_id=TEAM_ID,
-            conversation_id=None,
-            requester=requester,
-            channel_id=PUBLIC,
-            thread_ts=None,
-            turn_key=f"turn-{requester}",
-            budget=BUDGET,
-            window_key=today(),
-            state="paused",
-        )
-        session.add(pause)
-        await session.flush()
-        pause_id = pause.id
+    pause_id = await stored_pause(countersign.db, requester, PUBLIC, None, None, BUDGET)
     spend = countersign.conversations.spending.ledger()
     assert spend is not None
     standing = await spend.standing(BUDGET, today())

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import select
 
 from bot.db.models import AuditEntry, BudgetPause, Conversation, Proposal, SpendRaise
+from bot.db.session import Database
 from bot.slack import budget_card
 from bot.slack.raise_form import ASK_RAISE
 from bot.spend.ledger import Spend
@@ -44,6 +45,32 @@ budgets:
 """
 
 
+async def stored_pause(
+    db: Database,
+    requester: str,
+    channel: str,
+    thread_ts: str | None,
+    conversation: int | None,
+    budget: str = BUDGET,
+) -> int:
+    """A turn of `requester`'s paused at `budget` today, as the pause flow stores it: its id."""
+    async with db.transaction() as session:
+        pause = BudgetPause(
+            team_id=TEAM_ID,
+            conversation_id=conversation,
+            requester=requester,
+            channel_id=channel,
+            thread_ts=thread_ts,
+            turn_key=f"turn:{thread_ts or requester}",
+            budget=budget,
+            window_key=today(),
+            state="paused",
+        )
+        session.add(pause)
+        await session.flush()
+        return pause.id
+
+
 async def pause_turn(
     bot: RunningBot, slack: FakeSlack, model: FakeOpenAI, user: str = "UALICE"
 ) -> tuple[int, StoredMessage]:
@@ -56,20 +83,7 @@ async def pause_turn(
         conversation = await session.scalar(
             select(Conversation.id).where(Conversation.thread_ts == ts)
         )
-        pause = BudgetPause(
-            team_id=TEAM_ID,
-            conversation_id=conversation,
-            requester=user,
-            channel_id="C1",
-            thread_ts=ts,
-            turn_key=f"turn:{ts}",
-            budget=BUDGET,
-            window_key=today(),
-            state="paused",
-        )
-        session.add(pause)
-        await session.flush()
-        pause_id = pause.id
+    pause_id = await stored_pause(bot.countersign.db, user, "C1", ts, conversation)
     standing = await ledger(bot).standing(BUDGET, today())
     assert standing is not None
     blocks = budget_card.pause_card(standing, pause_id, user)
