@@ -32,42 +32,17 @@ import contextlib
 import itertools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Protocol
 
 from bot.coordination import LocalWindow, Window
 from bot.shared_counts import Count, LocalCount
 from bot.slack.edit_demand import STALE_SECONDS, EditDemand
+from bot.slack.edit_waiters import BudgetClosed as BudgetClosed
+from bot.slack.edit_waiters import Editor as Editor
+from bot.slack.edit_waiters import Waiter, lane_of
 from bot.slack.pacing import HORIZON_SECONDS, Pace
 
 WINDOW_SECONDS = 60.0
 WINDOW_MARGIN_SECONDS = 1.5  # our clock and Slack's disagree by the request's travel time
-
-
-class Editor(Protocol):
-    """What the budget needs to know about a reply that wants to edit."""
-
-    @property
-    def wants_final(self) -> bool: ...
-
-    @property
-    def last_edit_at(self) -> float | None: ...
-
-
-def lane_of(editor: Editor) -> str:
-    """ "reply" unless the editor says otherwise (approval cards say "card")."""
-    return str(getattr(editor, "lane", "reply"))
-
-
-class BudgetClosed(RuntimeError):
-    """The process is shutting down; no more edits will be granted."""
-
-
-@dataclass(order=True)
-class _Waiter:
-    seq: int
-    editor: Editor = field(compare=False)
-    future: asyncio.Future[None] = field(compare=False)
 
 
 class EditBudget:
@@ -117,7 +92,7 @@ class EditBudget:
         self._open_elsewhere = 0  # the other replicas' open replies, as last read
         # Open replies showing a bare "Thinking…": each is owed an intermediate edit.
         self.placeholders: set[int] = set()
-        self._waiters: list[_Waiter] = []
+        self._waiters: list[Waiter] = []
         self._seq = itertools.count()
         self._wake = asyncio.Event()
         self._pauses: set[asyncio.Task[None]] = set()
@@ -178,7 +153,7 @@ class EditBudget:
         if self.closed:
             raise BudgetClosed("this process is shutting down")
         loop = asyncio.get_running_loop()
-        waiter = _Waiter(next(self._seq), editor, loop.create_future())
+        waiter = Waiter(next(self._seq), editor, loop.create_future())
         self._waiters.append(waiter)
         self._ensure_dispatcher()
         self._wake.set()
@@ -227,14 +202,14 @@ class EditBudget:
         self._waiters.clear()
         await self.demand.stop()
 
-    def _grant(self, waiter: _Waiter, paced: bool) -> None:
+    def _grant(self, waiter: Waiter, paced: bool) -> None:
         self._waiters.remove(waiter)
         if paced:
             self.pace.spend()
         if not waiter.future.done():
             waiter.future.set_result(None)
 
-    def _still_waiting(self, waiters: list[_Waiter]) -> list[_Waiter]:
+    def _still_waiting(self, waiters: list[Waiter]) -> list[Waiter]:
         """Those of `waiters` still waiting. A shared window (Redis) is asked over the network:
         while it answers, a waiter may stop waiting (a native reply's append given up for its
         stop); granting it then killed the dispatcher (seen on three replicas: every later
