@@ -19,6 +19,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from sandbox.demo_model import TOKEN_DELAY, word_delay
 from sandbox.launcher import DATABASE, has_model_settings, start_bot
 from sandbox.server import Sandbox, build, serve
 
@@ -27,8 +28,10 @@ class CannotListen(Exception):
     """The sandbox's port cannot be used; the message is one line for the person."""
 
 
-async def listen(host: str, port: int) -> tuple[Sandbox, web.AppRunner, int]:
-    sandbox = build()
+async def listen(
+    host: str, port: int, pace: float = TOKEN_DELAY
+) -> tuple[Sandbox, web.AppRunner, int]:
+    sandbox = build(pace=pace)
     try:
         runner, bound = await serve(sandbox, host, port)
     except OSError as exc:
@@ -43,8 +46,10 @@ async def listen(host: str, port: int) -> tuple[Sandbox, web.AppRunner, int]:
     return sandbox, runner, bound
 
 
-async def run(host: str, port: int, with_bot: bool, keep: bool = False) -> int:
-    sandbox, runner, port = await listen(host, port)
+async def run(
+    host: str, port: int, with_bot: bool, keep: bool = False, pace: float = TOKEN_DELAY
+) -> int:
+    sandbox, runner, port = await listen(host, port, pace)
     base = sandbox.workspace.base
     sandbox.workspace.bot_started = with_bot
     model = "your OPENAI_* settings" if has_model_settings(dict(os.environ)) else "the demo model"
@@ -137,7 +142,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        return asyncio.run(run(args.host, args.port, not args.no_bot, args.keep))
+        pace = word_delay()
+    except ValueError as exc:
+        print(f"countersign sandbox: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(run(args.host, args.port, not args.no_bot, args.keep, pace))
     except CannotListen as exc:
         print(f"countersign sandbox: {exc}", file=sys.stderr)
         return 1

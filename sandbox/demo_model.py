@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import time
 import uuid
@@ -36,6 +37,26 @@ BOARD = re.compile(r"\b(list|show)\b[^.?!]*\btasks\b", re.I)
 SOME_CHANNEL = re.compile(r"\bchannel\b", re.I)
 CAN_DO = re.compile(r"\bwhat can you do\b", re.I)
 TOKEN_DELAY = 0.09  # a plain answer of ~70 words streams over about six seconds
+WORD_DELAY_SETTING = "SANDBOX_WORD_DELAY"
+PACE = web.AppKey("demo_model_pace", float)
+
+
+def word_delay(environ: dict[str, str] | None = None) -> float:
+    """`SANDBOX_WORD_DELAY`: seconds between the words of the plain answer (default 0.09, so
+    a newcomer watches it grow; 0 to 1). A value that is not one is a `ValueError` naming it."""
+    raw = (os.environ if environ is None else environ).get(WORD_DELAY_SETTING, "").strip()
+    if not raw:
+        return TOKEN_DELAY
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(
+            f"{WORD_DELAY_SETTING}={raw!r} is not a number of seconds from 0 to 1 "
+            f"(the pause between the demo model's words; default {TOKEN_DELAY})"
+        )
+    return value
 
 PLAIN = (
     "Here is a plain answer, streamed a few words at a time so you can watch it grow. "
@@ -226,7 +247,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
         await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
 
     await send({"role": "assistant", "content": ""})
-    delay = TOKEN_DELAY if text == f"{PLAIN}\n\n{FOOTER}" else 0.01
+    delay = request.app[PACE] if text == f"{PLAIN}\n\n{FOOTER}" else 0.01
     for token in re.findall(r"\s*\S+|\s+", text):
         await asyncio.sleep(delay)
         await send({"content": token})
@@ -293,6 +314,8 @@ async def models(_request: web.Request) -> web.Response:
     )
 
 
-def routes(app: web.Application) -> None:
+def routes(app: web.Application, pace: float = TOKEN_DELAY) -> None:
+    """The demo model's endpoints; `pace`: seconds between the plain answer's words."""
+    app[PACE] = pace
     app.router.add_post("/demo-model/v1/chat/completions", completions)
     app.router.add_get("/demo-model/v1/models", models)

@@ -33,7 +33,7 @@ class Sandbox:
         return f"{self.workspace.base}/?key={self.guard.key}"
 
 
-def build(guard: Guard | None = None) -> Sandbox:
+def build(guard: Guard | None = None, pace: float = demo_model.TOKEN_DELAY) -> Sandbox:
     guard = guard or Guard()
     workspace = Workspace()
     api = WebApi(workspace, guard)
@@ -43,7 +43,7 @@ def build(guard: Guard | None = None) -> Sandbox:
     app.router.add_get("/socket-mode", hub.handle)
     Ui(workspace, api, hub).routes(app)
     FileRoutes(workspace, guard).routes(app)
-    demo_model.routes(app)
+    demo_model.routes(app, pace)
     app.router.add_get("/healthz", _healthz)
     return Sandbox(workspace, api, hub, app, guard)
 

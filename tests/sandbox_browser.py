@@ -83,8 +83,12 @@ def state(address: str) -> dict[str, Any]:
 def running_sandbox(**env: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """`python -m sandbox` on a free port, until the bot it started is connected; yields the
     page's address as printed (key included). Alice's demo budget is off unless `env` turns
-    it on (`SANDBOX_DEMO_BUDGET=on`): the tests' Alice asks far more than two questions."""
+    it on (`SANDBOX_DEMO_BUDGET=on`): the tests' Alice asks far more than two questions. The
+    demo model types fast unless `env` sets `SANDBOX_WORD_DELAY`."""
     env.setdefault("SANDBOX_DEMO_BUDGET", "off")
+    # The demo's plain answer types at a newcomer's pace (six seconds); only a test watching a
+    # reply grow needs that (it passes SANDBOX_WORD_DELAY itself).
+    env.setdefault("SANDBOX_WORD_DELAY", "0.005")
     process = subprocess.Popen(
         [sys.executable, "-m", "sandbox"],
         env=clean_env(SANDBOX_PORT="0", LOG_LEVEL="WARNING", **env),

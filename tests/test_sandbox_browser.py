@@ -36,7 +36,9 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture(scope="module")
 def sandbox() -> Iterator[str]:
-    with running_sandbox() as (base, _process):
+    # Slow enough that a reply is seen growing (two partial texts at least), faster than a
+    # newcomer's six seconds.
+    with running_sandbox(SANDBOX_WORD_DELAY="0.06") as (base, _process):
         yield base
 
 

@@ -193,3 +193,20 @@ def test_a_sandbox_port_that_is_no_number_names_its_setting(tmp_path: Path) -> N
     assert done.returncode == 2
     assert "'three thousand' is not a port (SANDBOX_PORT or --port)" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_word_delay_that_is_no_number_of_seconds_names_its_setting(tmp_path: Path) -> None:
+    for bad in ("fast", "-1", "5"):
+        done = subprocess.run(
+            [sys.executable, "-m", "bot", "try"],
+            env=clean_env(SANDBOX_WORD_DELAY=bad, SANDBOX_PORT="0"),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 2, done.stderr
+        assert f"SANDBOX_WORD_DELAY='{bad}' is not a number of seconds from 0 to 1" in done.stderr
+        assert "Traceback" not in done.stderr
+        assert done.stdout == ""  # it stopped before serving anything
