@@ -23,7 +23,13 @@ from bot.server import run_socket_mode
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import APP_TOKEN, FakeSlack, wait_until
 from tests.harness import RunningBot, make_settings, start_bot, stop_bot
-from tests.pg import create_database, drop_database, temporary_database
+from tests.pg import (
+    create_database,
+    drop_database,
+    drop_pool,
+    pooled_database,
+    temporary_database,
+)
 
 POSTGRES_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -119,6 +125,7 @@ def migrated_postgres() -> Iterator[str]:
         except RuntimeError as exc:
             pytest.fail(str(exc))
         yield name
+        thread.submit(asyncio.run, drop_pool(name)).result()
         thread.submit(asyncio.run, drop_database(name)).result()
 
 
@@ -132,7 +139,7 @@ async def migrated_database_url(
         yield sqlite_url
         return
     template = request.getfixturevalue("migrated_postgres")
-    async with temporary_database(template=template) as url:
+    async with pooled_database(template) as url:
         yield url
 
 
@@ -140,7 +147,7 @@ async def migrated_database_url(
 async def migrated_postgres_url(migrated_postgres: str) -> AsyncIterator[str]:
     """PostgreSQL already at head (a copy of the template): for tests of what runs on the
     schema, replicas included; migrating an empty database costs each some seconds."""
-    async with temporary_database(template=migrated_postgres) as url:
+    async with pooled_database(migrated_postgres) as url:
         yield url
 
 

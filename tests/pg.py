@@ -66,3 +66,98 @@ async def temporary_database(
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         finally:
             await admin.close()
+
+
+# Copies of a migrated template, emptied and kept for the next test of this process: a copy
+# costs ~0.25 s to create and ~0.2 s to drop on this machine (the whole catalog is copied
+# through the WAL), emptying one a few milliseconds. Keyed by template.
+_POOLS: dict[str, list[str]] = {}
+
+
+@asynccontextmanager
+async def pooled_database(template: str) -> AsyncIterator[str]:
+    """Like `temporary_database(template=template)`, but the database is emptied afterwards
+    and handed to the next test (`drop_pool` drops them). Only what the template's migrations
+    made may be in it: a copy whose tables or revision differ afterwards is dropped, as is one
+    that cannot be emptied, so no test sees another's schema or rows."""
+    pool = _POOLS.setdefault(template, [])
+    name = pool.pop() if pool else f"cs_test_{uuid.uuid4().hex[:12]}"
+    if name not in _SHAPES:
+        await create_database(name, template)
+        _SHAPES[name] = await _shape(name)
+    try:
+        yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        try:
+            kept = await _empty(name)
+        except (OSError, asyncpg.PostgresError):
+            kept = False
+        if kept:
+            pool.append(name)
+        else:
+            _SHAPES.pop(name, None)
+            await drop_database(name)
+
+
+async def drop_pool(template: str) -> None:
+    for name in _POOLS.pop(template, []):
+        _SHAPES.pop(name, None)
+        await drop_database(name)
+
+
+# A copy's tables, sequences and alembic revision as created: (tables, sequences, revision).
+_SHAPES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {}
+
+
+async def _connect(name: str) -> asyncpg.Connection:
+    url = make_url(POSTGRES_URL)
+    return await asyncpg.connect(
+        host=url.host, port=url.port or 5432, user=url.username, database=name
+    )
+
+
+async def _shape(name: str) -> tuple[tuple[str, ...], tuple[str, ...], str]:
+    connection = await _connect(name)
+    try:
+        tables = await connection.fetch(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1"
+        )
+        sequences = await connection.fetch(
+            "SELECT sequencename FROM pg_sequences WHERE schemaname = 'public' ORDER BY 1"
+        )
+        revision = await connection.fetchval(
+            "SELECT string_agg(version_num, ',') FROM alembic_version"
+        )
+    finally:
+        await connection.close()
+    return tuple(r[0] for r in tables), tuple(r[0] for r in sequences), str(revision)
+
+
+async def _empty(name: str) -> bool:
+    """End every session on `name`, then delete every row but the revision's and restart
+    every sequence, in one transaction; False (not emptied) if its shape changed."""
+    admin = await _admin()
+    try:
+        await admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = $1 AND pid <> pg_backend_pid()",
+            name,
+        )
+    finally:
+        await admin.close()
+    if await _shape(name) != _SHAPES[name]:
+        return False
+    tables, sequences, _ = _SHAPES[name]
+    connection = await _connect(name)
+    try:
+        async with connection.transaction():
+            # Foreign keys are not checked while emptying (every table is emptied).
+            await connection.execute("SET LOCAL session_replication_role = replica")
+            for table in tables:
+                if table != "alembic_version":
+                    await connection.execute(f'DELETE FROM "{table}"')  # noqa: S608 (catalog names)
+            for sequence in sequences:
+                await connection.execute("SELECT setval($1::regclass, 1, false)", f'"{sequence}"')
+    finally:
+        await connection.close()
+    return True
