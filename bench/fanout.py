@@ -25,6 +25,7 @@ from pathlib import Path
 from bot.slack import cards
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack, Limit, documented_floors
+from tests.fakes.slack_limits import MethodLimits
 from tests.harness import make_settings, start_bot, stop_bot
 from tests.test_approvals_flow import CREATE, call
 
@@ -40,7 +41,7 @@ rules:
 """
 
 
-def slack_limits() -> dict[str, Limit | tuple[Limit, ...]]:
+def slack_limits() -> dict[str, MethodLimits]:
     return {
         **documented_floors(),
         "conversations.open": Limit(50, 60.0),

@@ -88,7 +88,11 @@ async def test_posts_to_one_channel_are_paced_without_a_429(
     order = [c.args["channel"] for c in fake_slack.calls_to("chat.postMessage")]
     assert order.index("C2") < 4, "C2's post went before C1's paced ones"
     c1 = [c.at for c in fake_slack.calls_to("chat.postMessage") if c.args["channel"] == "C1"]
-    assert c1[3] - c1[0] >= 3.0  # Slack's "about one a second": 3 in any 3 s
+    # Slack's "1 per second, short bursts": three at once, then one a second (not three
+    # seconds after the burst, as a window of 3 in any 3 s would have it).
+    assert c1[3] - c1[0] >= 1.0
+    assert c1[4] - c1[0] >= 2.0
+    assert c1[4] - c1[0] < 3.5  # 2.5 s due (0.5 s of it the bot's margin); 3.5 s+ before
 
 
 async def test_a_429_on_any_method_pauses_that_method_only(
@@ -153,7 +157,7 @@ async def test_replicas_share_a_method_window(fake_slack: FakeSlack) -> None:
 @pytest.mark.parametrize("shared", [False, True], ids=["one process", "replicas"])
 async def test_a_skipped_post_leaves_its_channel_free_for_the_next(shared: bool) -> None:
     """A reply's first part is skipped while the workspace's posts are kept for finals (and
-    tried again every 0.25 s); a skip must not use up the channel's 3 posts in 3 s, or the
+    tried again every 0.25 s); a skip must not use up the channel's bucket of 3 posts, or the
     reply's final waits for them (parts' finals were 4.5 s late at p95 in bench/sustained)."""
     redis = Redis.from_url(REDIS_URL) if shared else None
     budgets = WorkspaceBudgets(Limits(), redis, workspace_key=f"xoxb-{uuid.uuid4().hex}")
@@ -161,7 +165,9 @@ async def test_a_skipped_post_leaves_its_channel_free_for_the_next(shared: bool)
         for _ in range(5):
             with asking(skip=True, keep_free=lambda: 1000), pytest.raises(Spent):
                 await budgets.calls.admit("chat.postMessage", "C1")
-        with asking(patience=0.5):  # the final: the channel has all its room
+        # The final: the channel has all its room, three posts within a second (the third
+        # waits the bucket's 0.5 s margin; had the skips spent tokens, 2.5 s or more).
+        with asking(patience=1.0):
             for _ in range(3):
                 await budgets.calls.admit("chat.postMessage", "C1")
     finally:

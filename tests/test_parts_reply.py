@@ -12,7 +12,7 @@ from bot.db.models import LiveReply
 from bot.slack.native_reply import CURSOR
 from bot.slack.part_cuts import part_cut
 from tests.fakes.openai import FakeOpenAI, Script
-from tests.fakes.slack import FakeSlack, Limit, wait_until
+from tests.fakes.slack import Bucket, FakeSlack, Limit, wait_until
 from tests.harness import make_settings, start_bot, stop_bot
 from tests.test_feedback import give, stored
 from tests.test_stop import LONG, press_stop
@@ -36,7 +36,7 @@ def scarce(slack: FakeSlack, model: FakeOpenAI, sqlite_url: str, updates: int) -
 
 def floors(slack: FakeSlack, updates: int) -> None:
     """Slack's documented floors, with `updates` chat.update a minute and one stream start."""
-    slack.limits["chat.postMessage"] = Limit(3, 3.0, per_channel=True)  # ~1/s, short bursts
+    slack.limits["chat.postMessage"] = Bucket(3, 1.0, per_channel=True)  # 1/s, short bursts
     slack.limits["chat.update"] = Limit(updates, 60.0)
     slack.limits["chat.startStream"] = Limit(1, 60.0)
     slack.limits["chat.stopStream"] = Limit(1, 60.0)

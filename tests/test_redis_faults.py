@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.asyncio import Redis
 
-from bot.coordination import _TAKE, RedisWindow
+from bot.coordination import RedisWindow
+from bot.coordination.redis_window import _TAKE
 from bot.thread_locks import ThreadLocks
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack

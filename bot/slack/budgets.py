@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from bot.coordination import Breaker, LocalWindow, RedisWindow, Window
+from bot.coordination import Breaker, LocalBucket, LocalWindow, RedisBucket, RedisWindow, Window
 from bot.shared_counts import SharedCount
 from bot.slack.call_budgets import CallBudgets
 from bot.slack.edit_budget import WINDOW_MARGIN_SECONDS, WINDOW_SECONDS, BudgetClosed, EditBudget
@@ -193,6 +193,16 @@ class WorkspaceBudgets:
             shared.breaker = breaker
             return shared
 
+        def named_bucket(name: str, burst: int, every: float, margin: float) -> Window:
+            if redis is None:
+                return LocalBucket(burst, every, margin, clock)
+            # Its own key (`:bucket`): a replica of an older release keeps a sliding window
+            # (a sorted set) under the window's name, and each would fail on the other's type.
+            key = f"{prefix.format(method=name)}:bucket"
+            shared = RedisBucket(redis, key, burst, every, margin)
+            shared.breaker = breaker
+            return shared
+
         def window(method: str, limit: int) -> Window:
             return named_window(method, limit, seconds)
 
@@ -227,7 +237,7 @@ class WorkspaceBudgets:
             method: LearnedRate(method, floor, floor * CEILINGS[method], apply, clock)
             for method, (floor, apply) in floors.items()
         }
-        self.calls = CallBudgets(named_window, clock, limits.calls_scale)
+        self.calls = CallBudgets(named_window, clock, limits.calls_scale, named_bucket)
         self.calls.on_learn = self._keep_learning
         rates = [*self.learned.values(), *self.calls.learned.values()]
         self.shared = (

@@ -2,8 +2,8 @@
 
 Each method has a window (`bot.coordination.Window`, shared by the replicas through Redis) as
 large as Slack's documented limit (`bot/slack/method_limits.py`), resized by a `LearnedRate`
-where Slack documents a floor with "+"; `chat.postMessage` also has one per channel. A call
-takes a slot before it is sent:
+where Slack documents a floor with "+"; `chat.postMessage` also has a token bucket per channel
+(three at once, then one a second). A call takes a slot before it is sent:
 
 * a method whose window is spent is not called until the window frees a slot (so a method
   gets at most the one 429 that teaches its rate, then waits): the caller waits, at most its
@@ -30,15 +30,16 @@ from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from bot.coordination import Window
+from bot.coordination import LocalBucket, Window
 from bot.metrics import SLACK_CALLS_SKIPPED
 from bot.slack.learned_rates import LearnedRate
-from bot.slack.method_limits import METHODS, MethodLimit, limit_of
+from bot.slack.method_limits import METHODS, Bucket, MethodLimit, limit_of
 
 log = logging.getLogger(__name__)
 
 # Our clock and Slack's disagree by a request's travel time: a window holds a call this much
-# longer than Slack does (a minute's window 1.5 s, a channel's few seconds 0.5 s).
+# longer than Slack does (a minute's window 1.5 s); a channel's bucket keeps 0.5 s of tokens
+# unspent (`bot.coordination.buckets`: the rate stays Slack's, a burst's last call may wait).
 MINUTE_WINDOW_SECONDS = 61.5
 CHANNEL_MARGIN_SECONDS = 0.5
 MAX_CHANNEL_WINDOWS = 2048  # the channels posted to lately; older ones are forgotten
@@ -46,6 +47,8 @@ SHORTEST_WAIT_SECONDS = 0.05
 
 # (name within the workspace's keys, calls, seconds) -> a window
 WindowMaker = Callable[[str, int, float], Window]
+# (name within the workspace's keys, burst, seconds per token, margin) -> a token bucket
+BucketMaker = Callable[[str, int, float, float], Window]
 
 
 # The error of a call that was not made (`bot.slack.web_client.CallSkipped`).
@@ -98,8 +101,12 @@ class CallBudgets:
         make_window: WindowMaker,
         clock: Callable[[], float] = time.monotonic,
         scale: float = 1.0,
+        make_bucket: BucketMaker | None = None,
     ) -> None:
         self._make = make_window
+        self._make_bucket = make_bucket or (
+            lambda _name, burst, every, margin: LocalBucket(burst, every, margin, clock)
+        )
         self._clock = clock
         # Every floor times this (`SLACK_CALL_BUDGET_SCALE`: a workspace known to allow more).
         self.scale = scale
@@ -123,7 +130,9 @@ class CallBudgets:
             return limit
         per_channel = limit.per_channel
         if per_channel is not None:
-            per_channel = (math.ceil(per_channel[0] * self.scale), per_channel[1])
+            per_channel = Bucket(
+                math.ceil(per_channel.burst * self.scale), per_channel.every / self.scale
+            )
         return dataclasses.replace(
             limit, per_minute=math.ceil(limit.per_minute * self.scale), per_channel=per_channel
         )
@@ -141,11 +150,13 @@ class CallBudgets:
                 )
         return window
 
-    def _channel_window(self, method: str, channel: str, calls: int, seconds: float) -> Window:
+    def _channel_window(self, method: str, channel: str, bucket: Bucket) -> Window:
         key = (method, channel)
         window = self._channels.get(key)
         if window is None:
-            window = self._make(f"{method}:{channel}", calls, seconds + CHANNEL_MARGIN_SECONDS)
+            window = self._make_bucket(
+                f"{method}:{channel}", bucket.burst, bucket.every, CHANNEL_MARGIN_SECONDS
+            )
             self._channels[key] = window
             while len(self._channels) > MAX_CHANNEL_WINDOWS:
                 self._channels.popitem(last=False)
@@ -161,7 +172,7 @@ class CallBudgets:
             return []
         windows = []
         if limit.per_channel is not None and channel:
-            window = self._channel_window(method, channel, *limit.per_channel)
+            window = self._channel_window(method, channel, limit.per_channel)
             windows.append((f"{method}:{channel}", window))
         windows.append((method, self._method_window(method, limit)))
         return windows
@@ -183,7 +194,7 @@ class CallBudgets:
             granted, wait = await window.take(keep_free=keep)
             if not granted:
                 # The call is not made: the slots it took in the windows before are freed (a
-                # part skipped every 0.25 s filled its channel's 3 s and held its final back).
+                # part skipped every 0.25 s emptied its channel's bucket, held its final back).
                 for taken in windows[:i]:
                     await taken.give_back()
                 return wait

@@ -3,9 +3,10 @@
 Slack counts "per API method per workspace per app" in tiers (docs.slack.dev, "Rate limits"):
 Tier 1 1+ a minute, Tier 2 20+, Tier 3 50+, Tier 4 100+ ("+": at least that many; the real
 limit is unknown, so a 429 teaches a lower rate, see `bot/slack/learned_rates.py`). "Special"
-methods have their own rule: `chat.postMessage` about one message a second per channel with
-short bursts, and "several hundred" a minute per workspace. A method not in the table is taken
-to be Tier 3 (the common tier of reads and writes; most methods are Tier 2 or above).
+methods have their own rule: `chat.postMessage` "1 per second per channel, short bursts >1
+allowed" (a token bucket per channel, `Bucket`), and "several hundred" a minute per workspace.
+A method not in the table is taken to be Tier 3 (the common tier of reads and writes; most
+methods are Tier 2 or above).
 
 `chat.update` and the three streaming methods are not here: their budgets (`bot/slack/
 budgets.py`) order their callers (finals first, a stop for every open stream) and must not be
@@ -30,19 +31,28 @@ TRIGGER_PATIENCE_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
+class Bucket:
+    """A token bucket: `burst` calls at once (it starts full), then one every `every` seconds."""
+
+    burst: int
+    every: float
+
+
+@dataclass(frozen=True)
 class MethodLimit:
     per_minute: int  # per workspace
     learned: bool = True  # Slack documents a floor ("+"): a 429 teaches a lower rate
     # Nice to have (a status, a title, offered prompts): skipped, never waited for, when spent.
     cosmetic: bool = False
     patience: float = DEFAULT_PATIENCE_SECONDS
-    # Also counted per channel: (calls, seconds) in a sliding window.
-    per_channel: tuple[int, float] | None = None
+    # Also counted per channel, in a token bucket.
+    per_channel: Bucket | None = None
 
 
 # chat.postMessage: "1 per second, short bursts >1 allowed", "several hundred a minute" for the
-# workspace. Three in any 3 s per channel is one a second with a burst of three.
-POST_PER_CHANNEL = (3, 3.0)
+# workspace: per channel one a second with a burst of three (a card, a "Thinking…" placeholder
+# and a final at once; the next a second later).
+POST_PER_CHANNEL = Bucket(burst=3, every=1.0)
 
 METHODS: dict[str, MethodLimit] = {
     # the thread's status, title and prompts (Tier 3): cosmetic

@@ -21,7 +21,7 @@ import json
 import math
 import threading
 import time
-from collections import defaultdict, deque
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,9 @@ from bot.slack.scopes import METHODS, Kind, needed
 from tests.fakes.block_elements import ElementError, check_input_element
 from tests.fakes.server import ThreadedServer
 from tests.fakes.slack_files import SlackFiles
+from tests.fakes.slack_limits import Bucket as Bucket
+from tests.fakes.slack_limits import Limit as Limit
+from tests.fakes.slack_limits import MethodLimits, RateLimits
 from tests.fakes.slack_streams import (
     SESSION_STATUSES,
     StreamState,
@@ -65,15 +68,6 @@ class Call:
     status: int
     ok: bool
     error: str | None = None  # Slack's `error` of an answer that was not ok
-
-
-@dataclass
-class Limit:
-    """`calls` per `per_seconds`, counted per workspace or per channel (sliding window)."""
-
-    calls: int
-    per_seconds: float = 60.0
-    per_channel: bool = False
 
 
 @dataclass
@@ -189,16 +183,16 @@ def parse_blocks(blocks: Any) -> list[dict[str, Any]] | dict[str, Any]:
 TIER_1, TIER_2, TIER_3, TIER_4 = (Limit(n, 60.0) for n in (1, 20, 50, 100))
 
 
-def documented_floors() -> dict[str, Limit | tuple[Limit, ...]]:
+def documented_floors() -> dict[str, MethodLimits]:
     """Slack's documented per-workspace floors for every method the bot calls (docs.slack.dev,
     "Rate limits" and each method's page), which the fake enforces unless a test says
     otherwise: the fake models Slack, not the bot's own assumption about Slack (a fake that
     enforced the bot's budget could never reveal a wrong budget). Tier 2 is "20+" a minute,
     Tier 3 "50+", Tier 4 "100+": the floor is enforced. `chat.postMessage` is "1 per second
-    [per channel], short bursts >1 allowed" (here: 3 in any 3 s) and "several hundred" a
-    minute per workspace (here: 300). Methods whose limit Slack calls "Special" without a
-    number (`chat.getPermalink`, `auth.test`) and `apps.connections.open` (Socket Mode's
-    connection, not the bot's Web API client) are not limited here."""
+    [per channel], short bursts >1 allowed" (here: a bucket of 3, one back a second) and
+    "several hundred" a minute per workspace (here: 300). Methods whose limit Slack calls
+    "Special" without a number (`chat.getPermalink`, `auth.test`) and `apps.connections.open`
+    (Socket Mode's connection, not the bot's Web API client) are not limited here."""
     return {
         "chat.update": TIER_3,
         "chat.appendStream": TIER_4,
@@ -208,7 +202,7 @@ def documented_floors() -> dict[str, Limit | tuple[Limit, ...]]:
         "assistant.threads.setStatus": TIER_3,
         "assistant.threads.setTitle": TIER_3,
         "assistant.threads.setSuggestedPrompts": TIER_3,
-        "chat.postMessage": (Limit(3, 3.0, per_channel=True), Limit(300, 60.0)),
+        "chat.postMessage": (Bucket(3, 1.0, per_channel=True), Limit(300, 60.0)),
         "chat.postEphemeral": TIER_4,
         "chat.scheduleMessage": TIER_3,
         "chat.scheduledMessages.list": TIER_3,
@@ -230,7 +224,7 @@ def documented_floors() -> dict[str, Limit | tuple[Limit, ...]]:
 @dataclass
 class FakeSlack:
     # method -> its limit (or limits: per channel and per workspace)
-    limits: dict[str, Limit | tuple[Limit, ...]] = field(default_factory=documented_floors)
+    limits: dict[str, MethodLimits] = field(default_factory=documented_floors)
     calls: list[Call] = field(default_factory=list)
     channels: dict[str, list[StoredMessage]] = field(default_factory=lambda: defaultdict(list))
     # every text a message showed, in order: ts -> [posted text, edit 1, edit 2, ...]
@@ -288,7 +282,7 @@ class FakeSlack:
         self._lock = threading.Lock()
         self._ts = itertools.count(1)
         self._last_ts = 0.0
-        self._windows: dict[tuple[str, int, str], deque[float]] = defaultdict(deque)
+        self._counted = RateLimits()
         self.files = SlackFiles(self)
         self._server = ThreadedServer(self._build())
         self._sockets: list[web.WebSocketResponse] = []
@@ -344,22 +338,7 @@ class FakeSlack:
     def _rate_limited(self, method: str, args: dict[str, Any], now: float) -> float | None:
         """Seconds until the call would be allowed, or None (then it is counted). A call
         refused by one of its limits is not counted by any."""
-        limit = self.limits.get(method)
-        if limit is None:
-            return None
-        windows = []
-        for i, each in enumerate(limit if isinstance(limit, tuple) else (limit,)):
-            scope = str(args.get("channel") or args.get("channel_id") or "")
-            key = (method, i, scope if each.per_channel else "*")
-            window = self._windows[key]
-            while window and window[0] <= now - each.per_seconds:
-                window.popleft()
-            if len(window) >= each.calls:
-                return window[0] + each.per_seconds - now
-            windows.append(window)
-        for window in windows:
-            window.append(now)
-        return None
+        return self._counted.check(method, self.limits.get(method), args, now)
 
     def _build(self) -> web.Application:
         app = web.Application()

@@ -1,0 +1,88 @@
+"""The `Window` protocol every budget takes its calls from, and `LocalWindow`: a sliding
+window in this process (the token buckets behind the same protocol are in `buckets`)."""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Protocol
+
+
+class Window(Protocol):
+    """Room for calls: a sliding window (at most `limit` calls in any `seconds`) or a token
+    bucket (`limit` tokens, one back every so often). A slot is a call the window allows now."""
+
+    async def take(self, keep_free: int) -> tuple[bool, float | None]:
+        """Record one call if more than `keep_free` slots are free. Otherwise (False, seconds
+        until a slot frees, or None if none will)."""
+        ...
+
+    async def free(self, within: float = 0.0) -> int:
+        """Slots free right now (without taking one); with `within`, free `within` seconds from
+        now if no call were made meanwhile (the calls that leave the window by then count)."""
+        ...
+
+    async def give_back(self) -> None:
+        """Forget the last call recorded here: it was not made after all (another window the
+        call needed refused it)."""
+        ...
+
+    async def pause(self, seconds: float) -> None: ...
+
+    async def paused_for(self) -> float: ...
+
+    def resize(self, limit: int) -> None:
+        """From now on hold at most `limit` calls (a learned rate moved)."""
+        ...
+
+
+class LocalWindow:
+    def __init__(
+        self, limit: int, seconds: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.limit = limit
+        self.seconds = seconds
+        self._clock = clock
+        self._calls: deque[float] = deque()
+        self._paused_until = 0.0
+
+    def _expire(self, now: float) -> None:
+        while self._calls and self._calls[0] <= now - self.seconds:
+            self._calls.popleft()
+
+    async def free(self, within: float = 0.0) -> int:
+        now = self._clock()
+        self._expire(now)
+        leaving = bisect.bisect_right(self._calls, now + within - self.seconds)
+        return max(0, self.limit - len(self._calls) + leaving)
+
+    async def take(self, keep_free: int) -> tuple[bool, float | None]:
+        now = self._clock()
+        self._expire(now)
+        if len(self._calls) < self.limit - keep_free:
+            self._calls.append(now)
+            return True, 0.0
+        if not self._calls:
+            return False, None
+        return False, self._calls[0] + self.seconds - now
+
+    def record(self) -> None:
+        """A call made now, counted here too (see `RedisWindow.take`)."""
+        now = self._clock()
+        self._expire(now)
+        self._calls.append(now)
+
+    async def give_back(self) -> None:
+        if self._calls:
+            self._calls.pop()
+
+    async def pause(self, seconds: float) -> None:
+        self._paused_until = max(self._paused_until, self._clock() + seconds)
+
+    async def paused_for(self) -> float:
+        return max(0.0, self._paused_until - self._clock())
+
+    def resize(self, limit: int) -> None:
+        self.limit = max(1, limit)
