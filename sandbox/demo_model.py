@@ -58,6 +58,7 @@ def word_delay(environ: dict[str, str] | None = None) -> float:
         )
     return value
 
+
 PLAIN = (
     "Here is a plain answer, streamed a few words at a time so you can watch it grow. "
     "I am the sandbox's demo model: I can summarise #general, create a task (which waits for "
