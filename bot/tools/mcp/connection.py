@@ -105,7 +105,7 @@ class McpConnection:
         self._settled = asyncio.Event()  # the first attempt is over, either way
         self._broken = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._stop = anyio.CancelScope()  # cancelled by `close`; see the module's docstring
+        self._stop: anyio.CancelScope | None = None  # cancelled by `close`; see the docstring
         self._http_status: int | None = None  # the last HTTP error of this attempt
 
     @property
@@ -114,6 +114,7 @@ class McpConnection:
 
     def start(self) -> None:
         if self._task is None:
+            self._stop = anyio.CancelScope()  # made in a running loop, as anyio requires
             self._task = asyncio.get_running_loop().create_task(
                 self._supervise(), name=f"mcp-{self.name}"
             )
@@ -128,7 +129,8 @@ class McpConnection:
         task, self._task = self._task, None
         if task is None:
             return
-        self._stop.cancel()
+        if self._stop is not None:
+            self._stop.cancel()
         if not task.done():
             await asyncio.wait({task}, timeout=CLOSE_SECONDS)  # never cancels `task` itself
         if not task.done():
@@ -206,6 +208,7 @@ class McpConnection:
             )
 
     async def _supervise(self) -> None:
+        assert self._stop is not None
         with self._stop:
             await self._keep_connected()
 
