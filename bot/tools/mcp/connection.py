@@ -6,6 +6,14 @@ must be entered and left by one task): it connects, lists the tools, then re-lis
 When the connection fails it waits (0.5 s doubling to 30 s) and tries again, forever: a server
 that is down only withholds its own tools. A stdio server is a child process of the bot,
 started here and stopped when the bot stops.
+
+Stopping is anyio cancellation, not `Task.cancel()`: the SDK's transports tear down inside
+shielded scopes (a stdio server's stdin is closed, then it is sent SIGTERM, then SIGKILL, each
+wait bounded), and a native cancel both breaks through such a shield (abandoning the server
+half-stopped, its stdout drain then waiting forever for a process nobody kills) and can be
+swallowed once by `asyncio.wait_for` when its awaitable finishes at the same moment (the
+supervisor then carries on as if never asked to stop). An anyio scope's cancel is level-
+triggered: it is delivered again until the task leaves the scope, and it respects the shields.
 """
 
 from __future__ import annotations
@@ -17,10 +25,16 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import httpx2
 import mcp_types as types
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import (
+    FORCE_KILL_TIMEOUT,
+    PROCESS_TERMINATION_TIMEOUT,
+    StdioServerParameters,
+    stdio_client,
+)
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
@@ -35,6 +49,10 @@ log = logging.getLogger(__name__)
 
 MAX_PAGES = 20
 MAX_LISTED = 1_000  # tools kept of one listing (a request carries at most 128 anyway)
+# How long `close` waits for the supervisor: the SDK's stdio teardown is at most about 6.5 s
+# (0.5 s to flush, 2 s for the server to exit on its own, 2 s after SIGTERM, 2 s to see the
+# SIGKILL land); an HTTP connection's teardown is cancelled outright.
+CLOSE_SECONDS = 8.0
 
 
 class Unreachable(ToolError):
@@ -87,6 +105,7 @@ class McpConnection:
         self._settled = asyncio.Event()  # the first attempt is over, either way
         self._broken = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._stop: anyio.CancelScope | None = None  # cancelled by `close`; see the docstring
         self._http_status: int | None = None  # the last HTTP error of this attempt
 
     @property
@@ -95,6 +114,7 @@ class McpConnection:
 
     def start(self) -> None:
         if self._task is None:
+            self._stop = anyio.CancelScope()  # made in a running loop, as anyio requires
             self._task = asyncio.get_running_loop().create_task(
                 self._supervise(), name=f"mcp-{self.name}"
             )
@@ -105,11 +125,25 @@ class McpConnection:
             await asyncio.wait_for(self._settled.wait(), within)
 
     async def close(self) -> None:
+        """Stop the supervisor and the server's connection, waiting at most `CLOSE_SECONDS`."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if task is None:
+            return
+        if self._stop is not None:
+            self._stop.cancel()
+        if not task.done():
+            await asyncio.wait({task}, timeout=CLOSE_SECONDS)  # never cancels `task` itself
+        if not task.done():
+            log.warning(
+                "MCP server %s: its connection did not close within %g s; the bot stops "
+                "without waiting for it",
+                self.name,
+                CLOSE_SECONDS,
+            )
+            task.cancel()  # last resort; not awaited, it may never end
+            return
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
     @contextlib.asynccontextmanager
     async def _open(self) -> AsyncIterator[Client]:
@@ -122,13 +156,19 @@ class McpConnection:
                 cwd=self.config.cwd,
             )
             stderr = StderrToLog(self.name)  # never straight to the bot's stderr: redacted
+            leaving: float | None = None
             try:
                 async with Client(
                     stdio_client(params, errlog=stderr.file), read_timeout_seconds=timeout
                 ) as client:
-                    yield client
+                    try:
+                        yield client
+                    finally:
+                        leaving = time.perf_counter()
             finally:
                 stderr.close()
+                if leaving is not None:
+                    self._say_if_forced(time.perf_counter() - leaving)
             return
         assert self.config.url is not None
         http = create_mcp_http_client(
@@ -150,7 +190,29 @@ class McpConnection:
         ):
             yield client
 
+    def _say_if_forced(self, seconds: float) -> None:
+        """The SDK waits `PROCESS_TERMINATION_TIMEOUT` for a stdio server to exit once its
+        stdin is closed, then sends SIGTERM and, `FORCE_KILL_TIMEOUT` later, SIGKILL to its
+        process group: a teardown longer than the first wait means the server was stopped by
+        force (it logs nothing itself unless even SIGKILL fails)."""
+        if seconds > PROCESS_TERMINATION_TIMEOUT:
+            forced = seconds > PROCESS_TERMINATION_TIMEOUT + FORCE_KILL_TIMEOUT
+            how = "killed (it ignored SIGTERM)" if forced else "stopped with SIGTERM"
+            log.warning(
+                "MCP server %s did not exit within %g s of the bot closing its input, so it "
+                "was %s; stopping it took %.1f s",
+                self.name,
+                PROCESS_TERMINATION_TIMEOUT,
+                how,
+                seconds,
+            )
+
     async def _supervise(self) -> None:
+        assert self._stop is not None
+        with self._stop:
+            await self._keep_connected()
+
+    async def _keep_connected(self) -> None:
         delay = 0.5
         while True:
             started = time.perf_counter()
