@@ -42,6 +42,7 @@ from mcp.shared.exceptions import MCPError
 from bot.metrics import MCP_SERVER_UP
 from bot.provenance import Source
 from bot.tools.mcp.config import McpServerConfig
+from bot.tools.mcp.failures import TimedOut, Unreachable, describe
 from bot.tools.mcp.stderr import StderrToLog
 from bot.tools.registry import ToolError
 
@@ -53,38 +54,6 @@ MAX_LISTED = 1_000  # tools kept of one listing (a request carries at most 128 a
 # (0.5 s to flush, 2 s for the server to exit on its own, 2 s after SIGTERM, 2 s to see the
 # SIGKILL land); an HTTP connection's teardown is cancelled outright.
 CLOSE_SECONDS = 8.0
-
-
-class Unreachable(ToolError):
-    """The server is down or the connection broke; nothing was sent, or it is unknown."""
-
-
-class TimedOut(ToolError, TimeoutError):
-    """The call was sent and no answer came in time: it may have run on the server. A
-    `TimeoutError` too, so whatever treats a time-out as an unknown outcome sees it as one."""
-
-
-def describe(exc: BaseException, http_status: int | None = None) -> str:
-    """A failure in words, without the URL's or headers' secrets (only types and codes).
-    `http_status`: the last HTTP error status seen (the SDK reports a refused request only as
-    a generic JSON-RPC error)."""
-    if http_status in (401, 403):
-        return f"it answered HTTP {http_status}: the credentials in its headers were refused"
-    if http_status is not None:
-        return f"it answered HTTP {http_status}"
-    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        return describe(exc.exceptions[0])
-    if isinstance(exc, MCPError):
-        return f"it answered with error {exc.code}: {exc.message[:200]}"
-    if isinstance(exc, FileNotFoundError):
-        return "its command was not found"
-    if isinstance(exc, httpx2.HTTPStatusError):
-        return f"it answered HTTP {exc.response.status_code}"
-    if isinstance(exc, httpx2.TransportError | OSError | ConnectionError):
-        return f"it could not be reached ({type(exc).__name__})"
-    if isinstance(exc, TimeoutError):
-        return "it did not answer in time"
-    return f"the connection failed ({type(exc).__name__})"
 
 
 class McpConnection:
