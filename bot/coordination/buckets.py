@@ -19,6 +19,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from bot.coordination.redis_shared import REDIS_NOW, RedisShared
+from bot.coordination.windows import LocalPause
 
 # Tokens are kept to the microsecond, rounded down (a bucket must never hold more than it has).
 _EPSILON = 1e-6
@@ -29,7 +30,7 @@ def _reserve(burst: int, every: float, margin: float) -> float:
     return min(margin / every, burst - 1.0) if every > 0 else 0.0
 
 
-class LocalBucket:
+class LocalBucket(LocalPause):
     """A token bucket in this process; it starts full."""
 
     def __init__(
@@ -39,13 +40,12 @@ class LocalBucket:
         margin: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__(clock)
         self.limit = max(1, burst)
         self.every = every
         self.margin = margin
-        self._clock = clock
         self._tokens = float(self.limit)
         self._at = clock()
-        self._paused_until = 0.0
 
     def _refill(self) -> float:
         now = self._clock()
@@ -75,12 +75,6 @@ class LocalBucket:
 
     async def give_back(self) -> None:
         self._tokens = min(self.limit, self._refill() + 1)
-
-    async def pause(self, seconds: float) -> None:
-        self._paused_until = max(self._paused_until, self._clock() + seconds)
-
-    async def paused_for(self) -> float:
-        return max(0.0, self._paused_until - self._clock())
 
     def resize(self, limit: int) -> None:
         """Hold at most `limit` tokens (the rate stays)."""

@@ -38,15 +38,28 @@ class Window(Protocol):
         ...
 
 
-class LocalWindow:
+class LocalPause:
+    """A pause (a 429's Retry-After) kept in this process, for the local windows and buckets."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._paused_until = 0.0
+
+    async def pause(self, seconds: float) -> None:
+        self._paused_until = max(self._paused_until, self._clock() + seconds)
+
+    async def paused_for(self) -> float:
+        return max(0.0, self._paused_until - self._clock())
+
+
+class LocalWindow(LocalPause):
     def __init__(
         self, limit: int, seconds: float, clock: Callable[[], float] = time.monotonic
     ) -> None:
+        super().__init__(clock)
         self.limit = limit
         self.seconds = seconds
-        self._clock = clock
         self._calls: deque[float] = deque()
-        self._paused_until = 0.0
 
     def _expire(self, now: float) -> None:
         while self._calls and self._calls[0] <= now - self.seconds:
@@ -77,12 +90,6 @@ class LocalWindow:
     async def give_back(self) -> None:
         if self._calls:
             self._calls.pop()
-
-    async def pause(self, seconds: float) -> None:
-        self._paused_until = max(self._paused_until, self._clock() + seconds)
-
-    async def paused_for(self) -> float:
-        return max(0.0, self._paused_until - self._clock())
 
     def resize(self, limit: int) -> None:
         self.limit = max(1, limit)
