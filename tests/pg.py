@@ -119,17 +119,21 @@ async def _connect(name: str) -> asyncpg.Connection:
 async def _shape(name: str) -> tuple[tuple[str, ...], tuple[str, ...], str]:
     connection = await _connect(name)
     try:
-        tables = await connection.fetch(
-            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1"
-        )
-        sequences = await connection.fetch(
-            "SELECT sequencename FROM pg_sequences WHERE schemaname = 'public' ORDER BY 1"
-        )
-        revision = await connection.fetchval(
-            "SELECT string_agg(version_num, ',') FROM alembic_version"
-        )
+        return await _shape_on(connection)
     finally:
         await connection.close()
+
+
+async def _shape_on(
+    connection: asyncpg.Connection,
+) -> tuple[tuple[str, ...], tuple[str, ...], str]:
+    tables = await connection.fetch(
+        "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1"
+    )
+    sequences = await connection.fetch(
+        "SELECT sequencename FROM pg_sequences WHERE schemaname = 'public' ORDER BY 1"
+    )
+    revision = await connection.fetchval("SELECT string_agg(version_num, ',') FROM alembic_version")
     return tuple(r[0] for r in tables), tuple(r[0] for r in sequences), str(revision)
 
 
@@ -145,11 +149,11 @@ async def _empty(name: str) -> bool:
         )
     finally:
         await admin.close()
-    if await _shape(name) != _SHAPES[name]:
-        return False
     tables, sequences, _ = _SHAPES[name]
     connection = await _connect(name)
     try:
+        if await _shape_on(connection) != _SHAPES[name]:
+            return False
         async with connection.transaction():
             # Foreign keys are not checked while emptying (every table is emptied).
             await connection.execute("SET LOCAL session_replication_role = replica")
