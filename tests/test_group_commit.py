@@ -26,7 +26,9 @@ from bot.db.models import (
 from bot.db.session import Database
 from bot.db.turn_writes import (
     ADD_USER_MESSAGE,
+    CLAIM_AND_OPEN,
     OPEN_CONVERSATION,
+    ClaimedStart,
     SET_TITLE,
     ThreadStart,
     Title,
@@ -124,6 +126,71 @@ async def test_messages_to_one_conversation_count_each(db: Database) -> None:
         row = await session.get(Conversation, conversation.id)
         assert row is not None
         assert row.message_count == 5
+
+
+async def test_a_stored_message_reads_back_its_history_in_the_same_write(
+    db: Database,
+) -> None:
+    """What a turn reads with its own message's write is what a read after it gives: the
+    newest messages after the latest summary, its own last; a writer that does not ask reads
+    nothing."""
+    async with db.transaction() as session:
+        busy, _ = await repo.get_or_create_conversation(session, "T1", "C1", "1", "UA")
+        for i in range(6):
+            await repo.add_message(session, busy, Role.USER, f"earlier {i}")
+        quiet, _ = await repo.get_or_create_conversation(session, "T1", "C2", "1", "UB")
+    asked = [
+        UserMessage(busy.id, "newest", "9.0", "UA", "", None, history=4),
+        UserMessage(quiet.id, "hello", "9.1", "UB", "", None, history=100),
+        UserMessage(quiet.id, "not asking", "9.2", "UB", "", None),
+    ]
+    read = await asyncio.gather(*[db.group.add(ADD_USER_MESSAGE, m) for m in asked])
+    assert read[2] is None
+    after = await asyncio.gather(
+        db.reads.add(LOAD_HISTORY, Wanted(busy.id, 4)),
+        db.reads.add(LOAD_HISTORY, Wanted(quiet.id, 100)),
+    )
+    got = read[0]
+    assert got is not None
+    assert [m.content for m in got[1]] == ["earlier 3", "earlier 4", "earlier 5", "newest"]
+    assert [m.id for m in got[1]] == [m.id for m in after[0][1]]
+    assert read[1] is not None
+    # written in the same batch: the later message may or may not be in it, never an earlier
+    # message missing, and the asker's own is there
+    assert [m.content for m in read[1][1]][0] == "hello"
+    assert {m.id for m in read[1][1]} <= {m.id for m in after[1][1]}
+
+
+async def test_a_delivery_is_claimed_once_and_only_its_claim_opens_a_conversation(
+    db: Database,
+) -> None:
+    """Two deliveries of one message (its `app_mention` and its `message` event, or Slack's
+    retry) in one batch and a later one: the first wins and opens the conversation, the
+    others are duplicates; a claim sharing any key with an earlier one loses; a new thread
+    whose only claim lost is not opened."""
+    alice = ThreadStart("T1", "C1", "1.0", "UALICE")
+    mention = ClaimedStart(("msg:T1:C1:1.0", "evt:E1"), alice)
+    message = ClaimedStart(("msg:T1:C1:1.0", "evt:E2"), alice)
+    other = ClaimedStart(("msg:T1:C2:1.0",), ThreadStart("T1", "C2", "1.0", "UBOB"))
+    first, second, third = await asyncio.gather(
+        *[db.group.add(CLAIM_AND_OPEN, c) for c in (mention, message, other)]
+    )
+    assert first is not None and third is not None
+    assert second is None
+    assert first[1] is True and third[1] is True
+    assert first[0].id != third[0].id
+    retried = await db.group.add(CLAIM_AND_OPEN, mention)
+    assert retried is None
+    lost = ClaimedStart(("evt:E1", "msg:T1:C9:1.0"), ThreadStart("T1", "C9", "1.0", "UEVE"))
+    assert await db.group.add(CLAIM_AND_OPEN, lost) is None
+    async with db.transaction() as session:
+        channels = (await session.scalars(select(Conversation.channel_id))).all()
+    assert sorted(channels) == ["C1", "C2"]
+    # a second message in an open thread is claimed and finds its conversation
+    later = ClaimedStart(("msg:T1:C1:2.0",), ThreadStart("T1", "C1", "1.0", "UBOB"))
+    found = await db.group.add(CLAIM_AND_OPEN, later)
+    assert found is not None
+    assert (found[0].id, found[1]) == (first[0].id, False)
 
 
 async def test_first_words_never_replace_a_title(db: Database) -> None:

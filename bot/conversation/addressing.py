@@ -13,6 +13,7 @@ prompt may hold is decided by the same reach rules as for a mention."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Literal
 
 from bot.conversation.incoming import Incoming
@@ -20,6 +21,7 @@ from bot.db import repositories as repo
 from bot.db.claims import DeliveryClaims
 from bot.db.models import Conversation
 from bot.db.session import Database
+from bot.db.turn_writes import CLAIM_AND_OPEN, ClaimedStart, ThreadStart
 
 log = logging.getLogger(__name__)
 
@@ -31,25 +33,49 @@ def continues_unmentioned(incoming: Incoming, followups: str) -> bool:
     return followups == "on" and not incoming.addresses_others
 
 
+@dataclass(frozen=True)
+class Opened:
+    """A message addressed to the bot, claimed, and its thread's conversation (`created`: by
+    this turn)."""
+
+    conversation: Conversation
+    created: bool
+
+
+def thread_start(incoming: Incoming) -> ThreadStart:
+    """The conversation `incoming` belongs to, to find or open."""
+    return ThreadStart(
+        incoming.team_id, incoming.channel_id, incoming.conversation_key, incoming.user_id
+    )
+
+
 async def claim_turn(
     db: Database, claims: DeliveryClaims, incoming: Incoming, followups: str
-) -> Conversation | bool:
-    """True if this message is ours to answer and was not handled before; the known
-    conversation if it is a thread message to record without answering; else False.
+) -> Opened | Conversation | bool:
+    """A message addressed to the bot (a mention, a DM), not handled before: claimed with its
+    conversation found or opened, in one write (`Opened`). A thread message without a
+    mention: True if it is ours to answer and was not handled before (its conversation is
+    opened next), the known conversation if it is to be recorded without answering. Else
+    False.
 
-    Kept to the one write that must precede the placeholder (so that a duplicate never posts
+    Kept to the writes that must precede the placeholder (so that a duplicate never posts
     one)."""
-    known: Conversation | None = None
-    if not (incoming.mentions_bot or incoming.is_dm):
-        async with db.transaction() as session:
-            known = await repo.find_conversation(
-                session, incoming.team_id, incoming.channel_id, incoming.conversation_key
-            )
-        if known is None:
-            return False  # a thread the bot is not part of
+    if incoming.mentions_bot or incoming.is_dm:
+        claim = ClaimedStart(tuple(incoming.delivery_keys()), thread_start(incoming))
+        opened = await db.group.add(CLAIM_AND_OPEN, claim)
+        if opened is None:
+            log.info("duplicate delivery of %s ignored", incoming.delivery_keys())
+            return False
+        return Opened(*opened)
+    async with db.transaction() as session:
+        known = await repo.find_conversation(
+            session, incoming.team_id, incoming.channel_id, incoming.conversation_key
+        )
+    if known is None:
+        return False  # a thread the bot is not part of
     if not await claims.claim(incoming.delivery_keys()):
         log.info("duplicate delivery of %s ignored", incoming.delivery_keys())
         return False
-    if known is not None and not continues_unmentioned(incoming, followups):
+    if not continues_unmentioned(incoming, followups):
         return known
     return True

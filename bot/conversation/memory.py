@@ -28,7 +28,7 @@ from bot.conversation.history import StoredMessage, to_openai
 from bot.conversation.spending import SpendGate
 from bot.conversation.tokens import TokenCounter, image_tokens
 from bot.conversation.window import budget_start, cap_tool_result, tool_tail, withheld
-from bot.db.histories import LOAD_HISTORY, Wanted
+from bot.db.histories import LOAD_HISTORY, History, Wanted
 from bot.db.models import ConversationSummary, Message
 from bot.db.session import Database
 from bot.files.parts import ImageParts, Vision
@@ -105,15 +105,18 @@ class Memory:
         max_messages: int,
         reader: Reader = _everyone,
         requester: str | None = None,
+        history: History | None = None,
     ) -> Prompt:
         """The prompt of a turn whose requester may read what `reader` allows: messages of
         other audiences are left out (`bot.conversation.audiences`); everything but
-        `requester`'s own words (and the bot's) is delimited as data."""
+        `requester`'s own words (and the bot's) is delimited as data. `history`: the
+        conversation's history as just read with the request's own write (at most
+        `LOAD_LIMIT` messages after the latest summary); None: read here."""
         fixed = self._fixed_cost(system_prompt, tools)
         history_budget = self.budget.total - self.budget.reply - fixed - self.budget.summary
         if history_budget < 200:
             raise LLMError("the token budget is too small for the system prompt and tools")
-        latest, loaded = await self._load(conversation_id)
+        latest, loaded = history if history is not None else await self._load(conversation_id)
         summary, carried = src.split_summary(latest.summary) if latest else (None, ())
         if latest is None or not await reader(latest.audience):
             summary, carried = None, ()

@@ -16,6 +16,7 @@ from bot.conversation.private_reply import TurnAudience, deliver_held
 from bot.conversation.spending import SpendGate, TurnRun
 from bot.conversation.tool_round import ActionDesk, Once
 from bot.conversation.turn_settings import TurnSettings
+from bot.db.histories import History
 from bot.db.models import BudgetPause, Conversation
 from bot.db.session import Database
 from bot.llm import Finished, LLMError, TextDelta
@@ -51,6 +52,7 @@ class ModelRounds:
         seen: TurnAudience,
         requester: str,
         run: TurnRun,
+        history: History | None = None,
     ) -> Finished | Refused | None:
         """One streamed model call; None if the model failed (the reply already says so), a
         refusal if a budget has no room for it (nothing was asked). The prompt holds only what
@@ -70,6 +72,7 @@ class ModelRounds:
                 self.settings.history_window,
                 lambda audience: reach.may_read(requester, audience, seen.place),
                 requester,
+                history,
             )
             held, meter = await self.spending.hold(
                 conversation, requester, run, self._packs(), prompt.messages, tools

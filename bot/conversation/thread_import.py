@@ -10,8 +10,12 @@ what kind, and its permalink; a prompt delimits it as data unless it is its requ
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from asyncio import Task
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -23,10 +27,12 @@ from bot.conversation.authors import authors_of
 from bot.conversation.incoming import Incoming
 from bot.conversation.shared_files import FileMessage, TurnFiles, mention_files, slack_files
 from bot.db import repositories as repo
+from bot.db.histories import History, Wanted, load_histories
 from bot.db.models import Conversation, Role
 from bot.db.session import Database
 from bot.db.turn_writes import ADD_USER_MESSAGE, UserMessage
 from bot.errors import slack_error
+from bot.files.store import SlackFile
 from bot.provenance import Source
 from bot.text import unescape
 
@@ -101,6 +107,40 @@ async def source_of_incoming(slack: AsyncWebClient, incoming: Incoming) -> Sourc
     )
 
 
+@dataclass(frozen=True)
+class LookedUp:
+    """What storing a message needs to learn from Slack: its files and who wrote it."""
+
+    files: list[SlackFile]
+    source: Source
+
+
+async def look_up(slack: AsyncWebClient, incoming: Incoming) -> LookedUp:
+    """Both reads at once. A turn starts this as soon as the message is its own, beside the
+    opening of its conversation: the mention's files are a Slack read (`mention_files`),
+    and waiting for it after the database's steps put one more round trip before every model
+    request."""
+    files, source = await asyncio.gather(
+        mention_files(slack, incoming), source_of_incoming(slack, incoming)
+    )
+    return LookedUp(files, source)
+
+
+@contextlib.asynccontextmanager
+async def looking_up(slack: AsyncWebClient, incoming: Incoming) -> AsyncIterator[Task[LookedUp]]:
+    """`look_up` running in the background while the block runs; cancelled if the block
+    leaves without it (and its failure, if it failed unread, retrieved: it is the turn's
+    only if the turn awaits it)."""
+    task = asyncio.get_running_loop().create_task(look_up(slack, incoming), name="look-up")
+    try:
+        yield task
+    finally:
+        if not task.done():
+            task.cancel()
+        elif not task.cancelled():
+            task.exception()
+
+
 async def store_with_files(
     db: Database,
     files: TurnFiles,
@@ -108,15 +148,19 @@ async def store_with_files(
     conversation: Conversation,
     incoming: Incoming,
     earlier: Sequence[dict[str, Any]] = (),
-) -> None:
+    history: int = 0,
+    looked_up: Awaitable[LookedUp] | None = None,
+) -> History | None:
     """`store_user_message`, after reading the files the message and `earlier` shared, with
-    the new message's source (who wrote it)."""
+    the new message's source (who wrote it); `looked_up`: those, asked for already."""
+    found = await (looked_up if looked_up is not None else look_up(slack, incoming))
     shared = [(str(m.get("slack_ts")), m.get("files") or []) for m in earlier]
-    shared.append((incoming.ts, await mention_files(slack, incoming)))
+    shared.append((incoming.ts, found.files))
     where = place(incoming.channel_id, incoming.user_id, incoming.is_dm)
     read = await files.read(incoming.team_id, [(t, f) for t, f in shared if f], where)
-    source = await source_of_incoming(slack, incoming)
-    await store_user_message(db, conversation, incoming, earlier, read, source)
+    return await store_user_message(
+        db, conversation, incoming, earlier, read, found.source, history
+    )
 
 
 async def store_user_message(
@@ -126,22 +170,23 @@ async def store_user_message(
     earlier: Sequence[dict[str, Any]] = (),
     files: Mapping[str, Sequence[FileMessage]] | None = None,
     source: Source | None = None,
-) -> None:
+    history: int = 0,
+) -> History | None:
     """The thread's earlier messages (when just joined) and the new one, in one transaction;
     each of the audience of the place it was said in, with its source (who wrote it), each
     after the files it shared (keyed by its Slack ts), so the newest message stays the
-    request."""
+    request. `history` > 0: the conversation's history as it then stands (at most so many
+    messages after its summary), read in that transaction; else None."""
     where = place(incoming.channel_id, incoming.user_id, incoming.is_dm)
     files = files or {}
     said = source.dumps() if source is not None else None
     if not earlier and not files.get(incoming.ts):  # the usual case: with other turns' messages
         message = UserMessage(
-            conversation.id, incoming.text, incoming.ts, incoming.user_id, where, said
+            conversation.id, incoming.text, incoming.ts, incoming.user_id, where, said, history
         )
-        await db.group.add(ADD_USER_MESSAGE, message)
-        return
+        return await db.group.add(ADD_USER_MESSAGE, message)
 
-    async def store(session: AsyncSession) -> None:
+    async def store(session: AsyncSession) -> History | None:
         for message in earlier:
             fields = {k: v for k, v in message.items() if k not in ("files", "source")}
             await _store_files(session, conversation, files.get(str(fields.get("slack_ts"))), where)
@@ -160,8 +205,11 @@ async def store_user_message(
             audience=where,
             source=said,
         )
+        if history <= 0:
+            return None
+        return (await load_histories(session, [Wanted(conversation.id, history)]))[0]
 
-    await db.group.run(store)  # with other turns' messages, in one transaction
+    return await db.group.run(store)  # with other turns' messages, in one transaction
 
 
 async def _store_files(

@@ -1,6 +1,7 @@
 """One turn: a user's message in, a live streamed reply out, everything persisted.
 
-listener -> `Conversations.handle` -> dedupe + conversation -> placeholder -> history window
+listener -> `Conversations.handle` (bot/conversation/intake.py) -> dedupe + conversation ->
+placeholder -> history window
 -> LLM stream -> `ReplyStream` -> stored assistant message with its token usage; tool calls go
 to `tool_round`. Every turn ends in `finally`: a final text or a plain note, whatever failed.
 """
@@ -14,16 +15,11 @@ from typing import TYPE_CHECKING
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.audience import place
-from bot.conversation.addressing import claim_turn
-from bot.conversation.ending import end_stopped, finish_unfinished
-from bot.conversation.incoming import Incoming
+from bot.conversation.intake import Intake
 from bot.conversation.memory import Memory
 from bot.conversation.model_round import ModelRounds
 from bot.conversation.notes import (
-    BROKE,
-    INTERRUPTED,
     answer_note,
-    failure_note,
     pause_note,
     rounds_note,
 )
@@ -33,18 +29,16 @@ from bot.conversation.resuming import Resuming
 from bot.conversation.running import RunningTurns
 from bot.conversation.shared_files import TurnFiles
 from bot.conversation.spending import SpendGate, TurnRun
-from bot.conversation.thread_import import earlier_thread_messages, store_with_files
 from bot.conversation.titles import Titles
 from bot.conversation.tokens import TokenCounter
 from bot.conversation.tool_round import ActionDesk, Once, OnStored, tool_round
 from bot.conversation.turn_settings import TurnSettings
 from bot.db import repositories as repo
 from bot.db.claims import DeliveryClaims
+from bot.db.histories import History
 from bot.db.models import Conversation, Role
 from bot.db.session import Database
-from bot.db.turn_writes import OPEN_CONVERSATION, ThreadStart
 from bot.llm import LLM, Usage
-from bot.logs import log_context
 from bot.metrics import TURNS
 from bot.slack.budgets import WorkspaceBudgets
 from bot.slack.edit_budget import EditBudget
@@ -60,7 +54,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class Conversations(Resuming, ModelRounds):
+class Conversations(Intake, Resuming, ModelRounds):
     """Runs turns. Turns of one conversation run one after another, in arrival order. Every
     turn ends with a final text or a plain note, whatever fails on the way."""
 
@@ -94,71 +88,6 @@ class Conversations(Resuming, ModelRounds):
         self.spending = SpendGate(db, spend, self.memory.counter, reply)
         self.memory.spending = self.spending
 
-    async def _conversation(self, incoming: Incoming) -> tuple[Conversation, bool]:
-        """The thread's conversation, found or opened with other turns' (`Database.group`)."""
-        start = ThreadStart(
-            incoming.team_id, incoming.channel_id, incoming.conversation_key, incoming.user_id
-        )
-        return await self.db.group.add(OPEN_CONVERSATION, start)
-
-    async def handle(
-        self, incoming: Incoming, bot_user_id: str | None = None, bot_id: str | None = None
-    ) -> None:
-        claimed = await claim_turn(self.db, self.claims, incoming, self.settings.thread_followups)
-        if claimed is False:
-            return
-        if isinstance(claimed, Conversation):  # context only: stored, not answered
-            async with self.locks.hold(claimed.id):
-                await store_with_files(self.db, self.files, self.slack, claimed, incoming)
-            return
-        stream = self.replies.new(
-            incoming.channel_id, incoming.reply_thread_ts, incoming.user_id, incoming.team_id
-        )
-        placeholder = asyncio.create_task(stream.start())
-        status = self.replies.working(stream, incoming.user_id)
-        running = self.running.track(
-            incoming.team_id,
-            incoming.channel_id,
-            incoming.reply_thread_ts,
-            incoming.user_id,
-            stream,
-        )
-        with running as turn:
-            try:
-                conversation, created = await self._conversation(incoming)
-                if self.titles is not None and (created or conversation.title is None):
-                    thread = incoming.thread_ts if incoming.is_dm else None
-                    self.titles.name(
-                        conversation.id,
-                        incoming.text,
-                        (incoming.channel_id, thread) if thread else None,
-                    )
-                with log_context(conversation_id=conversation.id):
-                    async with self.locks.hold(conversation.id):
-                        joined = created and incoming.joins_existing_thread
-                        limit = self.settings.thread_import_messages if joined else 0
-                        earlier = await earlier_thread_messages(
-                            self.slack, incoming, bot_user_id, bot_id, limit
-                        )
-                        await store_with_files(
-                            self.db, self.files, self.slack, conversation, incoming, earlier
-                        )
-                        await placeholder
-                        await self._respond(conversation, stream, incoming.user_id)
-            except asyncio.CancelledError:
-                if await end_stopped(turn.stopped_by, stream, placeholder):
-                    return
-                # Shutting down: the reply must end with a note, not "Thinking…".
-                await asyncio.shield(
-                    finish_unfinished(stream, placeholder, INTERRUPTED, "interrupted")
-                )
-                raise
-            except Exception:  # the reply says so below; the details go to the (redacted) log
-                log.exception("turn in %s failed", incoming.channel_id)
-            finally:
-                await finish_unfinished(stream, placeholder, failure_note(BROKE), "failed")
-                await self.replies.done(stream, status, incoming.user_id)
-
     def _tool_context(self, conversation: Conversation, requester: str) -> ToolContext:
         return ToolContext(
             db=self.db,
@@ -176,10 +105,12 @@ class Conversations(Resuming, ModelRounds):
         requester: str,
         on_stored: OnStored | None = None,
         run: TurnRun | None = None,
+        history: History | None = None,
     ) -> bool:
         """Model rounds until an answer, a pause for approval or at a budget, or the round
         limit. True once something of the reply (or the pause) is stored (`on_stored` runs in
-        that same transaction). `run`: the model and turn key (default: the chat model)."""
+        that same transaction). `run`: the model and turn key (default: the chat model);
+        `history`: the conversation's, read with the request's own write (the first round's)."""
         run = run or TurnRun(self.llm)
         hook = Once(on_stored)
         rounds = 0
@@ -187,7 +118,10 @@ class Conversations(Resuming, ModelRounds):
         while True:
             start, held = len(stream.source), len(seen.held)
             try:
-                finished = await self._model_round(conversation, stream, seen, requester, run)
+                finished = await self._model_round(
+                    conversation, stream, seen, requester, run, history
+                )
+                history = None  # a later round reads what this one stored
             except asyncio.CancelledError:
                 if self.running.stopping() and stream.source[start:].strip():
                     # Stopped mid-answer: the next turn's model sees what the person saw.

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from sqlalchemy import Table, bindparam, insert, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.db import repositories as repo
 from bot.db.group_commit import Together
+from bot.db.histories import History, Wanted, load_histories
 from bot.db.models import Conversation, Message, Participant, Role, utcnow
 from bot.db.repositories import _insert_ignoring_conflicts
 
@@ -108,6 +110,40 @@ OPEN_CONVERSATION = Together[ThreadStart, tuple[Conversation, bool]](
 
 
 @dataclass(frozen=True)
+class ClaimedStart:
+    """A delivery to claim (`bot.db.claims`: all of its keys, or it is a duplicate) and, if
+    it is this one's, its thread's conversation to find or open."""
+
+    keys: tuple[str, ...]
+    start: ThreadStart
+
+
+async def claim_and_open(
+    session: AsyncSession, claims: Sequence[ClaimedStart]
+) -> list[tuple[Conversation, bool] | None]:
+    """Each claim's conversation as `open_conversations` gives it; None for a duplicate (a
+    key recorded before, or by an earlier claim of this batch). A message addressed to the
+    bot needs both before its placeholder: as one write they cost its turn one round trip,
+    not two (at 60 replies at once each waits for a loop busy with the others)."""
+    inserted = await repo.record_new_keys(session, [k for c in claims for k in c.keys])
+    won: list[int] = []
+    for index, claim in enumerate(claims):
+        if all(k in inserted for k in claim.keys):
+            won.append(index)
+        inserted.difference_update(claim.keys)  # a later claim of the batch loses them
+    out: list[tuple[Conversation, bool] | None] = [None] * len(claims)
+    starts = [claims[i].start for i in won]
+    for index, found in zip(won, await open_conversations(session, starts), strict=True):
+        out[index] = found
+    return out
+
+
+CLAIM_AND_OPEN = Together[ClaimedStart, tuple[Conversation, bool] | None](
+    "claim and open", claim_and_open
+)
+
+
+@dataclass(frozen=True)
 class UserMessage:
     """A person's message, as `add_message(..., Role.USER, ...)` stores it."""
 
@@ -117,11 +153,18 @@ class UserMessage:
     slack_user: str
     audience: str
     source: str | None
+    history: int = 0  # > 0: read back the conversation's history (at most so many messages)
 
 
-async def add_user_messages(session: AsyncSession, messages: Sequence[UserMessage]) -> list[None]:
+async def add_user_messages(
+    session: AsyncSession, messages: Sequence[UserMessage]
+) -> list[History | None]:
     """The messages, their writers as participants and their conversations' counters: three
-    statements for any number."""
+    statements for any number. Then, for each message that asks (`history`), its
+    conversation's history as `bot.db.histories` reads it, in the same transaction: the turn
+    that stored it asks the model next and needs it (a read of its own after the commit was
+    one more round trip, each waiting on a loop busy with every other turn: at 60 replies at
+    once about 130 ms before each model request)."""
     now = utcnow()
     await session.execute(
         insert(Message),
@@ -149,10 +192,17 @@ async def add_user_messages(session: AsyncSession, messages: Sequence[UserMessag
         .values(message_count=table.c.message_count + 1, updated_at=bindparam("now")),
         [{"conversation": m.conversation_id, "now": now} for m in messages],
     )
-    return [None] * len(messages)
+    asking = [i for i, m in enumerate(messages) if m.history > 0]
+    if not asking:
+        return [None] * len(messages)
+    wanted = [Wanted(messages[i].conversation_id, messages[i].history) for i in asking]
+    histories: list[History | None] = [None] * len(messages)
+    for i, history in zip(asking, await load_histories(session, wanted), strict=True):
+        histories[i] = history
+    return histories
 
 
-ADD_USER_MESSAGE = Together[UserMessage, None]("add user message", add_user_messages)
+ADD_USER_MESSAGE = Together[UserMessage, History | None]("add user message", add_user_messages)
 
 
 @dataclass(frozen=True)
