@@ -25,9 +25,10 @@ SEED = "The release train leaves Thursday"  # a message the sandbox starts with,
 
 @pytest.fixture(scope="module")
 def sandbox() -> Iterator[str]:
-    # The demo's plain answer (about 70 words) streams over about seven seconds, two updates
-    # a second (the bot's pace): long enough to press and release across several of them.
-    with running_sandbox(SANDBOX_WORD_DELAY="0.1") as (base, _process):
+    # The demo's plain answer (about 70 words) streams over about ten seconds, two updates a
+    # second (the bot's pace): long enough to press and release across several of them, with
+    # room for a loaded machine (the test waits for updates, never for the whole answer).
+    with running_sandbox(SANDBOX_WORD_DELAY="0.15") as (base, _process):
         yield base
 
 
@@ -74,6 +75,15 @@ def watched(browser: Browser, sandbox: str) -> Iterator[tuple[Page, Updates]]:
     context.close()
 
 
+# Select a message's text, as a person dragging over it would.
+SELECT_TEXT = """node => {
+  const range = document.createRange();
+  range.selectNodeContents(node.querySelector(".body"));
+  getSelection().removeAllRanges();
+  getSelection().addRange(range);
+}"""
+
+
 def mark(page: Page, selector: str) -> None:
     """Tag the node itself (a JS property, which a rebuilt node would not carry)."""
     page.locator(selector).evaluate("node => { node.keptForTest = true; }")
@@ -100,6 +110,7 @@ def test_unchanged_messages_keep_their_nodes_while_a_reply_streams(
     mark(page, in_thread)
     button = page.locator(in_channel).get_by_role("button", name="Reply in thread")
     button.focus()
+    page.locator(in_channel).evaluate(SELECT_TEXT)
     reply = thread.get_by_role("article").nth(1)
     before = reply.inner_text()
 
@@ -109,6 +120,7 @@ def test_unchanged_messages_keep_their_nodes_while_a_reply_streams(
     assert still_marked(page, in_channel), "the channel's unchanged message was rebuilt"
     assert still_marked(page, in_thread), "the thread's unchanged parent was rebuilt"
     assert button.evaluate("node => document.activeElement === node"), "focus was lost"
+    assert SEED in page.evaluate("String(getSelection())"), "the selected text was lost"
 
     # A press and a release with updates between them are one click, as in Slack.
     button.hover()
