@@ -69,16 +69,8 @@ def open_thread_of(page: Page, text: str) -> Locator:
     """Open the thread of the channel message holding `text`; returns the thread pane."""
     message = page.get_by_role("main").get_by_role("article").filter(has_text=text).last
     thread = page.get_by_role("complementary", name="Thread")
-    # The page rebuilds the channel's messages at every update: a click whose press and
-    # release straddle one (the bot posting in that channel) is lost, as a person's would be,
-    # who clicks again. Known, not yet mended (the page should keep unchanged nodes).
-    for _ in range(2):
-        message.get_by_role("button", name="Reply in thread").click()
-        try:
-            expect(thread).to_be_visible(timeout=TIMEOUT_MS / 4)
-            return thread
-        except AssertionError:
-            continue
+    # One plain click: the page keeps unchanged messages' nodes across updates, so a click
+    # lands while the bot posts (tests/test_sandbox_keeps_nodes.py).
     message.get_by_role("button", name="Reply in thread").click()
     expect(thread).to_be_visible()
     return thread

@@ -7,6 +7,7 @@ let state = null;
 let me = localStorage.getItem("sandbox-person") || "UALICE";
 let current = "C0GENERAL";
 let threadTs = null;
+let drawing = 0; // bumped when names may have changed (a fresh state): every node is drawn again
 const usedPrompts = new Set(); // prompt lists ("channel:thread_ts") used since the DM was opened
 
 function channel(id) { return state.channels.find((c) => c.id === id); }
@@ -25,7 +26,18 @@ function time(ts) {
   return d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
 }
 
-function article(m, where, inThread) {
+// A message as an item to keep (keep.js): drawn again only when the message or anything its
+// node shows changed (reply count, viewer, names).
+function messageItem(m, where, inThread) {
+  const replies = inThread || m.visible_to ? 0 : threadOf(where, m.ts).length;
+  return {
+    key: `${where}:${m.ts}`,
+    sig: JSON.stringify([m, inThread, replies, me, state.bot.id, drawing]),
+    draw: () => article(m, where, inThread, replies),
+  };
+}
+
+function article(m, where, inThread, replies) {
   const a = document.createElement("article");
   a.dataset.ts = m.ts;
   a.setAttribute("aria-label", `${m.author}: message`);
@@ -68,7 +80,6 @@ function article(m, where, inThread) {
   if (m.files && m.files.length) body.append(Files.shown(m.files));
   a.append(body);
   if (!inThread && !m.visible_to) {
-    const replies = threadOf(where, m.ts).length;
     const acts = document.createElement("div");
     acts.className = "thread-actions";
     if (replies) {
@@ -99,6 +110,10 @@ function promptsOf(where, thread) {
   const key = `${where}:${thread || ""}`;
   const set = (state.prompts || {})[key];
   if (!set || !set.prompts.length || usedPrompts.has(key)) return [];
+  return [{ key: `prompts:${key}`, sig: JSON.stringify([set, me]), draw: () => promptsBox(set, key, where, thread) }];
+}
+
+function promptsBox(set, key, where, thread) {
   const box = document.createElement("div");
   box.className = "prompts";
   box.setAttribute("role", "group");
@@ -119,15 +134,16 @@ function promptsOf(where, thread) {
     });
     box.append(b);
   }
-  return [box];
+  return box;
 }
 
 // Opening the DM is Slack's Messages tab: `app_home_opened` with `tab: "messages"`.
 function openDm() { usedPrompts.clear(); if (state) render(); post("/ui/home", { user: me, tab: "messages" }); }
 
-function fill(box, nodes) {
+// `items` ({key, sig, draw}) become the box's nodes; unchanged ones are kept (keep.js).
+function fill(box, items) {
   const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 60;
-  box.replaceChildren(...nodes);
+  Keep.fill(box, items);
   if (atBottom) box.scrollTop = box.scrollHeight;
 }
 
@@ -140,8 +156,10 @@ function render() {
   if (current === "HOME") {
     $("channel-title").textContent = "Countersign — Home";
     const home = state.homes[me];
-    const nodes = home ? [Render.blocks(home.blocks, { home: true })] : [document.createTextNode("Opening the App Home…")];
-    fill($("messages"), nodes);
+    const waiting = () => { const p = document.createElement("p"); p.textContent = "Opening the App Home…"; return p; };
+    fill($("messages"), [home
+      ? { key: `home:${me}`, sig: JSON.stringify([home.blocks, drawing]), draw: () => Render.blocks(home.blocks, { home: true }) }
+      : { key: "home-waiting", sig: "", draw: waiting }]);
     $("composer").hidden = true; $("not-member").hidden = true;
   } else {
     const c = channel(where);
@@ -152,7 +170,7 @@ function render() {
     $("composer").hidden = !member;
     const top = member ? c.messages.filter((m) => (!m.thread_ts || m.thread_ts === m.ts) && visible(m)) : [];
     const prompts = member && c.is_im ? promptsOf(where, null) : [];
-    fill($("messages"), [...top.map((m) => article(m, where, false)), ...prompts]);
+    fill($("messages"), [...top.map((m) => messageItem(m, where, false)), ...prompts]);
   }
   renderThread();
 }
@@ -162,59 +180,18 @@ function renderThread() {
   const c = channel(where);
   const parent = c && threadTs ? c.messages.find((m) => m.ts === threadTs) : null;
   $("thread").hidden = !parent;
-  if (!parent) { $("thread-messages").replaceChildren(); return; }
+  if (!parent) { fill($("thread-messages"), []); return; }
   const status = state.statuses[`${where}:${threadTs}`];
-  const nodes = [article(parent, where, true), ...threadOf(where, threadTs).map((m) => article(m, where, true))];
-  if (status) { const s = document.createElement("div"); s.className = "status"; s.textContent = `Countersign ${status}`; nodes.push(s); }
-  if (c.is_im) nodes.push(...promptsOf(where, threadTs));
-  fill($("thread-messages"), nodes);
+  const items = [parent, ...threadOf(where, threadTs)].map((m) => messageItem(m, where, true));
+  const line = () => { const s = document.createElement("div"); s.className = "status"; s.textContent = `Countersign ${status}`; return s; };
+  if (status) items.push({ key: "status", sig: status, draw: line });
+  if (c.is_im) items.push(...promptsOf(where, threadTs));
+  fill($("thread-messages"), items);
 }
 
 function openThread(ts) { threadTs = ts; renderThread(); $("reply").focus(); }
 
-function renderModals() {
-  const views = (state.views[me] || []);
-  const root = $("modals");
-  root.replaceChildren();
-  if (!views.length) return;
-  const view = views[views.length - 1];
-  const back = document.createElement("div");
-  back.className = "backdrop";
-  const dlg = document.createElement("form");
-  dlg.setAttribute("role", "dialog");
-  dlg.setAttribute("aria-modal", "true");
-  dlg.setAttribute("aria-label", Render.textOf(view.title));
-  const h = document.createElement("h2");
-  h.textContent = Render.textOf(view.title);
-  const body = document.createElement("div");
-  body.className = "modal-body";
-  body.append(Render.blocks(view.blocks, { view_id: view.id }));
-  const foot = document.createElement("div");
-  foot.className = "modal-foot";
-  const close = document.createElement("button");
-  close.type = "button";
-  close.textContent = Render.textOf(view.close) || "Cancel";
-  close.addEventListener("click", () => post("/ui/close", { user: me, view_id: view.id }));
-  foot.append(close);
-  if (view.submit) {
-    const submit = document.createElement("button");
-    submit.type = "submit"; submit.className = "primary";
-    submit.textContent = Render.textOf(view.submit);
-    foot.append(submit);
-  }
-  dlg.addEventListener("submit", async (e) => {
-    e.preventDefault();
-    const answer = await post("/ui/submit", { user: me, view_id: view.id, values: Render.values(dlg) });
-    for (const wrap of dlg.querySelectorAll(".input-block")) {
-      wrap.querySelector(".input-error").textContent = (answer.errors || {})[wrap.dataset.blockId] || "";
-    }
-  });
-  dlg.append(h, body, foot);
-  back.append(dlg);
-  root.append(back);
-  const first = dlg.querySelector("input, textarea, select");
-  if (first) first.focus();
-}
+function renderModals() { Modals.show($("modals"), state.views[me] || [], me, post); }
 
 Render.setOnAction((ctx, action) => {
   const values = ctx.view_id ? Render.values($("modals")) : undefined;
@@ -255,6 +232,7 @@ function connect() {
 
 let ready = false;
 function setup() {
+  drawing += 1;
   const names = Object.fromEntries(state.people.map((p) => [p.id, p.name]));
   names[state.bot.id] = state.bot.name;
   Render.setNames(names, Object.fromEntries(state.channels.map((c) => [c.id, c.name])));
