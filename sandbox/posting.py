@@ -1,8 +1,8 @@
 """A person's message, typed or with a shared file, turned into what Slack stores and sends
 the app: the message in its channel or thread, and the event (`app_mention` for a mention in
-a channel, else `message`). As in Slack, a message with files carries them (`files`, and
-`subtype: file_share` when there is no text); `app_mention` never carries `files`, so an app
-reads them by fetching the message (conversations.replies / history)."""
+a channel, else `message`). As in Slack, a message with files carries them (`files`,
+`upload`, and `subtype: file_share` when there is no text), an `app_mention` as well as a
+`message` (as payloads captured from Slack show)."""
 
 from __future__ import annotations
 
@@ -50,9 +50,9 @@ def post(
     }
     if thread_ts:
         event["thread_ts"] = thread_ts
-    if message.files and not mention:
+    if message.files:
         event |= {"files": message.files, "upload": False, "display_as_bot": False}
-        if message.subtype:
+        if message.subtype and not mention:
             event["subtype"] = message.subtype
     hub.event(event)
     return ts

@@ -1,4 +1,5 @@
-"""Which mentions cost a Slack read to find their files (conversations.replies may be Tier 1)."""
+"""A message's files are the ones its event lists, an `app_mention`'s as a `message`'s: no
+mention costs a Slack read to find them (conversations.replies may be Tier 1)."""
 
 from __future__ import annotations
 
@@ -12,24 +13,24 @@ def _body(event: dict[str, object]) -> dict[str, object]:
     return {"team_id": "T1", "event_id": "Ev1", "event": {**base, **event}}
 
 
-def test_a_mention_that_lists_its_files_is_not_read_again() -> None:
+def test_a_mention_lists_its_files() -> None:
     listed = parse_event(_body({"type": "app_mention", "files": [FILE]}), "UBOT")
     assert listed is not None
     assert listed.files == (FILE,)
-    assert not listed.fetch_files
 
 
-def test_a_mention_without_files_is_read_for_them() -> None:
+def test_a_mention_without_files_has_none() -> None:
     bare = parse_event(_body({"type": "app_mention"}), "UBOT")
     assert bare is not None
-    assert bare.fetch_files
     assert bare.files == ()
 
 
-def test_a_message_event_is_never_read_again() -> None:
-    message = parse_event(_body({"type": "message", "channel_type": "channel"}), "UBOT")
+def test_a_message_event_lists_its_files_alike() -> None:
+    message = parse_event(
+        _body({"type": "message", "channel_type": "channel", "files": [FILE]}), "UBOT"
+    )
     assert message is not None
-    assert not message.fetch_files
+    assert message.files == (FILE,)
 
 
 def test_junk_in_files_is_left_out() -> None:

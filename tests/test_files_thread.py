@@ -80,15 +80,19 @@ async def test_an_image_a_csv_a_pdf_and_a_log_are_read_from_the_thread(
     assert all(s and s.link and "/files/" in s.link for s in sources)
     downloads = len(files.requests)
 
-    # A mention that carries a file of its own: app_mention lists no files, so the bot reads
-    # the message from Slack. And the earlier files are not downloaded again.
+    # A mention that carries a file of its own: its app_mention lists it, as Slack's does, and
+    # the bot reads no message from Slack to find it. The earlier files are not downloaded
+    # again.
     log = files.add("app.log", LOG, "text/plain")
     text = f"<@{BOT_USER_ID}> what failed?"
     ts = files.share("C1", [log], text=text, thread_ts=root)
-    event = {"type": "app_mention", "user": "UALICE", "text": text, "ts": ts}
+    listed = files.share_event("C1", ts)["files"]
+    event = {"type": "app_mention", "user": "UALICE", "text": text, "ts": ts, "files": listed}
+    reads = len([c for c in fake_slack.calls if c.method.startswith("conversations.")])
     await bot.send_event({**event, "channel": "C1", "event_ts": ts, "thread_ts": root})
     await bot.idle()
     assert "ERROR disk full on db-2" in sent(fake_model)
+    assert len([c for c in fake_slack.calls if c.method.startswith("conversations.")]) == reads
     assert len(files.requests) == downloads + 2  # the log only: url_private and its redirect
     assert fake_model.images_seen == [PICTURE, PICTURE]  # still in the thread's prompt
 

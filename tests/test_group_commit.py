@@ -28,8 +28,8 @@ from bot.db.turn_writes import (
     ADD_USER_MESSAGE,
     CLAIM_AND_OPEN,
     OPEN_CONVERSATION,
-    ClaimedStart,
     SET_TITLE,
+    ClaimedStart,
     ThreadStart,
     Title,
     UserMessage,
@@ -157,7 +157,7 @@ async def test_a_stored_message_reads_back_its_history_in_the_same_write(
     assert read[1] is not None
     # written in the same batch: the later message may or may not be in it, never an earlier
     # message missing, and the asker's own is there
-    assert [m.content for m in read[1][1]][0] == "hello"
+    assert read[1][1][0].content == "hello"
     assert {m.id for m in read[1][1]} <= {m.id for m in after[1][1]}
 
 
@@ -175,9 +175,11 @@ async def test_a_delivery_is_claimed_once_and_only_its_claim_opens_a_conversatio
     first, second, third = await asyncio.gather(
         *[db.group.add(CLAIM_AND_OPEN, c) for c in (mention, message, other)]
     )
-    assert first is not None and third is not None
+    assert first is not None
+    assert third is not None
     assert second is None
-    assert first[1] is True and third[1] is True
+    assert first[1] is True
+    assert third[1] is True
     assert first[0].id != third[0].id
     retried = await db.group.add(CLAIM_AND_OPEN, mention)
     assert retried is None

@@ -287,8 +287,8 @@ def test_a_reply_in_the_thread_without_a_mention_gets_an_answer(page: Page) -> N
         page.screenshot(path=str(DOCS / "sandbox-thread-follow-up.png"))
 
 
-# Issue 27: a file shared with a question is read by the bot (it fetches the message, as an
-# app_mention carries no files, and downloads url_private with its token), and the demo model
+# Issue 27: a file shared with a question is read by the bot (its app_mention lists the file,
+# and the bot downloads url_private with its token), and the demo model
 # answers from what the bot put in its prompt. Needs the bot side of issue 27 part 1 (branch
 # `files`): on this branch alone the demo model says it sees no file.
 def test_the_bot_reads_a_file_shared_with_a_mention_and_answers_from_it(page: Page) -> None:

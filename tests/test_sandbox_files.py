@@ -1,6 +1,6 @@
 """Files shared on the sandbox's page, as Slack keeps and serves them: the message and its
-event carry Slack's file objects (`file_share` without text; an `app_mention` carries none, the
-message fetched does); `url_private` answers only the bot token, with one redirect on the same
+event carry Slack's file objects (`file_share` without text; an `app_mention` lists them as a
+`message` does); `url_private` answers only the bot token, with one redirect on the same
 host before the bytes; a share the sandbox cannot take is refused whole. And the demo model
 answers "what is in this file" from what the bot put in the prompt."""
 
@@ -76,7 +76,8 @@ async def test_a_shared_file_is_a_slack_message_event_and_a_private_url(sandbox:
         # On the sandbox's own host and port: the one the bot sends its token to.
         assert shared["url_private"].startswith(f"{base}/files-pri/T0SANDBOX-{shared['id']}/")
 
-        # A mention with a file: app_mention carries no files; the message, fetched, does.
+        # A mention with a file: its app_mention lists the file, as Slack's does; the message,
+        # fetched, holds it too.
         code, mention = await share(
             session, base, name="chart.png", data=b64(PNG), text="@Countersign what is this?"
         )
@@ -84,7 +85,8 @@ async def test_a_shared_file_is_a_slack_message_event_and_a_private_url(sandbox:
         await bot.send_json({"envelope_id": envelope["envelope_id"]})
         event = envelope["payload"]["event"]
         assert event["type"] == "app_mention"
-        assert "files" not in event
+        assert [f["name"] for f in event["files"]] == ["chart.png"]
+        assert "subtype" not in event  # it has text
         client = slack(base)
         fetched = await client.conversations_replies(channel="C0GENERAL", ts=mention["ts"])
         message = fetched["messages"][0]

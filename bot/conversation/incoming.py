@@ -25,12 +25,12 @@ class Incoming:
     # It mentions a person, a user group or the channel (`<!here>`…) and not the bot: it is
     # addressed to them, so a thread the bot is in keeps it as context and does not answer.
     addresses_others: bool = False
-    # Slack's `files` of the message (a `file_share` message event lists them). An
-    # `app_mention` is documented without them, so when it lists none its message is read
-    # from Slack (`fetch_files`); one that does list them (Slack often sends them) costs no
-    # call: `conversations.replies` may be Tier 1 (1 a minute) for some apps.
+    # Slack's `files` of the message: a `message` event and an `app_mention` list them alike
+    # (payloads captured from Slack, typed by Slack's own SDKs: `files`, `upload`). They are
+    # never read again from Slack: that read was one more call before every model request,
+    # on `conversations.history` (Tier 3) or `conversations.replies` (Tier 1 for some apps),
+    # skipped anyway once its budget was spent, so 60 mentions at once lost files with it.
     files: tuple[dict[str, Any], ...] = field(default=(), compare=False, hash=False)
-    fetch_files: bool = False
 
     @property
     def conversation_key(self) -> str:
@@ -134,5 +134,4 @@ def parse_event(body: dict[str, Any], bot_user_id: str | None) -> Incoming | Non
         mentions_bot=mentions,
         addresses_others=not mentions and mentions_others(raw, bot_user_id),
         files=tuple(f for f in files if isinstance(f, dict)) if isinstance(files, list) else (),
-        fetch_files=event.get("type") == "app_mention" and not isinstance(files, list),
     )

@@ -17,16 +17,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.conversation.incoming import SLACK_ID, Incoming
+from bot.conversation.incoming import SLACK_ID
 from bot.db.session import Database
-from bot.errors import slack_error
 from bot.files.download import Allowance, Downloader, FileHost
 from bot.files.store import FileStore, ReadFile, SlackFile
 from bot.provenance import Source
-from bot.slack.call_budgets import BUDGET_SPENT, asking
 
 log = logging.getLogger(__name__)
 
@@ -72,37 +69,6 @@ def slack_files(message: Mapping[str, Any]) -> list[SlackFile]:
             )
         )
     return found[:MAX_FILES_PER_MESSAGE]
-
-
-async def mention_files(slack: AsyncWebClient, incoming: Incoming) -> list[SlackFile]:
-    """The files of the message that mentioned the bot: an `app_mention` event carries none,
-    so the message is read from Slack (its thread, or the channel's history). The read is
-    optional: when its method's budget (Tier 3, Tier 1 for some apps) is spent it is skipped,
-    not waited for (60 mentions at once must not wait a minute for their replies), and the
-    mention's files, if any, are not read."""
-    if incoming.files or not incoming.fetch_files:
-        return slack_files({"files": list(incoming.files), "user": incoming.user_id})
-    ts, channel = incoming.ts, incoming.channel_id
-    try:
-        with asking(skip=True):
-            if incoming.thread_ts:
-                page = await slack.conversations_replies(
-                    channel=channel, ts=incoming.thread_ts, oldest=ts, latest=ts, inclusive=True
-                )
-            else:
-                page = await slack.conversations_history(
-                    channel=channel, oldest=ts, latest=ts, inclusive=True, limit=1
-                )
-    except SlackApiError as exc:
-        if slack_error(exc) == BUDGET_SPENT:
-            log.info("a mention's files were not looked for: the thread read's budget is spent")
-        else:
-            log.warning("could not read the files of a mention: %s", slack_error(exc))
-        return []
-    for message in page.get("messages") or []:
-        if message.get("ts") == incoming.ts and message.get("user") == incoming.user_id:
-            return slack_files(message)
-    return []
 
 
 def human_size(size: int | None) -> str:

@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bot.audience import place
 from bot.conversation.authors import authors_of
 from bot.conversation.incoming import Incoming
-from bot.conversation.shared_files import FileMessage, TurnFiles, mention_files, slack_files
+from bot.conversation.shared_files import FileMessage, TurnFiles, slack_files
 from bot.db import repositories as repo
 from bot.db.histories import History, Wanted, load_histories
 from bot.db.models import Conversation, Role
@@ -116,14 +116,11 @@ class LookedUp:
 
 
 async def look_up(slack: AsyncWebClient, incoming: Incoming) -> LookedUp:
-    """Both reads at once. A turn starts this as soon as the message is its own, beside the
-    opening of its conversation: the mention's files are a Slack read (`mention_files`),
-    and waiting for it after the database's steps put one more round trip before every model
-    request."""
-    files, source = await asyncio.gather(
-        mention_files(slack, incoming), source_of_incoming(slack, incoming)
-    )
-    return LookedUp(files, source)
+    """The files the event lists, and who wrote the message: a person's kind may be a Slack
+    read (users.info, then cached), so a turn starts this as soon as the message is its own,
+    beside the opening of its conversation, not after it."""
+    files = slack_files({"files": list(incoming.files), "user": incoming.user_id})
+    return LookedUp(files, await source_of_incoming(slack, incoming))
 
 
 @contextlib.asynccontextmanager
