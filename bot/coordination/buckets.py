@@ -18,7 +18,7 @@ from collections.abc import Callable
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from bot.coordination.redis_shared import REDIS_NOW, RedisShared
+from bot.coordination.redis_shared import REDIS_NOW, UNLESS_PAUSED, RedisShared
 from bot.coordination.windows import LocalPause
 
 # Tokens are kept to the microsecond, rounded down (a bucket must never hold more than it has).
@@ -55,6 +55,9 @@ class LocalBucket(LocalPause):
         return self._tokens
 
     async def take(self, keep_free: int) -> tuple[bool, float | None]:
+        paused = await self.paused_for()
+        if paused > 0:
+            return False, paused
         need = 1 + keep_free + _reserve(self.limit, self.every, self.margin)
         tokens = self._refill()
         if tokens + _EPSILON >= need:
@@ -84,9 +87,7 @@ class LocalBucket(LocalPause):
 
 # KEYS[1] the bucket (a hash: tokens, and the server's time they were counted); ARGV burst,
 # seconds per token. A missing key is a full bucket (it expires once it would be full again).
-_BUCKET = (
-    REDIS_NOW
-    + """
+_STATE = """
 local burst = tonumber(ARGV[1])
 local every = tonumber(ARGV[2])
 local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')
@@ -99,11 +100,14 @@ local function keep(left)
   redis.call('PEXPIRE', KEYS[1], math.ceil((burst * every + 1) * 1000))
 end
 """
-)
+_BUCKET = REDIS_NOW + _STATE
 
-# ARGV[3] the tokens a call needs. {granted, wait}: wait '-1' if the bucket never holds enough.
+# KEYS[2] the pause; ARGV[3] the tokens a call needs. {granted, wait}: wait is the pause left,
+# else '-1' if the bucket never holds enough.
 _TAKE = (
-    _BUCKET
+    REDIS_NOW
+    + UNLESS_PAUSED
+    + _STATE
     + """
 local need = tonumber(ARGV[3])
 if tokens + 0.000001 >= need then
@@ -174,9 +178,12 @@ class RedisBucket(RedisShared[LocalBucket]):
             return await self._fallback.take(keep_free)
         need = 1 + keep_free + self._reserve()
         try:
-            await self._count_replicas()
+            await self._count_replicas()  # every ten seconds, paused or not
+            paused = await self._fallback.paused_for()
+            if paused > 0:
+                return False, paused  # known here: no need to ask
             granted, wait = await self._take(
-                keys=[self.key], args=[self.limit, self.every, f"{need:.6f}"]
+                keys=[self.key, self.pause_key], args=[self.limit, self.every, f"{need:.6f}"]
             )
         except RedisError as exc:
             self._down(exc)

@@ -68,6 +68,13 @@ local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local function at(seconds) return string.format('%.6f', seconds) end
 """
 
+# Prefixed to a take script (after REDIS_NOW): while KEYS[2], the pause, lives, refuse with
+# the seconds it has left, so a call costs one round trip, not a pause check and then a take.
+UNLESS_PAUSED = """
+local paused = redis.call('PTTL', KEYS[2])
+if paused > 0 then return {0, at(paused / 1000)} end
+"""
+
 # KEYS[1] the replicas; ARGV this replica, seconds a replica counts after it was last seen.
 _REPLICAS = (
     REDIS_NOW
@@ -142,19 +149,23 @@ class RedisShared(Generic[Local]):
     def _down(self, exc: Exception) -> None:
         self.breaker.failed(exc, f"using this replica's share of {self.key}")
 
+    @property
+    def pause_key(self) -> str:
+        return f"{self.key}:paused"
+
     async def pause(self, seconds: float) -> None:
         await self._fallback.pause(seconds)
         if not self.breaker.closed or seconds <= 0:
             return
         with contextlib.suppress(RedisError):
-            await self._pause(keys=[f"{self.key}:paused"], args=[math.ceil(seconds * 1000)])
+            await self._pause(keys=[self.pause_key], args=[math.ceil(seconds * 1000)])
 
     async def paused_for(self) -> float:
         local = await self._fallback.paused_for()
         if not self.breaker.closed:
             return local
         try:
-            left = await self.redis.pttl(f"{self.key}:paused")
+            left = await self.redis.pttl(self.pause_key)
         except RedisError as exc:
             self._down(exc)
             return local

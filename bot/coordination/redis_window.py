@@ -11,13 +11,15 @@ from collections.abc import Callable
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from bot.coordination.redis_shared import REDIS_NOW, RedisShared
+from bot.coordination.redis_shared import REDIS_NOW, UNLESS_PAUSED, RedisShared
 from bot.coordination.windows import LocalWindow
 
-# KEYS[1] the window; ARGV seconds, limit, keep_free, a unique member. {granted, wait}: wait is
-# the seconds until the oldest call leaves (never more than the window), '-1' if none will.
+# KEYS[1] the window, KEYS[2] its pause; ARGV seconds, limit, keep_free, a unique member.
+# {granted, wait}: wait is the pause left, else the seconds until the oldest call leaves
+# (never more than the window), '-1' if none will.
 _TAKE = (
     REDIS_NOW
+    + UNLESS_PAUSED
     + """
 local seconds = tonumber(ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', at(now - seconds))
@@ -80,9 +82,13 @@ class RedisWindow(RedisShared[LocalWindow]):
             return await self._fallback.take(keep_free)
         member = uuid.uuid4().hex
         try:
-            await self._count_replicas()
+            await self._count_replicas()  # every ten seconds, paused or not
+            paused = await self._fallback.paused_for()
+            if paused > 0:
+                return False, paused  # known here: no need to ask
             granted, wait = await self._take(
-                keys=[self.key], args=[self.seconds, self.limit, keep_free, member]
+                keys=[self.key, self.pause_key],
+                args=[self.seconds, self.limit, keep_free, member],
             )
         except RedisError as exc:
             self._down(exc)

@@ -15,8 +15,9 @@ class Window(Protocol):
     bucket (`limit` tokens, one back every so often). A slot is a call the window allows now."""
 
     async def take(self, keep_free: int) -> tuple[bool, float | None]:
-        """Record one call if more than `keep_free` slots are free. Otherwise (False, seconds
-        until a slot frees, or None if none will)."""
+        """Record one call if the window is not paused and more than `keep_free` slots are
+        free. Otherwise (False, seconds the pause has left or until a slot frees, or None if
+        none will). One round trip where the window is shared: the pause is checked with it."""
         ...
 
     async def free(self, within: float = 0.0) -> int:
@@ -72,6 +73,9 @@ class LocalWindow(LocalPause):
         return max(0, self.limit - len(self._calls) + leaving)
 
     async def take(self, keep_free: int) -> tuple[bool, float | None]:
+        paused = await self.paused_for()
+        if paused > 0:
+            return False, paused
         now = self._clock()
         self._expire(now)
         if len(self._calls) < self.limit - keep_free:

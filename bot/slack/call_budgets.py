@@ -183,8 +183,8 @@ class CallBudgets:
         """Take a slot in every window: 0.0 if done, else seconds until one may free (None: it
         never will, e.g. the reserve asked is larger than the window)."""
         now = self._clock()
-        for name, window in named:
-            paused = max(self._paused_until.get(name, 0.0) - now, await window.paused_for())
+        for name, _ in named:  # a window's own pause (shared by replicas) is checked by `take`
+            paused = self._paused_until.get(name, 0.0) - now
             if paused > 0:
                 return paused
         windows = [window for _, window in named]
