@@ -62,13 +62,15 @@ async def history_of(bot: RunningBot, slack: FakeSlack, root: str) -> str:
 
 
 async def test_a_turn_continued_on_the_cheaper_model_costs_the_cheaper_models_price(
-    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str, tmp_path: Path
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, migrated_database_url: str, tmp_path: Path
 ) -> None:
     """5,000 prompt tokens on fake-model ($100/M: $0.50), then the paused turn's 5,000 on
     cheap-model ($10/M: $0.05): $0.55, not the $1.00 of both at the configured model's."""
     path = alices_budget(tmp_path)
     prices = prices_file(tmp_path)
-    async with spend_running(fake_slack, fake_model, sqlite_url, path, model_prices=prices) as bot:
+    async with spend_running(
+        fake_slack, fake_model, migrated_database_url, path, model_prices=prices
+    ) as bot:
         await ask(bot, fake_slack, "first question")
         root = await ask(bot, fake_slack, "second question")
         [card] = pause_cards(fake_slack)
@@ -131,12 +133,12 @@ async def test_answers_stored_without_their_model_cost_the_configured_models_pri
 
 
 async def test_history_sums_a_turn_of_several_answers(
-    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str, tmp_path: Path
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, migrated_database_url: str, tmp_path: Path
 ) -> None:
     """A read tool's round and the answer after it are one request: each answer shows its
     own usage, the last one the whole request's as well; a turn of one answer shows no sum."""
     async with running(
-        fake_slack, fake_model, sqlite_url, model_prices=prices_file(tmp_path)
+        fake_slack, fake_model, migrated_database_url, model_prices=prices_file(tmp_path)
     ) as bot:
         fake_model.script(
             Script(tool_calls=[call("list_tasks", {"status": "open"})], prompt_tokens=1_000),
