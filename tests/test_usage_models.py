@@ -10,12 +10,21 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import yaml
 from sqlalchemy import update
 
-from bot.conversation.spending import prompt_tokens
+from bot.conversation.memory import Memory
+from bot.conversation.spending import SpendGate, prompt_tokens
+from bot.conversation.tokens import TokenCounter
+from bot.db import repositories as repo
+from bot.db.migrate import upgrade_to_head
 from bot.db.models import Message, Role
+from bot.db.session import Database
 from bot.llm import Finished
 from bot.slack.budget_card import CONTINUE_CHEAPER
+from bot.spend.budget_model import Budget
+from bot.spend.ledger import Spend
+from bot.spend.prices import Prices
 from tests.fakes.openai import Completion, FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack
 from tests.harness import RunningBot, running
@@ -31,6 +40,7 @@ from tests.spend_front import (
 )
 from tests.test_approvals_flow import call
 from tests.test_llm_stream import llm_for
+from tests.test_memory import BUDGET as MEMORY_BUDGET
 from tests.test_records import answer
 from tests.test_usage import no_ids_nor_json, shown, usage_of
 
@@ -209,3 +219,31 @@ async def test_a_servers_odd_cached_count_is_kept_within_its_prompt(
         assert isinstance(finished, Finished)
         assert finished.usage is not None
         assert finished.usage.cached_tokens == kept
+
+
+async def test_a_summarys_call_settles_to_the_usage_the_server_reported(
+    migrated_database_url: str, fake_model: FakeOpenAI
+) -> None:
+    """Memory's summary (a non-streamed call) counts what the fake server reported for it:
+    a quarter of the transcript's characters as prompt, 8 tokens of answer."""
+    db = Database.from_url(migrated_database_url)
+    try:
+        await upgrade_to_head(db)
+        memory = Memory(db, llm_for(fake_model), TokenCounter("gpt-4o-mini"), MEMORY_BUDGET)
+        found = yaml.safe_load(budget("workspace: true", tokens=10_000_000))[0]
+        spend = Spend(db, lambda: ([Budget.model_validate(found)], "UTC"), Prices({}))
+        memory.spending = SpendGate(db, spend, memory.counter, 100)
+        async with db.transaction() as session:
+            conversation, _ = await repo.get_or_create_conversation(session, "T", "C", "1.0", "UA")
+            for turn in range(80):
+                said = f"turn {turn}: remember {turn * 7} " + "and more words " * 10
+                await repo.add_message(session, conversation, Role.USER, said, slack_user="UA")
+                await repo.add_message(session, conversation, Role.ASSISTANT, f"noted {turn}")
+        await memory.prompt(conversation.id, "You are a bot.", None, 200)
+        assert fake_model.summaries  # the older turns were summarised
+        used = await spend.standing("demo")
+        assert used is not None
+        assert used.reserved_tokens == 0
+        assert used.used_tokens == sum(len(t) // 4 + 8 for t in fake_model.summaries)
+    finally:
+        await db.dispose()
