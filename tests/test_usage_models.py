@@ -212,13 +212,17 @@ async def test_a_servers_odd_cached_count_is_kept_within_its_prompt(
 ) -> None:
     """More cached tokens than the prompt, or fewer than none: never a negative price, never a
     crash (the cached count is a part of the prompt)."""
-    for reported, kept in ((50_000, 1_000), (-5, 0), (None, 0)):
-        fake_model.script(Script(text="ok", prompt_tokens=1_000, cached_tokens=reported))
-        events = [e async for e in llm_for(fake_model).stream([{"role": "user", "content": "q"}])]
-        finished = events[-1]
-        assert isinstance(finished, Finished)
-        assert finished.usage is not None
-        assert finished.usage.cached_tokens == kept
+    llm = llm_for(fake_model)
+    try:
+        for reported, kept in ((50_000, 1_000), (-5, 0), (None, 0)):
+            fake_model.script(Script(text="ok", prompt_tokens=1_000, cached_tokens=reported))
+            events = [e async for e in llm.stream([{"role": "user", "content": "q"}])]
+            finished = events[-1]
+            assert isinstance(finished, Finished)
+            assert finished.usage is not None
+            assert finished.usage.cached_tokens == kept
+    finally:
+        await llm.client.close()
 
 
 async def test_a_summarys_call_settles_to_the_usage_the_server_reported(
@@ -227,9 +231,10 @@ async def test_a_summarys_call_settles_to_the_usage_the_server_reported(
     """Memory's summary (a non-streamed call) counts what the fake server reported for it:
     a quarter of the transcript's characters as prompt, 8 tokens of answer."""
     db = Database.from_url(migrated_database_url)
+    llm = llm_for(fake_model)
     try:
         await upgrade_to_head(db)
-        memory = Memory(db, llm_for(fake_model), TokenCounter("gpt-4o-mini"), MEMORY_BUDGET)
+        memory = Memory(db, llm, TokenCounter("gpt-4o-mini"), MEMORY_BUDGET)
         found = yaml.safe_load(budget("workspace: true", tokens=10_000_000))[0]
         spend = Spend(db, lambda: ([Budget.model_validate(found)], "UTC"), Prices({}))
         memory.spending = SpendGate(db, spend, memory.counter, 100)
@@ -246,4 +251,5 @@ async def test_a_summarys_call_settles_to_the_usage_the_server_reported(
         assert used.reserved_tokens == 0
         assert used.used_tokens == sum(len(t) // 4 + 8 for t in fake_model.summaries)
     finally:
+        await llm.client.close()
         await db.dispose()
