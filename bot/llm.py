@@ -41,8 +41,21 @@ class TextDelta:
 
 @dataclass(frozen=True)
 class Usage:
+    """What the server reported a call used. `prompt_tokens` counts the cached ones too;
+    `cached_tokens` are those of them it read from its prompt cache (OpenAI's
+    `prompt_tokens_details.cached_tokens`; 0 where a server does not say)."""
+
     prompt_tokens: int
     completion_tokens: int
+    cached_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Completed:
+    """One non-streamed answer: its text and the usage the server reported (None: none)."""
+
+    text: str
+    usage: Usage | None
 
 
 # How a stream may end short of its answer: the server's finish reason when `max_tokens` was
@@ -56,6 +69,7 @@ class Finished:
     finish_reason: str
     tool_calls: list[ToolCall]
     usage: Usage | None
+    model: str | None = None  # the model asked (its price is the answer's)
 
     @property
     def cut(self) -> bool:
@@ -165,20 +179,23 @@ class LLM:
             deadline.close()
         if timed_out:
             log.info("model request cut at its deadline (%.0f s)", self.deadline or 0)
-            yield Finished(DEADLINE, [], usage)
+            yield Finished(DEADLINE, [], usage, self.model)
             return
         if finish_reason is None:
             MODEL_ERRORS.inc()
             raise LLMError("the model's answer was cut off before it finished")
         if finish_reason == LENGTH:  # a call cut at the cap may hold half its arguments
             log.info("model answer cut at max_tokens (%s)", self.max_tokens)
-            yield Finished(LENGTH, [], usage)
+            yield Finished(LENGTH, [], usage, self.model)
             return
-        yield Finished(finish_reason, accumulator.calls(), usage)
+        yield Finished(finish_reason, accumulator.calls(), usage, self.model)
 
-    async def complete(self, messages: list[ChatCompletionMessageParam], max_tokens: int) -> str:
+    async def complete(
+        self, messages: list[ChatCompletionMessageParam], max_tokens: int
+    ) -> Completed:
         """One non-streamed answer (summaries, titles) of at most `max_tokens`, within the
-        deadline; raises `LLMError`."""
+        deadline, with the usage the server reported (its budget settles to it); raises
+        `LLMError`."""
         try:
             async with asyncio.timeout(self.deadline):
                 try:
@@ -193,7 +210,14 @@ class LLM:
             raise LLMError(explain(exc)) from exc
         if not response.choices or not response.choices[0].message.content:
             raise LLMError("the model returned an empty summary")
-        return response.choices[0].message.content
+        reported = response.usage
+        usage = None
+        if reported is not None:
+            try:
+                usage = _usage(reported.model_dump())
+            except ValueError:  # a server's odd usage: the call is counted here instead
+                usage = None
+        return Completed(response.choices[0].message.content, usage)
 
     async def _open(self, body: dict[str, Any]) -> AsyncStream[object]:
         """Send a streamed request (again with the cap's other name if the server asks)."""
@@ -266,4 +290,8 @@ def _usage(usage: dict[str, Any]) -> Usage:
     prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
     if not isinstance(prompt, int) or not isinstance(completion, int):
         raise ValueError("usage without token counts")
-    return Usage(prompt, completion)
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    if not isinstance(cached, int) or isinstance(cached, bool):
+        cached = 0  # absent, null, or not a count: nothing is priced as cached
+    return Usage(prompt, completion, min(max(cached, 0), prompt))

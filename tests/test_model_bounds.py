@@ -83,7 +83,7 @@ async def test_a_stream_past_its_deadline_ends_as_it_stands_and_its_connection_i
 ) -> None:
     fake_model.script(Script(text=words(100), tokens_per_second=10))  # ten seconds of it
     text, finished = await collect(llm_for(fake_model, deadline=0.5))
-    assert finished == Finished(DEADLINE, [], None)
+    assert finished == Finished(DEADLINE, [], None, MODEL)
     assert finished.cut
     assert words(100).startswith(text)
     assert len(text) < len(words(100))
@@ -323,7 +323,7 @@ async def test_a_summary_for_a_model_that_wants_max_completion_tokens_is_asked_a
     fake_model.wants_completion_tokens = True
     llm = llm_for(fake_model, max_tokens=100)
     answer = await llm.complete([{"role": "user", "content": "the transcript"}], 50)
-    assert answer.startswith("SUMMARY#1")
+    assert answer.text.startswith("SUMMARY#1")
     assert [b.get("max_tokens") for b in fake_model.bodies] == [50, None]
     assert fake_model.bodies[1]["max_completion_tokens"] == 50
 

@@ -244,7 +244,7 @@ class Memory:
             {"role": "user", "content": transcript},
         ]
         if self.spending is None:
-            summary = await self.llm.complete(asked, max_tokens=self.budget.summary)
+            summary = (await self.llm.complete(asked, max_tokens=self.budget.summary)).text
         else:  # at a budget's limit: no new summary (LLMError), the older messages drop out
             summary = await self.spending.complete(
                 self.llm, conversation_id, requester, asked, self.budget.summary

@@ -28,7 +28,7 @@ from bot.approvals.questions import turn_key
 from bot.conversation.tokens import LARGEST_IMAGE_TOKENS, TokenCounter
 from bot.db.models import BudgetPause, Conversation, Message, Role
 from bot.db.session import Database
-from bot.llm import LLM, Finished, LLMError, StreamEvent, TextDelta
+from bot.llm import LLM, Completed, Finished, LLMError, StreamEvent, TextDelta, Usage
 from bot.slack.budget_notices import SoftNotices
 from bot.spend.pauses import RESUMED
 from bot.spend.standing import Asker, Refused, Reservation, Tokens
@@ -51,22 +51,31 @@ class TurnRun:
 
 @dataclass
 class Meter:
-    """One model call as counted here: its prompt, then what streamed."""
+    """One model call as counted here: its prompt, then what streamed (or was answered)."""
 
     counter: TokenCounter
     prompt: int
     said: list[str] = field(default_factory=list)
     finished: Finished | None = None
+    usage: Usage | None = None  # what the server reported, if it did
 
     def saw(self, event: StreamEvent) -> None:
         if isinstance(event, TextDelta):
             self.said.append(event.text)
         else:
             self.finished = event
+            self.usage = event.usage
+
+    def answered(self, completed: Completed) -> None:
+        """A non-streamed answer (a summary, a title) and its reported usage."""
+        self.said.append(completed.text)
+        self.usage = completed.usage
 
     def reported(self) -> Tokens | None:
-        usage = self.finished.usage if self.finished is not None else None
-        return None if usage is None else Tokens(usage.prompt_tokens, usage.completion_tokens)
+        usage = self.usage
+        if usage is None:
+            return None
+        return Tokens(usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens)
 
     def counted(self) -> Tokens:
         calls = self.finished.tool_calls if self.finished is not None else []
@@ -188,7 +197,7 @@ class SpendGate:
         conversation's requester; `SpendRefused` at a limit."""
         spend = self.ledger()
         if spend is None:
-            return await llm.complete(messages, max_tokens)
+            return (await llm.complete(messages, max_tokens)).text
         async with self.db.reading() as session:
             conversation = await session.get(Conversation, conversation_id)
         if conversation is None:
@@ -207,9 +216,9 @@ class SpendGate:
         if isinstance(held, Refused):
             raise SpendRefused(f"the budget {held.standing.name} is used up")
         try:
-            text = await llm.complete(messages, max_tokens)
-            meter.said.append(text)
-            return text
+            completed = await llm.complete(messages, max_tokens)
+            meter.answered(completed)
+            return completed.text
         finally:
             await self.settle(held, meter)
 

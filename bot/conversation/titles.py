@@ -89,14 +89,14 @@ class Titles:
             {"role": "user", "content": question[:QUESTION_CHARS]},
         ]
         try:
-            asked = (
-                self.model.complete(messages, TITLE_TOKENS)
-                if self.spending is None  # at a budget's limit (LLMError) the title is skipped
-                else self.spending.complete(
+            if self.spending is None:
+                asked = self.model.complete(messages, TITLE_TOKENS)
+                answer = (await asyncio.wait_for(asked, self.timeout)).text
+            else:  # at a budget's limit (LLMError) the title is skipped
+                counted = self.spending.complete(
                     self.model, conversation_id, None, messages, TITLE_TOKENS
                 )
-            )
-            answer = await asyncio.wait_for(asked, self.timeout)
+                answer = await asyncio.wait_for(counted, self.timeout)
         except (TimeoutError, LLMError) as exc:
             log.info("no model title (%s): the first words stay", type(exc).__name__)
             return ""

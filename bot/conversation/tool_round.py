@@ -121,6 +121,8 @@ async def tool_round(
             slack_ts=stream.message_ts[0] if stream.message_ts else None,
             prompt_tokens=finished.usage.prompt_tokens if finished.usage else None,
             completion_tokens=finished.usage.completion_tokens if finished.usage else None,
+            cached_tokens=finished.usage.cached_tokens if finished.usage else None,
+            model=finished.model,
         )
         assistant.audience, assistant.requester = seen.audience, requester
         for refused_question, refused_ruling in refused_reads:

@@ -38,7 +38,7 @@ from bot.db.claims import DeliveryClaims
 from bot.db.histories import History
 from bot.db.models import Conversation, Role
 from bot.db.session import Database
-from bot.llm import LLM, Usage
+from bot.llm import LLM, Finished
 from bot.metrics import TURNS
 from bot.slack.budgets import WorkspaceBudgets
 from bot.slack.edit_budget import EditBudget
@@ -140,7 +140,6 @@ class Conversations(Intake, Resuming, ModelRounds):
                 )
                 return True
             text = stream.source[start:] + "".join(seen.held[held:])
-            usage = finished.usage
             if not finished.tool_calls or self.desk is None:
                 await deliver_held(self.slack, stream, conversation.channel_id, requester, seen)
                 said = bool(stream.source.strip())
@@ -148,7 +147,7 @@ class Conversations(Intake, Resuming, ModelRounds):
                     stream.closing_blocks = [feedback_block()]  # a finished answer
                 await stream.finish(answer_note(finished, run.llm, said))
                 await self._store_answer(
-                    conversation, stream, text, usage, hook, seen.audience, requester
+                    conversation, stream, text, finished, hook, seen.audience, requester
                 )
                 TURNS.labels(outcome=finished.finish_reason if finished.cut else "answered").inc()
                 return True
@@ -157,7 +156,7 @@ class Conversations(Intake, Resuming, ModelRounds):
                 await deliver_held(self.slack, stream, conversation.channel_id, requester, seen)
                 await stream.finish(rounds_note(self.settings.max_tool_rounds))
                 await self._store_answer(
-                    conversation, stream, text, usage, hook, seen.audience, requester
+                    conversation, stream, text, finished, hook, seen.audience, requester
                 )
                 TURNS.labels(outcome="rounds_exhausted").inc()
                 return True
@@ -191,11 +190,14 @@ class Conversations(Intake, Resuming, ModelRounds):
         conversation: Conversation,
         stream: ReplyStream,
         text: str,
-        usage: Usage | None,
+        finished: Finished | None,
         hook: Once,
         audience: str,
         requester: str,
     ) -> None:
+        """The answer, with what it used on the model that gave it (None: stopped mid-way,
+        nothing reported)."""
+        usage = finished.usage if finished is not None else None
         async with self.db.transaction() as session:
             stored = await repo.add_message(
                 session,
@@ -205,6 +207,8 @@ class Conversations(Intake, Resuming, ModelRounds):
                 slack_ts=stream.answer_ts,
                 prompt_tokens=usage.prompt_tokens if usage else None,
                 completion_tokens=usage.completion_tokens if usage else None,
+                cached_tokens=usage.cached_tokens if usage else None,
+                model=finished.model if finished is not None else None,
             )
             stored.audience = audience  # the narrowest of what its prompt held
             stored.requester = requester

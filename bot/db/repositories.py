@@ -89,6 +89,8 @@ async def add_message(
     tool_name: str | None = None,
     prompt_tokens: int | None = None,
     completion_tokens: int | None = None,
+    cached_tokens: int | None = None,
+    model: str | None = None,
     audience: str | None = None,
     source: str | None = None,
 ) -> Message:
@@ -107,6 +109,8 @@ async def add_message(
         tool_name=tool_name,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
+        cached_tokens=cached_tokens,
+        model=model,
     )
     session.add(message)
     await session.flush()

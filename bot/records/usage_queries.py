@@ -1,7 +1,8 @@
 """A person's own model usage, for /usage and the App Home: the tokens of the answers given to
-their requests (each assistant message keeps the usage the server reported and who asked),
-summed over today, this week and this month as the budgets' calendar reads them (in the
-policy file's time zone, weeks from Monday).
+their requests (each assistant message keeps the usage the server reported, the model that
+gave it and who asked), summed per model over today, this week and this month as the budgets'
+calendar reads them (in the policy file's time zone, weeks from Monday); and the usage of each
+turn, for /history.
 
 Only conversations the person took part in and that changed since the month began are read
 (both indexed), so the sum never walks the whole messages table.
@@ -24,12 +25,29 @@ RECENT_CHANNELS = 5
 
 @dataclass(frozen=True)
 class Used:
-    prompt: int = 0
+    prompt: int = 0  # cached prompt tokens included, as the server reports them
     completion: int = 0
+    cached: int = 0  # of `prompt`, those read from the server's cache
 
     @property
     def total(self) -> int:
         return self.prompt + self.completion
+
+    def __add__(self, other: Used) -> Used:
+        return Used(
+            self.prompt + other.prompt,
+            self.completion + other.completion,
+            self.cached + other.cached,
+        )
+
+
+# What one model used: None names rows stored before messages recorded their model (the
+# configured model's price is theirs).
+ByModel = dict[str | None, Used]
+
+
+def total(by_model: ByModel) -> Used:
+    return sum(by_model.values(), Used())
 
 
 def period_starts(now: datetime, timezone: str) -> dict[str, datetime]:
@@ -50,34 +68,76 @@ def period_starts(now: datetime, timezone: str) -> dict[str, datetime]:
 
 async def own_usage(
     session: AsyncSession, team_id: str, user: str, starts: dict[str, datetime]
-) -> dict[str, Used]:
-    """What the answers to `user`'s requests used since each start in `starts`."""
+) -> dict[str, ByModel]:
+    """What the answers to `user`'s requests used since each start in `starts`, per model."""
     since = min(starts.values())
     mine = select(Participant.conversation_id).where(Participant.user_id == user)
     columns = []
     for period in PERIODS:
         recent = Message.created_at >= starts[period]
         columns += [
-            func.sum(case((recent, func.coalesce(Message.prompt_tokens, 0)), else_=0)),
-            func.sum(case((recent, func.coalesce(Message.completion_tokens, 0)), else_=0)),
+            func.sum(case((recent, func.coalesce(column, 0)), else_=0))
+            for column in (Message.prompt_tokens, Message.completion_tokens, Message.cached_tokens)
         ]
-    row = (
-        await session.execute(
-            select(*columns)
-            .select_from(Message)
-            .join(Conversation, Conversation.id == Message.conversation_id)
-            .where(
-                Conversation.id.in_(mine),
-                Conversation.team_id == team_id,
-                Conversation.updated_at >= since,
-                Message.role == Role.ASSISTANT,
-                Message.requester == user,
-                Message.created_at >= since,
-            )
+    rows = await session.execute(
+        select(Message.model, *columns)
+        .select_from(Message)
+        .join(Conversation, Conversation.id == Message.conversation_id)
+        .where(
+            Conversation.id.in_(mine),
+            Conversation.team_id == team_id,
+            Conversation.updated_at >= since,
+            Message.role == Role.ASSISTANT,
+            Message.requester == user,
+            Message.created_at >= since,
         )
-    ).one()
-    sums = [int(value or 0) for value in row]
-    return {period: Used(sums[2 * i], sums[2 * i + 1]) for i, period in enumerate(PERIODS)}
+        .group_by(Message.model)
+    )
+    used: dict[str, ByModel] = {period: {} for period in PERIODS}
+    for model, *sums in rows.all():
+        for i, period in enumerate(PERIODS):
+            prompt, completion, cached = (int(v or 0) for v in sums[3 * i : 3 * i + 3])
+            if prompt or completion:
+                used[period][model] = Used(prompt, completion, cached)
+    return used
+
+
+async def turn_usage(session: AsyncSession, conversation_id: int) -> dict[int, ByModel]:
+    """Each turn's usage (its answers' sum, per model), keyed by the turn's last answer with a
+    usage: a turn is the model answers between one person's message and the next (its tool
+    rounds, and a paused turn's resumed answers, are one turn). Only turns of more than one
+    answer are listed: an answer's own usage is its turn's otherwise."""
+    rows = await session.execute(
+        select(
+            Message.id,
+            Message.role,
+            Message.model,
+            Message.prompt_tokens,
+            Message.completion_tokens,
+            Message.cached_tokens,
+        )
+        .where(Message.conversation_id == conversation_id)
+        .where(Message.role.in_([Role.USER, Role.ASSISTANT]))
+        .order_by(Message.id)
+    )
+    turns: dict[int, ByModel] = {}
+    answers: list[tuple[int, str | None, Used]] = []
+
+    def close() -> None:
+        if len(answers) > 1:
+            summed: ByModel = {}
+            for _, model, used in answers:
+                summed[model] = summed.get(model, Used()) + used
+            turns[answers[-1][0]] = summed
+        answers.clear()
+
+    for message_id, role, model, prompt, completion, cached in rows.all():
+        if role == Role.USER:
+            close()
+        elif prompt or completion:
+            answers.append((message_id, model, Used(prompt or 0, completion or 0, cached or 0)))
+    close()
+    return turns
 
 
 async def recent_channels(

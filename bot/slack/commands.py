@@ -17,6 +17,7 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 from bot.db.models import Conversation
 from bot.records import feedback, queries
 from bot.records.retention import forget_user
+from bot.records.usage_queries import turn_usage
 from bot.slack import grant_views
 from bot.slack import record_views as views
 from bot.slack.approvals_home import ApprovalsAndHome
@@ -89,6 +90,7 @@ class Records(ApprovalsAndHome):
             proposals = await queries.conversation_proposals(session, conversation.id)
             hidden = await queries.private_to_others(session, conversation.id, user)
             votes = await feedback.tallies(session, [m.id for m in messages.rows])
+            turns = await turn_usage(session, conversation.id)
         if not await self.access.can_read(conversation.channel_id, user):
             return None
         for message in messages.rows:  # data of an audience the viewer may not read
@@ -107,6 +109,7 @@ class Records(ApprovalsAndHome):
                 hidden,
                 votes,
                 self.usage.words if self.usage is not None else None,
+                turns,
             )
         )
 

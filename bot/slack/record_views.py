@@ -23,6 +23,7 @@ from slack_sdk.models.blocks import (
 
 from bot.db.models import Message, Proposal
 from bot.records.queries import ConversationRow, Hit, Page
+from bot.records.usage_queries import ByModel, Used
 from bot.slack.card_text import clip, safe
 from bot.slack.record_lines import (
     calls_words,
@@ -42,7 +43,8 @@ HISTORY_THREAD_PAGE = "history_thread_page"
 HISTORY_FULL = "history_full_text"
 HISTORY_FORGET = "history_forget"
 SNIPPET = 280
-UsageWords = Callable[[int, int], str]  # (prompt, completion tokens) -> "1,234 tokens, $0.0021"
+# Answers' usage per model -> "1,234 tokens, $0.0021" (each model's tokens at its price)
+UsageWords = Callable[[ByModel], str]
 
 EMPTY_HISTORY = (
     "You have no conversations with Countersign yet. Mention @Countersign in a channel or "
@@ -107,20 +109,30 @@ def conversation_list(
     return blocks + page_buttons(HISTORY_PAGE, page)
 
 
+def _used_words(by_model: ByModel, usage: UsageWords | None) -> str:
+    if usage is not None:
+        return usage(by_model)
+    return f"{sum(u.total for u in by_model.values()):,} tokens"
+
+
 def _message_line(
     message: Message,
     hidden: bool = False,
     proposal: Proposal | None = None,
     usage: UsageWords | None = None,
+    turn: ByModel | None = None,
 ) -> tuple[str, bool]:
     """One line per message, in words: what was said (clipped), or what a tool did; a model
-    answer with what it used ("1,234 tokens, $0.0021") where its usage is stored."""
+    answer with what it used ("1,234 tokens, $0.0021") where its usage is stored, and the last
+    answer of a turn of several with the whole turn's (`turn`)."""
     moment = when(message.created_at)
     role = str(message.role)
     if role == "assistant" and not hidden and (message.prompt_tokens or message.completion_tokens):
         prompt, completion = message.prompt_tokens or 0, message.completion_tokens or 0
-        used = usage(prompt, completion) if usage else f"{prompt + completion:,} tokens"
-        moment = f"{moment} · {used}"
+        own = {message.model: Used(prompt, completion, message.cached_tokens or 0)}
+        moment = f"{moment} · {_used_words(own, usage)}"
+        if turn:
+            moment = f"{moment} (the whole request: {_used_words(turn, usage)})"
     if hidden:
         return (
             f"_{moment}: hidden: tool work for another person's request, or what only people "
@@ -157,8 +169,10 @@ def conversation_detail(
     hidden: set[int] | None = None,
     feedback: dict[int, dict[str, int]] | None = None,
     usage: UsageWords | None = None,
+    turns: dict[int, ByModel] | None = None,
 ) -> list[Block]:
-    """`usage`: a turn's tokens in words, with their cost where the model has a price."""
+    """`usage`: answers' tokens in words, with their cost where their models have a price;
+    `turns`: each turn of several answers, by its last answer (`usage_queries.turn_usage`)."""
     reply = next(
         (m.slack_ts for m in reversed(messages.rows) if str(m.role) == "assistant" and m.slack_ts),
         None,
@@ -177,7 +191,13 @@ def conversation_detail(
     by_call = {p.tool_call_id: p for p in proposals}
     for message in messages.rows:
         proposal = by_call.get(message.tool_call_id or "")
-        line, clipped = _message_line(message, message.id in (hidden or set()), proposal, usage)
+        line, clipped = _message_line(
+            message,
+            message.id in (hidden or set()),
+            proposal,
+            usage,
+            (turns or {}).get(message.id),
+        )
         votes = (feedback or {}).get(message.id)
         if votes:
             line += (

@@ -18,7 +18,14 @@ from slack_sdk.errors import SlackApiError
 from bot.approvals.policy import GroupMembers
 from bot.db.models import utcnow
 from bot.db.session import Database
-from bot.records.usage_queries import PERIODS, own_usage, period_starts, recent_channels
+from bot.records.usage_queries import (
+    PERIODS,
+    ByModel,
+    own_usage,
+    period_starts,
+    recent_channels,
+    total,
+)
 from bot.slack.usage_view import OwnUsage, usage_home, usage_message, usage_words
 from bot.spend.prices import Prices
 from bot.spend.standing import Asker, Standing
@@ -45,7 +52,7 @@ class UsageViews:
     ) -> None:
         """`ledger`: the app's one ledger, None while no budget is configured; `packs`: the
         packs whose tools a turn offers (their budgets apply to each turn); `model`: the
-        configured model, whose price (in `prices`) a person's usage is shown at."""
+        configured model, whose price (in `prices`) answers stored without their model have."""
         self.db = db
         self.ledger = ledger
         self.prices = prices
@@ -54,15 +61,25 @@ class UsageViews:
         self.model = model
         self.now = now
 
-    def cost(self, prompt: int, completion: int) -> int | None:
-        """What the tokens cost on the configured model, in nano-dollars; None unpriced."""
-        if self.prices.of(self.model) is None:
-            return None
-        return self.prices.nano(self.model, prompt, completion)
+    def priced_as(self, model: str | None) -> str:
+        """The model whose price an answer has: its own; the configured model's for answers
+        stored before messages recorded their model."""
+        return model or self.model
 
-    def words(self, prompt: int, completion: int) -> str:
-        """A model answer's usage in words ("1,234 tokens, $0.0021"), for /history."""
-        return usage_words(prompt + completion, self.cost(prompt, completion))
+    def cost(self, by_model: ByModel) -> int | None:
+        """What the tokens cost, in nano-dollars: each model's at its own price, cached prompt
+        tokens at its cached price; None if a model that answered has no price."""
+        nano = 0
+        for model, used in by_model.items():
+            name = self.priced_as(model)
+            if self.prices.of(name) is None:
+                return None
+            nano += self.prices.nano(name, used.prompt, used.completion, used.cached)
+        return nano
+
+    def words(self, by_model: ByModel) -> str:
+        """Answers' usage in words ("1,234 tokens, $0.0021"), for /history."""
+        return usage_words(total(by_model).total, self.cost(by_model))
 
     async def groups_of(self, spend: Spend, user: str) -> frozenset[str]:
         """The user groups named in any budget (as its scope or an owner) that `user` is in."""
@@ -85,9 +102,16 @@ class UsageViews:
         starts = period_starts(self.now(), spend.budgets()[1] if spend is not None else "UTC")
         async with self.db.reading() as session:
             used = await own_usage(session, team, user, starts)
-        priced = self.prices.of(self.model) is not None
-        cost = {p: self.cost(used[p].prompt, used[p].completion) or 0 for p in PERIODS}
-        return OwnUsage(used, cost if priced else None, self.model)
+        month = used["month"]  # every model of the shorter periods answered this month too
+        models = sorted({self.priced_as(m) for m in month}) or [self.model]
+        unpriced = tuple(m for m in models if self.prices.of(m) is None)
+        cost = {p: self.cost(used[p]) or 0 for p in PERIODS}
+        return OwnUsage(
+            {p: total(used[p]) for p in PERIODS},
+            None if unpriced else cost,
+            tuple(models),
+            unpriced,
+        )
 
     def _asker(self, team: str, channel: str, user: str, groups: frozenset[str]) -> Asker:
         return Asker(team, channel, user, groups, self.packs(), USAGE_TURN)

@@ -35,8 +35,25 @@ class OwnUsage:
     """A person's usage per period (`day`, `week`, `month`) and what it cost, if priced."""
 
     used: dict[str, Used]
-    cost_nano: dict[str, int] | None  # None: the model has no price
-    model: str
+    cost_nano: dict[str, int] | None  # None: a model that answered has no price
+    models: tuple[str, ...]  # the models that answered this month (else the configured one)
+    unpriced: tuple[str, ...] = ()  # of those, the ones without a price
+
+
+def _names(models: Sequence[str]) -> str:
+    shown = [safe(m, 80) for m in models[:4]] + (["others"] if len(models) > 4 else [])
+    return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
+
+
+def usage_note(own: OwnUsage) -> str:
+    """Whose prices the costs are at, in words: one model's, or each answer's own model's."""
+    lead = "What the answers to your requests used"
+    if own.cost_nano is None:
+        verb = "has" if len(own.unpriced) == 1 else "have"
+        return f"{lead} ({_names(own.unpriced)} {verb} no price set)."
+    if len(own.models) == 1:
+        return f"{lead}, at {safe(own.models[0], 80)}'s prices."
+    return f"{lead}, each answer at the prices of the model that gave it ({_names(own.models)})."
 
 
 def usage_words(tokens: int, nano: int | None) -> str:
@@ -89,14 +106,9 @@ def own_usage_blocks(own: OwnUsage) -> list[Block]:
         used = own.used.get(period, Used())
         cost = None if own.cost_nano is None else own.cost_nano.get(period, 0)
         fields.append(MarkdownTextObject(text=f"*{title}*\n{usage_words(used.total, cost)}"))
-    note = (
-        f"What the answers to your requests used, at {safe(own.model, 80)}'s prices."
-        if own.cost_nano is not None
-        else f"What the answers to your requests used ({safe(own.model, 80)} has no price set)."
-    )
     return [
         SectionBlock(fields=fields),
-        ContextBlock(elements=[MarkdownTextObject(text=note)]),
+        ContextBlock(elements=[MarkdownTextObject(text=usage_note(own))]),
     ]
 
 

@@ -60,6 +60,7 @@ class Script:
     quirky_tool_calls: bool = False
     hang_after_fragments: int | None = None  # stop sending (not closing) after this many
     reports_usage: bool = True  # False: like servers that ignore `stream_options`
+    cached_tokens: int | None = None  # reported as `prompt_tokens_details.cached_tokens`
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,9 @@ class Completion:
     text: str = ""
     delay: float = 0.0
     fail_status: int | None = None
+    prompt_tokens: int = 20  # the usage it reports
+    cached_tokens: int | None = None  # reported as `prompt_tokens_details.cached_tokens`
+    reports_usage: bool = True  # False: no `usage` in the answer (some compatible servers)
 
 
 @dataclass(frozen=True)
@@ -229,7 +233,12 @@ class FakeOpenAI:
                     {"error": {"message": "scripted failure", "type": "server_error"}},
                     status=scripted.fail_status,
                 )
-            return web.json_response(self._answer(body, scripted.text))
+            answer = self._answer(body, scripted.text, scripted.prompt_tokens)
+            if scripted.cached_tokens is not None:
+                answer["usage"]["prompt_tokens_details"] = {"cached_tokens": scripted.cached_tokens}
+            if not scripted.reports_usage:
+                del answer["usage"]
+            return web.json_response(answer)
         images = images_in(body)
         self.images_seen.extend(images)
         if images and self.refuse_images:
@@ -344,6 +353,9 @@ class FakeOpenAI:
                     "total_tokens": script.prompt_tokens + completion,
                 },
             }
+            if script.cached_tokens is not None:
+                details = {"cached_tokens": script.cached_tokens}
+                usage_chunk["usage"]["prompt_tokens_details"] = details
             await response.write(f"data: {json.dumps(usage_chunk)}\n\n".encode())
         await response.write(b"data: [DONE]\n\n")
 

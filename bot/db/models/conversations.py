@@ -82,6 +82,10 @@ class Message(Base):
     file_id: Mapped[int | None] = mapped_column(Integer, index=True)
     prompt_tokens: Mapped[int | None] = mapped_column(Integer)
     completion_tokens: Mapped[int | None] = mapped_column(Integer)
+    # An answer's model (a turn continued on a budget's cheaper model names that one) and, of
+    # its prompt tokens, those the server read from its cache; NULL in rows from before them.
+    model: Mapped[str | None] = mapped_column(String(200))
+    cached_tokens: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
