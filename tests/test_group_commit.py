@@ -195,6 +195,24 @@ async def test_a_delivery_is_claimed_once_and_only_its_claim_opens_a_conversatio
     assert (found[0].id, found[1]) == (first[0].id, False)
 
 
+async def test_writers_of_one_batch_meet_again_in_the_next(db: Database) -> None:
+    """Ten turns each open their conversation, then store their message; one is a moment
+    ahead of the others. Its first write has a transaction of its own; after that it must not
+    keep one to itself at every step while the nine wait behind it: the nine's next writes
+    join its next one (three transactions, not four)."""
+
+    async def turn(n: int) -> None:
+        opened, _ = await db.group.add(OPEN_CONVERSATION, ThreadStart("T1", f"C{n}", "1", "U"))
+        message = UserMessage(opened.id, "hello", "2.0", "U", "", None)
+        await db.group.add(ADD_USER_MESSAGE, message)
+
+    counts = counting(db)
+    first = asyncio.create_task(turn(0))
+    await asyncio.sleep(0)  # its transaction has begun, alone
+    await asyncio.gather(first, *[turn(n) for n in range(1, 10)])
+    assert counts["commits"] == 3, counts
+
+
 async def test_first_words_never_replace_a_title(db: Database) -> None:
     a, _ = await db.group.add(OPEN_CONVERSATION, ThreadStart("T1", "C1", "1", "UA"))
     b, _ = await db.group.add(OPEN_CONVERSATION, ThreadStart("T1", "C2", "1", "UA"))
