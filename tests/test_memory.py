@@ -192,3 +192,27 @@ async def test_the_summariser_keeps_the_newest_part_of_an_overlong_transcript(
     # message without a gap.
     assert summarised == list(range(summarised[0], summarised[-1] + 1))
     assert summarised[0] > 0
+
+
+async def test_the_history_budget_follows_the_tools_offered(
+    memory_parts: tuple[Database, LLM, Memory],
+) -> None:
+    """The system prompt and tool schemas are counted once per set: a set offered later (an
+    MCP server's tools arrived, or left) is counted afresh, and a set offered again is the
+    same count, however often the schemas are handed over."""
+    _, _, memory = memory_parts
+
+    def tool(name: str, words: int) -> dict[str, object]:
+        described = " ".join(["word"] * words)
+        return {"type": "function", "function": {"name": name, "description": described}}
+
+    small = [tool("a", 5)]
+    large = [tool("a", 5), tool("b", 400)]
+    alone = memory._fixed_cost("You help.", None)
+    with_small = memory._fixed_cost("You help.", small)
+    with_large = memory._fixed_cost("You help.", large)
+    assert alone < with_small < with_large
+    assert with_large - with_small > 350  # the second tool's 400 words
+    assert memory._fixed_cost("You help.", list(small)) == with_small  # the same schemas
+    assert memory._fixed_cost("You help.", [tool("a", 5)]) == with_small  # equal ones
+    assert memory._fixed_cost("You help a lot more.", small) > with_small  # another prompt
