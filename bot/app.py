@@ -36,10 +36,10 @@ from bot.db.session import Database
 from bot.heartbeat import Heartbeat, freeze_start_up_objects
 from bot.links import LinkSigner
 from bot.llm import LLM
-from bot.logs import bolt_logger
 from bot.policy.source import PolicySource
 from bot.slack import feedback
 from bot.slack.agent_threads import AgentThreads
+from bot.slack.bolt_app import bolt_app
 from bot.slack.budget_clicks import BudgetClicks
 from bot.slack.budgets import WorkspaceBudgets
 from bot.slack.card_publisher import CardPublisher
@@ -48,7 +48,6 @@ from bot.slack.edit_budget import EditBudget
 from bot.slack.interactions import Interactions
 from bot.slack.show_all import ShowAll
 from bot.slack.usage import UsageViews
-from bot.slack.web_client import BudgetedApp
 from bot.spend_wiring import budget_raises, govern_spend, stale_holds_job
 from bot.startup import reach_database
 from bot.tasks import TaskGroup, new_worker_id
@@ -182,16 +181,7 @@ class Countersign:
             resumer.kick,
             door,
         )
-        signing_secret = settings.slack_signing_secret
-        bolt = BudgetedApp(
-            client=slack,
-            signing_secret=signing_secret.get_secret_value() if signing_secret else "",
-            logger=bolt_logger(slack),
-            # Every listener acknowledges and hands its work to a tracked task (or, for modal
-            # submissions, validates inline because the answer carries the errors), so the
-            # request is answered when the listener returns, without Bolt's 10 ms ack polling.
-            process_before_response=True,
-        )
+        bolt = bolt_app(slack, settings.slack_signing_secret)
         stopper = Stopper(
             conversations.running,
             approvals,

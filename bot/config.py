@@ -29,6 +29,7 @@ from bot.audit_settings import (
     database_url_valid,
     log_level_valid,
 )
+from bot.policy_settings import PolicySettings
 from bot.settings_help import HINTS, SettingsError, describe
 from bot.spend.settings import SpendSettings
 from bot.suggested_prompts import DEFAULT_PROMPTS, SuggestedPrompt
@@ -55,7 +56,9 @@ def _default_database_url() -> str:
     return DEFAULT_DATABASE_URL
 
 
-class Settings(IntegrationSettings, AuditSettings, ThreadSettings, SpendSettings, BaseSettings):
+class Settings(
+    IntegrationSettings, AuditSettings, PolicySettings, ThreadSettings, SpendSettings, BaseSettings
+):
     """All configuration of one Countersign process."""
 
     model_config = SettingsConfigDict(
@@ -118,8 +121,7 @@ class Settings(IntegrationSettings, AuditSettings, ThreadSettings, SpendSettings
     tool_packs: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: ["bot.tools.packs.tasks", "bot.tools.packs.slack"]
     )
-    approval_policies: Annotated[dict[str, Any], NoDecode] = Field(default_factory=dict)
-    policy_file: Path | None = None  # default: policy.yaml in the working directory, if there
+    # APPROVAL_POLICIES and POLICY_FILE are PolicySettings'.
     proposal_expiry_minutes: Annotated[float, Field(ge=1, le=10080)] = 15.0
     proposal_reminder_minutes: Annotated[float, Field(ge=0, le=10080)] = 3.0
     max_tool_rounds: Annotated[int, Field(ge=1, le=50)] = 8
@@ -186,29 +188,6 @@ class Settings(IntegrationSettings, AuditSettings, ThreadSettings, SpendSettings
             raise ValueError(str(exc)) from None
         return v
 
-    @field_validator("approval_policies", mode="before")
-    @classmethod
-    def _policies_json(cls, v: Any) -> Any:
-        if isinstance(v, str):
-            try:
-                return json.loads(v) if v.strip() else {}
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"not valid JSON ({exc.msg} at character {exc.pos})") from None
-        return v
-
-    @field_validator("approval_policies")
-    @classmethod
-    def _policies(cls, v: dict[str, Any]) -> dict[str, Any]:
-        from bot.approvals.policy import Policies
-
-        try:
-            Policies.parse(v)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise ValueError(f"{where}: {first['msg']}") from None
-        return v
-
     @field_validator("suggested_prompts", mode="before")
     @classmethod
     def _prompts_json(cls, v: Any) -> Any:
@@ -234,35 +213,6 @@ class Settings(IntegrationSettings, AuditSettings, ThreadSettings, SpendSettings
                     f"SYSTEM_PROMPT_FILE: cannot read {self.system_prompt_file} ({exc.strerror})"
                 ) from exc
         return self
-
-    @model_validator(mode="after")
-    def _policy_file_valid(self) -> Settings:
-        """An invalid policy file stops the start, naming its line and what is wrong."""
-        path = self.policy_path
-        if path is not None:
-            from bot.policy.model import PolicyError
-            from bot.policy.source import read_file
-
-            try:
-                read_file(path)
-            except PolicyError as exc:
-                raise ValueError(f"POLICY_FILE: {path}: {exc}") from None
-        return self
-
-    @property
-    def policy_path(self) -> Path | None:
-        if self.policy_file is not None:
-            return self.policy_file
-        default = Path("policy.yaml")
-        return default if default.is_file() else None
-
-    @property
-    def policy_watched(self) -> tuple[Path, bool]:
-        """The file the bot watches, and whether it must exist: `POLICY_FILE` must; the
-        default `policy.yaml` comes into force when it is created, without a restart."""
-        if self.policy_file is not None:
-            return self.policy_file, True
-        return Path("policy.yaml").absolute(), False
 
     def secret_values(self) -> list[str]:
         """Every configured secret, so logs can redact them by value."""

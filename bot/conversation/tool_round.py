@@ -10,29 +10,27 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.approvals import grants
 from bot.approvals.escalation import expiry_with, ladder
-from bot.approvals.questions import record_ruling, turn_key
+from bot.approvals.questions import record_ruling
 from bot.approvals.ruling import Question, Ruling, Step
 from bot.audience import narrowest
 from bot.conversation.private_reply import TurnAudience
+from bot.conversation.round_rulings import decide, denied, screen_reads
 from bot.conversation.sources import proposal_sources
-from bot.conversation.tool_calls import ASK, Prepared, Screen, prepare_calls, stored_result
+from bot.conversation.tool_calls import prepare_calls, stored_result
 from bot.db import repositories as repo
 from bot.db.models import Conversation, Grant, Role
 from bot.db.session import Database
 from bot.durations import parse_duration
 from bot.llm import Finished
-from bot.policy.gate import counts
 from bot.policy.one_door import OneDoor
-from bot.provenance import Source
 from bot.slack.streamer import ReplyStream
 from bot.tools.catalog import ToolRegistry
-from bot.tools.registry import Tool, ToolContext
+from bot.tools.registry import ToolContext
 
 if TYPE_CHECKING:
     from bot.approvals.policy import Policies
@@ -104,10 +102,10 @@ async def tool_round(
         stream.task,
         settings.tool_timeout,
         settings.max_tool_calls_per_round,
-        screen_reads(desk, conversation, requester, where, followed, refused_reads),
+        screen_reads(desk.door, conversation, requester, where, followed, refused_reads),
     )
     stream.set_status("")
-    decided = await decide(desk, db, prepared, conversation, requester, where, followed)
+    decided = await decide(desk.door, db, prepared, conversation, requester, where, followed)
     proposals = []
     allowed = []
     granted: dict[int, Grant] = {}
@@ -209,98 +207,3 @@ async def tool_round(
         else:
             await desk.cards.post(proposal)
     return len(proposals)
-
-
-def screen_reads(
-    desk: ActionDesk,
-    conversation: Conversation,
-    requester: str,
-    where: str | None,
-    followed: tuple[Source, ...],
-    refused: list[tuple[Question, Ruling]],
-) -> Screen | None:
-    """The one door on each read before it runs: deny (the model is told; the decision is
-    added to `refused` to be recorded), allow (it runs), or ask or a grant: it becomes a
-    proposal, decided again with the round's writes (`decide`)."""
-    door = desk.door
-    if door is None:
-        return None
-
-    async def screen(
-        tool: Tool[Any], arguments: dict[str, Any]
-    ) -> dict[str, Any] | Literal["ask"] | None:
-        question = Question(
-            team_id=conversation.team_id,
-            tool=tool.name,
-            pack=tool.pack,
-            arguments=arguments,
-            channel=conversation.channel_id,
-            thread_ts=conversation.thread_ts or None,
-            requester=requester,
-            audience=where,
-            sources=followed,
-        )
-        ruling = await door(question, Step.PROPOSE)
-        if ruling.outcome == "deny":
-            refused.append((question, ruling))
-            return denied(ruling)
-        return None if ruling.outcome == "allow" else ASK
-
-    return screen
-
-
-def denied(ruling: Ruling) -> dict[str, Any]:
-    """What the model is told of a denied call (a refusal Slack caused is not final)."""
-    reason = ruling.reason or ruling.rule or "no rule allows it"
-    if ruling.transient:
-        return {"status": "error", "error": f"{reason}. Nothing was done."}
-    return {"status": "denied", "reason": f"forbidden by policy: {reason}, do not retry"}
-
-
-async def decide(
-    desk: ActionDesk,
-    db: Database,
-    prepared: list[Prepared],
-    conversation: Conversation,
-    requester: str,
-    where: str | None,
-    sources: tuple[Source, ...] = (),
-) -> dict[str, tuple[Question, Ruling]]:
-    """The one door's answer on each write call waiting for approval, by call id; a call's
-    counts include the calls before it in the same round."""
-    if desk.door is None:
-        return {}
-    waiting = [p for p in prepared if p.needs_approval and p.tool and p.arguments is not None]
-    thread_ts = conversation.thread_ts or None
-    asked: list[tuple[str, Question]] = []
-    earlier: dict[str, int] = {}
-    async with db.reading() as session:
-        turn = None if thread_ts else await turn_key(session, conversation.id)
-        for p in waiting:
-            assert p.tool is not None
-            assert p.preview is not None
-            thread, today = (0, 0)  # reads keep no counts
-            if p.tool.requires_approval:
-                thread, today = await counts(
-                    session, p.tool.name, conversation.channel_id, thread_ts, requester
-                )
-            before = earlier.get(p.tool.name, 0)
-            earlier[p.tool.name] = before + 1
-            question = Question(
-                team_id=conversation.team_id,
-                tool=p.tool.name,
-                pack=p.tool.pack,
-                arguments=p.arguments or {},
-                channel=conversation.channel_id,
-                thread_ts=thread_ts,
-                requester=requester,
-                audience=where,
-                definition=grants.definition_of(p.tool, p.preview.pin),
-                turn=turn,
-                counts=(thread + before, today + before),
-                sources=sources,
-            )
-            asked.append((p.call.id, question))
-    return {
-        call_id: (question, await desk.door(question, Step.PROPOSE)) for call_id, question in asked
-    }

@@ -28,8 +28,6 @@ A 429 (reported by `RateLimitNotifier`) pauses everyone until `Retry-After` has 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import itertools
 import time
 from collections.abc import Callable
 
@@ -38,14 +36,14 @@ from bot.shared_counts import Count, LocalCount
 from bot.slack.edit_demand import STALE_SECONDS, EditDemand
 from bot.slack.edit_waiters import BudgetClosed as BudgetClosed
 from bot.slack.edit_waiters import Editor as Editor
-from bot.slack.edit_waiters import Waiter, lane_of
+from bot.slack.edit_waiters import WaiterQueue, lane_of
 from bot.slack.pacing import HORIZON_SECONDS, Pace
 
 WINDOW_SECONDS = 60.0
 WINDOW_MARGIN_SECONDS = 1.5  # our clock and Slack's disagree by the request's travel time
 
 
-class EditBudget:
+class EditBudget(WaiterQueue):
     def __init__(
         self,
         per_minute: int = 50,
@@ -57,6 +55,7 @@ class EditBudget:
         clock: Callable[[], float] = time.monotonic,
         window: Window | None = None,
     ) -> None:
+        super().__init__("edit-budget", clock)
         self.per_minute = per_minute  # grants allowed per window (a minute, as Slack counts)
         margin = min(WINDOW_MARGIN_SECONDS, window_seconds * 0.025)
         self.window = window or LocalWindow(per_minute, window_seconds + margin, clock)
@@ -81,7 +80,6 @@ class EditBudget:
         # Calls a minute known to pass (a learned rate above it is a probe): only those are
         # spread over the pace's horizon; None: all of `per_minute`.
         self.trusted: Callable[[], int] | None = None
-        self._clock = clock
         # Replies opened lately (every replica's, with Redis): is the window scarce?
         self.demand = EditDemand(self.pace.horizon)
         self._stale = STALE_SECONDS * window_seconds / WINDOW_SECONDS
@@ -92,13 +90,8 @@ class EditBudget:
         self._open_elsewhere = 0  # the other replicas' open replies, as last read
         # Open replies showing a bare "Thinking…": each is owed an intermediate edit.
         self.placeholders: set[int] = set()
-        self._waiters: list[Waiter] = []
-        self._seq = itertools.count()
-        self._wake = asyncio.Event()
         self._pauses: set[asyncio.Task[None]] = set()
-        self._dispatcher: asyncio.Task[None] | None = None
         self.rate_limited_total = 0
-        self.closed = False
         self._last_lane = ""
 
     def resize(self, per_minute: int) -> None:
@@ -148,26 +141,6 @@ class EditBudget:
         self.placeholders.discard(id(editor))
         self._wake.set()
 
-    async def acquire(self, editor: Editor) -> None:
-        """Wait for permission to make one `chat.update` call."""
-        if self.closed:
-            raise BudgetClosed("this process is shutting down")
-        loop = asyncio.get_running_loop()
-        waiter = Waiter(next(self._seq), editor, loop.create_future())
-        self._waiters.append(waiter)
-        self._ensure_dispatcher()
-        self._wake.set()
-        try:
-            await waiter.future
-        except asyncio.CancelledError:
-            if waiter in self._waiters:
-                self._waiters.remove(waiter)
-            raise
-
-    def poke(self) -> None:
-        """Something about a waiter changed (e.g. it now wants its final edit)."""
-        self._wake.set()
-
     def pause(self, seconds: float) -> None:
         """Slack said 429: nobody edits until Retry-After has passed (on every replica, when
         the window is shared)."""
@@ -182,39 +155,12 @@ class EditBudget:
         await self.window.pause(seconds)
         self._wake.set()
 
-    # -- dispatch --------------------------------------------------------------------------
-    def _ensure_dispatcher(self) -> None:
-        if self._dispatcher is None or self._dispatcher.done():
-            self._dispatcher = asyncio.get_running_loop().create_task(
-                self._dispatch(), name="edit-budget"
-            )
-
+    # -- who goes next ---------------------------------------------------------------------
     async def stop(self) -> None:
         """No more edits from this process: every waiting reply is told at once (it hands its
         final text to the live-reply journal for the next process) instead of waiting on."""
-        self.closed = True
-        if self._dispatcher is not None:
-            self._dispatcher.cancel()
-            await asyncio.gather(self._dispatcher, return_exceptions=True)
-        for waiter in self._waiters:
-            if not waiter.future.done():
-                waiter.future.set_exception(BudgetClosed("this process is shutting down"))
-        self._waiters.clear()
+        await super().stop()
         await self.demand.stop()
-
-    def _grant(self, waiter: Waiter, paced: bool) -> None:
-        self._waiters.remove(waiter)
-        if paced:
-            self.pace.spend()
-        if not waiter.future.done():
-            waiter.future.set_result(None)
-
-    def _still_waiting(self, waiters: list[Waiter]) -> list[Waiter]:
-        """Those of `waiters` still waiting. A shared window (Redis) is asked over the network:
-        while it answers, a waiter may stop waiting (a native reply's append given up for its
-        stop); granting it then killed the dispatcher (seen on three replicas: every later
-        edit of that process waited for a new caller to start another)."""
-        return [w for w in waiters if w in self._waiters and not w.future.done()]
 
     def _keep_free(self) -> int:
         """Intermediate calls leave one slot per open reply, this replica's and the others'
@@ -250,7 +196,7 @@ class EditBudget:
                     finals = [w for w in finals if lane_of(w.editor) != self._last_lane]
                 first = min(finals)
                 self._last_lane = lane_of(first.editor)
-                self._grant(first, paced=False)
+                self._grant(first)
                 return 0.0
             self._saturated(True)
             return wait
@@ -279,13 +225,14 @@ class EditBudget:
             return wait
         fresh, owing = self._still_waiting(fresh), self._still_waiting(owing)
         if fresh:  # first words: not paced
-            self._grant(min(owing or fresh), paced=False)
+            self._grant(min(owing or fresh))
             return 0.0
         waiting = self._still_waiting(self._waiters)
         if not waiting:
             return 0.0
         oldest = min(waiting, key=lambda w: (w.editor.last_edit_at or 0.0, w.seq))
-        self._grant(oldest, paced=True)
+        self.pace.spend()
+        self._grant(oldest)
         return 0.0
 
     def _share(self) -> float:
@@ -305,12 +252,3 @@ class EditBudget:
             return None
         stalest = min((w.editor.last_edit_at or now) for w in self._waiters)
         return None if stalest + self._stale <= now else min(1.0, stalest + self._stale - now)
-
-    async def _dispatch(self) -> None:
-        while True:
-            self._wake.clear()
-            delay = await self._step(self._clock())
-            if delay == 0.0:
-                continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=delay)
