@@ -110,6 +110,10 @@ class Settings(
     # Every other method's budget is Slack's documented floor (bot/slack/method_limits.py)
     # times this: for a workspace known to allow more (and for fakes that limit nothing).
     slack_call_budget_scale: Annotated[float, Field(ge=1, le=100)] = 1.0
+    # Slack's tier for reading a conversation (conversations.replies / .history): 3 (50 a
+    # minute); 1 (once a minute, 15 messages a page) for a commercially distributed
+    # non-Marketplace app created after 2025-05-29.
+    slack_history_tier: Literal[1, 3] = 3
     slack_edit_min_interval_seconds: Annotated[float, Field(ge=0.1, le=60)] = 1.0
     slack_message_max_chars: Annotated[int, Field(ge=500, le=3900)] = 3500
     # Shown when a person opens the bot's DM (JSON list of {"title", "message"}, at most 4;

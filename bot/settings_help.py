@@ -29,6 +29,7 @@ HINTS: dict[str, str] = {
     "SUMMARY_TOKENS": "tokens a summary of older turns may take",
     "SLACK_EDIT_BUDGET_PER_MINUTE": "chat.update calls per minute for the workspace, 1 to 600",
     "SLACK_CALL_BUDGET_SCALE": "every other Slack method's documented floor times this, 1 to 100",
+    "SLACK_HISTORY_TIER": "Slack's tier for reading threads: 3, or 1 for some apps",
     "SLACK_EDIT_MIN_INTERVAL_SECONDS": "seconds between two edits of one reply, 0.1 to 60",
     "SLACK_MESSAGE_MAX_CHARS": "characters per Slack message before a reply continues, 500-3900",
     "LLM_TIMEOUT_SECONDS": "seconds to wait for the model (per read), 1 to 600",

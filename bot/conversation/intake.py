@@ -142,7 +142,7 @@ class Intake:
                 joined = created and incoming.joins_existing_thread
                 limit = self.settings.thread_import_messages if joined else 0
                 earlier = await earlier_thread_messages(
-                    self.slack, incoming, bot_user_id, bot_id, limit
+                    self.slack, incoming, bot_user_id, bot_id, limit, self.settings.history_tier
                 )
                 history = await store_with_files(
                     self.db,

@@ -34,6 +34,7 @@ from bot.db.turn_writes import ADD_USER_MESSAGE, UserMessage
 from bot.errors import slack_error
 from bot.files.store import SlackFile
 from bot.provenance import Source
+from bot.slack.method_limits import TIER_1_PAGE
 from bot.text import unescape
 
 log = logging.getLogger(__name__)
@@ -47,19 +48,24 @@ async def earlier_thread_messages(
     bot_user_id: str | None,
     bot_id: str | None,
     limit: int,
+    history_tier: int = 3,
 ) -> list[dict[str, Any]]:
+    """The thread's messages before `incoming` (at most `limit`, the newest), read from Slack
+    when the bot joins a thread it was not in. At Tier 1 (`SLACK_HISTORY_TIER=1`: one read a
+    minute, 15 messages a page) one page: the thread's start, the parent first."""
     found: list[dict[str, Any]] = []
+    pages, page_size = (1, TIER_1_PAGE) if history_tier == 1 else (MAX_PAGES, 200)
     authors = authors_of(slack)
     thread = incoming.thread_ts or incoming.ts
     if limit <= 0:
         return found
     cursor: str | None = None
     try:
-        for _ in range(MAX_PAGES):
+        for _ in range(pages):
             page = await slack.conversations_replies(
                 channel=incoming.channel_id,
                 ts=incoming.thread_ts or incoming.ts,
-                limit=min(200, max(limit + 1, 20)),
+                limit=min(page_size, max(limit + 1, 20)),
                 cursor=cursor,
             )
             for m in page.get("messages") or []:

@@ -22,6 +22,7 @@ class TurnSettings:
     max_tool_rounds: int = 8
     max_tool_calls_per_round: int = 8
     thread_import_messages: int = 50
+    history_tier: int = 3  # SLACK_HISTORY_TIER: Slack's tier for conversations.replies
     thread_followups: str = "on"  # or "mention" (`bot.conversation.addressing`)
     tool_timeout: float = 60.0
     proposal_expiry: timedelta = timedelta(minutes=15)
@@ -42,6 +43,7 @@ class TurnSettings:
             max_tool_rounds=settings.max_tool_rounds,
             max_tool_calls_per_round=settings.max_tool_calls_per_round,
             thread_import_messages=settings.thread_import_messages,
+            history_tier=settings.slack_history_tier,
             thread_followups=settings.thread_followups,
             tool_timeout=settings.tool_timeout_seconds,
             proposal_expiry=timedelta(minutes=settings.proposal_expiry_minutes),

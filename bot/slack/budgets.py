@@ -154,6 +154,7 @@ class Limits:
     appends_per_minute: int = 100
     starts_per_minute: int = 20
     calls_scale: float = 1.0  # every other method's documented floor times this
+    history_tier: int = 3  # conversations.replies / .history: Tier 3, or Tier 1 for some apps
 
 
 # How far above where it started a method's learned rate may climb. `chat.update` does not
@@ -237,7 +238,9 @@ class WorkspaceBudgets:
             method: LearnedRate(method, floor, floor * CEILINGS[method], apply, clock)
             for method, (floor, apply) in floors.items()
         }
-        self.calls = CallBudgets(named_window, clock, limits.calls_scale, named_bucket)
+        self.calls = CallBudgets(
+            named_window, clock, limits.calls_scale, named_bucket, limits.history_tier
+        )
         self.calls.on_learn = self._keep_learning
         rates = [*self.learned.values(), *self.calls.learned.values()]
         self.shared = (

@@ -33,7 +33,14 @@ from dataclasses import dataclass
 from bot.coordination import LocalBucket, Window
 from bot.metrics import SLACK_CALLS_SKIPPED
 from bot.slack.learned_rates import LearnedRate
-from bot.slack.method_limits import METHODS, Bucket, MethodLimit, limit_of
+from bot.slack.method_limits import (
+    HISTORY_METHODS,
+    METHODS,
+    TIER_1_READS,
+    Bucket,
+    MethodLimit,
+    limit_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +109,7 @@ class CallBudgets:
         clock: Callable[[], float] = time.monotonic,
         scale: float = 1.0,
         make_bucket: BucketMaker | None = None,
+        history_tier: int = 3,
     ) -> None:
         self._make = make_window
         self._make_bucket = make_bucket or (
@@ -110,17 +118,24 @@ class CallBudgets:
         self._clock = clock
         # Every floor times this (`SLACK_CALL_BUDGET_SCALE`: a workspace known to allow more).
         self.scale = scale
+        self.history_tier = history_tier  # `SLACK_HISTORY_TIER`
         self._windows: dict[str, Window] = {}
         self._channels: OrderedDict[tuple[str, str], Window] = OrderedDict()
         self.learned: dict[str, LearnedRate] = {}
-        for method, limit in METHODS.items():  # every known method's rate is learned from start
-            self._method_window(method, self._scaled(limit))
+        for method in METHODS:  # every known method's rate is learned from start
+            limit = self._limit(method)
+            assert limit is not None
+            self._method_window(method, limit)
         self.skipped: dict[str, int] = {}
         self._pauses: set[asyncio.Task[None]] = set()
         self._paused_until: dict[str, float] = {}
         self.on_learn: Callable[[], None] | None = None  # a rate needs its epochs counted
 
     def _limit(self, method: str) -> MethodLimit | None:
+        if method in HISTORY_METHODS and self.history_tier == 1:
+            # Slack's own limit for this app, not a floor: nothing to learn or scale, and a
+            # read whose minute is spent is skipped (the reply goes on without it).
+            return TIER_1_READS
         limit = limit_of(method)
         return None if limit is None else self._scaled(limit)
 

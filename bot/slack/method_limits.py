@@ -20,7 +20,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-TIER_2, TIER_3, TIER_4 = 20, 50, 100
+TIER_1, TIER_2, TIER_3, TIER_4 = 1, 20, 50, 100
+
+# Reading a conversation: Tier 3, or Tier 1 with pages of at most 15 messages for some apps
+# (`SLACK_HISTORY_TIER`). At Tier 1 a read whose minute is spent is skipped, not waited for (a
+# reply would wait up to a minute for context it can do without).
+HISTORY_METHODS = ("conversations.replies", "conversations.history")
+TIER_1_PAGE = 15
 
 # Callers of these wait up to this long for their budget (a full minute's window always frees
 # a call within 61.5 s unless Slack's Retry-After paused the method longer); past it the call is
@@ -53,6 +59,9 @@ class MethodLimit:
 # workspace: per channel one a second with a burst of three (a card, a "Thinking…" placeholder
 # and a final at once; the next a second later).
 POST_PER_CHANNEL = Bucket(burst=3, every=1.0)
+
+# Reads at Tier 1: once a minute, never waited for.
+TIER_1_READS = MethodLimit(TIER_1, learned=False, patience=0.0)
 
 METHODS: dict[str, MethodLimit] = {
     # the thread's status, title and prompts (Tier 3): cosmetic

@@ -225,6 +225,8 @@ def documented_floors() -> dict[str, MethodLimits]:
 class FakeSlack:
     # method -> its limit (or limits: per channel and per workspace)
     limits: dict[str, MethodLimits] = field(default_factory=documented_floors)
+    # Messages a conversations.replies / .history page holds at most (15 for a Tier 1 app).
+    read_page_most: int = 999
     calls: list[Call] = field(default_factory=list)
     channels: dict[str, list[StoredMessage]] = field(default_factory=lambda: defaultdict(list))
     # every text a message showed, in order: ts -> [posted text, edit 1, edit 2, ...]
@@ -315,6 +317,14 @@ class FakeSlack:
 
     def bot_messages(self, channel: str) -> list[StoredMessage]:
         return [m for m in self.thread(channel) if m.bot_id == BOT_ID]
+
+    def as_tier_one_app(self) -> None:
+        """Reads as Slack gives them to a commercially distributed non-Marketplace app created
+        after 2025-05-29: conversations.replies and .history once a minute, 15 messages a
+        page."""
+        self.limits["conversations.replies"] = TIER_1
+        self.limits["conversations.history"] = TIER_1
+        self.read_page_most = 15
 
     def add_user_message(
         self, channel: str, text: str, user: str = "UALICE", thread_ts: str | None = None
@@ -707,11 +717,12 @@ class FakeSlack:
 
     @staticmethod
     def _page(
-        found: list[StoredMessage], args: dict[str, Any], newest_first: bool
+        found: list[StoredMessage], args: dict[str, Any], newest_first: bool, most: int = 999
     ) -> tuple[list[StoredMessage], str]:
         """Slack's paging: `oldest`/`latest` bound the time range (exclusive unless
-        `inclusive`), `limit` (default 100, at most 999) sizes a page, and the answer's
-        `next_cursor` (opaque) continues after the page's last message."""
+        `inclusive`), `limit` (default 100, at most `most`: 999, or 15 for a Tier 1 app) sizes
+        a page, and the answer's `next_cursor` (opaque) continues after the page's last
+        message."""
         inclusive = str(args.get("inclusive")).lower() in ("1", "true")
         oldest, latest = float(args.get("oldest") or 0), float(args.get("latest") or 1e12)
 
@@ -731,7 +742,7 @@ class FakeSlack:
             found = [
                 m for m in found if (float(m.ts) < after if newest_first else float(m.ts) > after)
             ]
-        limit = min(int(args.get("limit") or 100), 999)
+        limit = min(int(args.get("limit") or 100), most)
         page, rest = found[:limit], found[limit:]
         more = base64.b64encode(f"next_ts:{page[-1].ts}".encode()).decode() if rest else ""
         return page, more
@@ -743,8 +754,10 @@ class FakeSlack:
         if parent is None:
             return {"ok": False, "error": "thread_not_found"}
         replies = [m for m in self.channels[channel] if m.thread_ts == ts and m.ts != ts]
-        page, more = self._page(replies, args, newest_first=False)
-        if not args.get("cursor"):
+        first = not args.get("cursor")
+        most = self.read_page_most - (1 if first else 0)  # the parent counts in the first page
+        page, more = self._page(replies, args, newest_first=False, most=most)
+        if first:
             page = [parent, *page]  # the first page starts with the thread's parent
         return {
             "ok": True,
@@ -757,7 +770,7 @@ class FakeSlack:
         channel = str(args.get("channel"))
         top = [m for m in self.channels[channel] if m.thread_ts is None or m.thread_ts == m.ts]
         with_metadata = str(args.get("include_all_metadata")).lower() in ("1", "true")
-        page, more = self._page(top, args, newest_first=True)
+        page, more = self._page(top, args, newest_first=True, most=self.read_page_most)
         return {
             "ok": True,
             "messages": [
