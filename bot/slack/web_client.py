@@ -14,8 +14,6 @@ import logging
 from typing import Any
 
 import aiohttp
-from slack_bolt.async_app import AsyncApp
-from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
@@ -161,14 +159,3 @@ def web_client(token: str, api_url: str, budgets: WorkspaceBudgets) -> AsyncWebC
         session=http,
         retry_handlers=retry_handlers(on_rate_limited),
     )
-
-
-class BudgetedApp(AsyncApp):
-    """Bolt's app, whose per-request `client` (bolt makes a new plain `AsyncWebClient` for
-    each request) is a `BudgetedWebClient` under the app client's budgets."""
-
-    def _init_context(self, req: AsyncBoltRequest) -> None:
-        super()._init_context(req)
-        client = self._async_client
-        if isinstance(client, BudgetedWebClient):
-            req.context["client"] = client.for_team(req.context.team_id)
