@@ -5,6 +5,7 @@ per window it takes from (the pause is checked with the take, not before it)."""
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -15,7 +16,7 @@ from redis.asyncio import Redis
 from bot.coordination import LocalBucket, LocalWindow, RedisBucket, RedisWindow, Window
 from bot.slack.budgets import Limits, WorkspaceBudgets
 from bot.slack.call_budgets import Spent, asking
-from tests.test_replicas import redis  # noqa: F401 - the fixture
+from tests.test_replicas import Editor, redis, shared_budgets  # noqa: F401 - the fixture
 
 Make = Callable[[Redis, str], Window]
 KINDS: dict[str, Make] = {
@@ -93,3 +94,25 @@ async def test_a_paused_method_stops_posts_on_a_replica_that_never_saw_the_429(
     await asyncio.sleep(0.2)  # the pause is shared in the background
     with pytest.raises(Spent), asking(skip=True):
         await there.calls.admit("chat.postMessage", "C1")
+
+
+async def test_a_final_edit_is_one_round_trip_and_a_shared_pause_is_asked_once(
+    redis: Redis,  # noqa: F811
+) -> None:
+    """chat.update's budget shared by two replicas: a final edit costs one script (its take,
+    which checks the pause), and a pause the other replica learned, once a take has told of
+    it, is waited out here without asking Redis again at every step."""
+    first, second = shared_budgets(redis, 100, 10.0)
+    await second.acquire(Editor(wants_final=True))  # its script loaded, replica announced
+    counted = Counted(redis)
+    await second.acquire(Editor(wants_final=True))
+    assert counted.sent == ["EVALSHA"]
+    first.pause(0.6)
+    await asyncio.sleep(0.1)  # the pause reaches Redis
+    counted.sent.clear()
+    started = time.monotonic()
+    await second.acquire(Editor(wants_final=True))
+    assert time.monotonic() - started >= 0.4
+    assert counted.sent == ["EVALSHA", "EVALSHA"]  # refused (paused), then granted after it
+    for budget in (first, second):
+        await budget.stop()

@@ -55,7 +55,7 @@ class LocalBucket(LocalPause):
         return self._tokens
 
     async def take(self, keep_free: int) -> tuple[bool, float | None]:
-        paused = await self.paused_for()
+        paused = await self._refused_paused()
         if paused > 0:
             return False, paused
         need = 1 + keep_free + _reserve(self.limit, self.every, self.margin)
@@ -175,20 +175,22 @@ class RedisBucket(RedisShared[LocalBucket]):
     async def take(self, keep_free: int) -> tuple[bool, float | None]:
         self._taken = False
         if not self.breaker.closed:
-            return await self._fallback.take(keep_free)
+            return await self._fallback_take(keep_free)
         need = 1 + keep_free + self._reserve()
         try:
             await self._count_replicas()  # every ten seconds, paused or not
             paused = await self._fallback.paused_for()
+            self.paused_refusal = paused > 0
             if paused > 0:
                 return False, paused  # known here: no need to ask
-            granted, wait = await self._take(
+            granted, wait, *paused_by = await self._take(
                 keys=[self.key, self.pause_key], args=[self.limit, self.every, f"{need:.6f}"]
             )
         except RedisError as exc:
             self._down(exc)
-            return await self._fallback.take(keep_free)
+            return await self._fallback_take(keep_free)
         self.breaker.succeeded()
+        self.paused_refusal = bool(paused_by)
         if int(granted):
             self._taken = True
             self._fallback.record()  # its own calls count in its fallback too (`RedisShared`)

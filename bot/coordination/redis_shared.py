@@ -69,10 +69,11 @@ local function at(seconds) return string.format('%.6f', seconds) end
 """
 
 # Prefixed to a take script (after REDIS_NOW): while KEYS[2], the pause, lives, refuse with
-# the seconds it has left, so a call costs one round trip, not a pause check and then a take.
+# the seconds it has left (and a third element: refused by the pause), so a call costs one
+# round trip, not a pause check and then a take.
 UNLESS_PAUSED = """
 local paused = redis.call('PTTL', KEYS[2])
-if paused > 0 then return {0, at(paused / 1000)} end
+if paused > 0 then return {0, at(paused / 1000), 1} end
 """
 
 # KEYS[1] the replicas; ARGV this replica, seconds a replica counts after it was last seen.
@@ -129,6 +130,7 @@ class RedisShared(Generic[Local]):
         self._pause = redis.register_script(_PAUSE)
         self._fallback = fallback
         self.breaker = Breaker()
+        self.paused_refusal = False  # see `Window.paused_refusal`
 
     def _share_changed(self) -> None:
         """Size the fallback to this replica's share (`self.replicas` changed)."""
@@ -145,6 +147,12 @@ class RedisShared(Generic[Local]):
         )
         self.replicas = max(1, int(count))
         self._share_changed()
+
+    async def _fallback_take(self, keep_free: int) -> tuple[bool, float | None]:
+        """A take from this replica's own share (Redis is down)."""
+        taken = await self._fallback.take(keep_free)
+        self.paused_refusal = self._fallback.paused_refusal
+        return taken
 
     def _down(self, exc: Exception) -> None:
         self.breaker.failed(exc, f"using this replica's share of {self.key}")

@@ -79,21 +79,23 @@ class RedisWindow(RedisShared[LocalWindow]):
 
     async def take(self, keep_free: int) -> tuple[bool, float | None]:
         if not self.breaker.closed:
-            return await self._fallback.take(keep_free)
+            return await self._fallback_take(keep_free)
         member = uuid.uuid4().hex
         try:
             await self._count_replicas()  # every ten seconds, paused or not
             paused = await self._fallback.paused_for()
+            self.paused_refusal = paused > 0
             if paused > 0:
                 return False, paused  # known here: no need to ask
-            granted, wait = await self._take(
+            granted, wait, *paused_by = await self._take(
                 keys=[self.key, self.pause_key],
                 args=[self.seconds, self.limit, keep_free, member],
             )
         except RedisError as exc:
             self._down(exc)
-            return await self._fallback.take(keep_free)
+            return await self._fallback_take(keep_free)
         self.breaker.succeeded()
+        self.paused_refusal = bool(paused_by)
         if int(granted):
             self._last_taken = member
             self._fallback.record()  # its own calls count in its fallback too (`RedisShared`)

@@ -34,6 +34,10 @@ class Window(Protocol):
 
     async def paused_for(self) -> float: ...
 
+    # Whether the last refused `take` was refused by a pause (a 429's Retry-After), not by a
+    # full window: a pause says nothing of the rate (`LearnedRate.saturated`).
+    paused_refusal: bool
+
     def resize(self, limit: int) -> None:
         """From now on hold at most `limit` calls (a learned rate moved)."""
         ...
@@ -45,6 +49,13 @@ class LocalPause:
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
         self._paused_until = 0.0
+        self.paused_refusal = False
+
+    async def _refused_paused(self) -> float:
+        """Seconds the pause has left (0.0: none), noted for `paused_refusal`."""
+        paused = await self.paused_for()
+        self.paused_refusal = paused > 0
+        return paused
 
     async def pause(self, seconds: float) -> None:
         self._paused_until = max(self._paused_until, self._clock() + seconds)
@@ -73,7 +84,7 @@ class LocalWindow(LocalPause):
         return max(0, self.limit - len(self._calls) + leaving)
 
     async def take(self, keep_free: int) -> tuple[bool, float | None]:
-        paused = await self.paused_for()
+        paused = await self._refused_paused()
         if paused > 0:
             return False, paused
         now = self._clock()

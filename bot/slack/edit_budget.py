@@ -174,13 +174,22 @@ class EditBudget(WaiterQueue):
         await self.open_everywhere()
         return await self.window.free() - self._keep_free()
 
+    def _refused(self, now: float, wait: float | None) -> None:
+        """The window refused: it is full (the rate is what holds edits back), or paused by a
+        429 another replica heard (kept here until it ends: the next steps wait without
+        asking, and a pause says nothing of the rate)."""
+        if self.window.paused_refusal and wait is not None:
+            self._paused_until = max(self._paused_until, now + wait)
+        else:
+            self._saturated(True)
+
     async def _step(self, now: float) -> float | None:
         """Grant what may go now; return seconds until something may change (None: idle)."""
         self.pace.refill(now)
         self._waiters = [w for w in self._waiters if not w.future.done()]
         if not self._waiters:
             return None
-        paused = max(self._paused_until - now, await self.window.paused_for())
+        paused = self._paused_until - now  # the window's own (shared) pause: `take` tells
         if paused > 0:
             return paused
         finals = [w for w in self._waiters if w.editor.wants_final]
@@ -198,7 +207,7 @@ class EditBudget(WaiterQueue):
                 self._last_lane = lane_of(first.editor)
                 self._grant(first)
                 return 0.0
-            self._saturated(True)
+            self._refused(now, wait)
             return wait
         # Refreshes also leave a slot for each reply still showing "Thinking…" (its first
         # words); first words need only the finals' reserve.
@@ -221,7 +230,7 @@ class EditBudget(WaiterQueue):
         keep = keep_free - self.headroom if owing else keep_free + (0 if fresh else owed)
         granted, wait = await self.window.take(keep_free=keep)
         if not granted:
-            self._saturated(True)
+            self._refused(now, wait)
             return wait
         fresh, owing = self._still_waiting(fresh), self._still_waiting(owing)
         if fresh:  # first words: not paced
