@@ -51,7 +51,7 @@ DAEMONS = frozenset(
         "PolicySource.watch",
         "sample_loop_lag",
         "serve_http",
-        "EditBudget._dispatch",
+        "WaiterQueue._dispatch",
         "LiveReplies._renew",
         "WorkspaceBudgets._learn",
     }
