@@ -47,7 +47,10 @@ def govern_spend(
     def make() -> Spend:
         from bot.spend.ledger import Spend  # a start without budgets does without it
 
-        return Spend(db, policy.budgets, settings.load_prices(), main_model=settings.llm_model)
+        spend = Spend(db, policy.budgets, settings.load_prices(), main_model=settings.llm_model)
+        if gate.notices is not None:  # decided as charges are written behind
+            spend.on_soft = gate.notices.send
+        return spend
 
     gate = conversations.spending
     gate.budgets, gate.make = policy.budgets, make
