@@ -76,14 +76,17 @@ class Flusher:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="spend-flusher")
 
     async def _run(self) -> None:
+        pause = INTERVAL
         while self.busy and not self._closed:
-            await asyncio.sleep(INTERVAL)
+            await asyncio.sleep(pause)
             try:
                 await self.tick()
+                pause = INTERVAL
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # the next round tries again
+            except Exception as exc:  # the next round tries again, less often
                 log.warning("spend flush failed: %s", type(exc).__name__)
+                pause = min(pause * 2, 5.0)
 
     def settled(self, ticket: Ticket, used: Tokens, nano: int, source: str) -> None:
         """A call taken from leases settled: charged at the next flush (once)."""
@@ -176,6 +179,8 @@ class Flusher:
                 results = await asyncio.shield(self.send(pending))
                 crossings = self.finish(pending, list(results))
             await self._deliver(crossings)
+            if isinstance(results[0], Exception):
+                raise results[0]  # put back to be written again (later, less often)
             if not self.charges:
                 return
 

@@ -25,7 +25,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from functools import partial
 
-from sqlalchemy import or_, select
+from sqlalchemy import select
 
 from bot import metrics
 from bot.db.group_commit import GroupCommit
@@ -92,8 +92,7 @@ class Spend(Raises):
         return self._now()
 
     async def _read(self, wanted: list[tuple[Budget, WindowAt]]) -> list[Standing]:
-        if self.flusher.busy:
-            await self.flusher.flush(renew=False)  # this process reads its own writes
+        await self.flusher.flush(renew=False)  # this process reads its own writes (in flight too)
         return await super()._read(wanted)
 
     async def flush(self) -> None:
@@ -268,8 +267,7 @@ class Spend(Raises):
                 await session.execute(
                     select(SpendLease.id, SpendLease.window_id)
                     .where(
-                        SpendLease.renewed_at < now - leases,
-                        or_(SpendLease.room_nano > 0, SpendLease.room_tokens > 0),
+                        SpendLease.renewed_at < now - leases,  # empty ones are removed
                         SpendLease.holder != self.flusher.book.holder,  # alive: it is us
                     )
                     .order_by(SpendLease.id)

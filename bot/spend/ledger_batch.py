@@ -9,6 +9,12 @@ their window rows is locked once, in name order, each call is decided in arrival
 the rows as the calls before it left them, the new holds are one INSERT and each window row
 one UPDATE. All or none per call, never past a limit, charged once: as one call at a time.
 
+Leases (bot/spend/leases.py) ride in the same batches: a `Flush` writes what a process did
+in memory (calls taken from its leases, room given back, renewals); a hold first gives back
+its process's own lease room on its windows (counted as free), and once decided is granted a
+lease (bot/spend/ledger_leases.py); a hold refused while other processes' leases hold room
+bumps the window's reclaim generation and says so (`Held.retry`).
+
 This runs inside `GroupCommit`: a batch that fails is rolled back and done again one call at a
 time, so it only touches the database; metrics are counted by the caller once it committed.
 """
