@@ -3,6 +3,7 @@ for 10.
 
     uv run python -m bench.budgets                 # SQLite and PostgreSQL
     uv run python -m bench.budgets --no-postgres
+    PYTHONPATH=$PWD .venv/bin/python -m bench.budgets   # in a worktree (no `uv run` there)
 
 The whole bot runs against the fake Slack (Slack's documented floors) and the fake model, with
 a workspace budget in dollars in its policy file, the bot's own prices (`fake-model` is priced
@@ -17,8 +18,9 @@ Figures:
 - spend recorded by the ledger against the limit (0 over), and against what the fake model
   reported for the calls it played, priced the same way (target: equal within 1%);
 - the latency each model call gains from the budget: the time in `Spend.reserve` before the
-  call plus `Spend.settle` after it, measured around those methods in this process (target
-  p99 <= 5 ms), with the lock waits of 50 turns at once included.
+  call plus `Spend.settle` after it, measured around those methods in this process for each
+  call that started (target p99 <= 5 ms), with the lock waits of 50 turns at once included;
+  apart, the time a refused reserve took before its turn paused.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from sqlalchemy import select
 from bot.db.models import SpendReservation
 from bot.spend.ledger import Spend
 from bot.spend.prices import Prices
-from bot.spend.standing import usd_of
+from bot.spend.standing import Reservation, usd_of
 from tests.fakes.openai import MODEL, FakeOpenAI, Script
 from tests.fakes.slack import BOT_USER_ID, FakeSlack
 from tests.harness import RunningBot, make_settings, start_bot, stop_bot
@@ -61,28 +63,49 @@ def policy(usd: Decimal) -> str:
 
 class Timings:
     """Wall time of each `Spend.reserve` and `Spend.settle` call of this process, while
-    `on` (the methods are wrapped once, for the whole benchmark)."""
+    `on` (the methods are wrapped once, for the whole benchmark): per model call, its
+    reserve plus its settle (`added`); apart, the reserves that were refused (no call)."""
 
     def __init__(self) -> None:
         self.reserve: list[float] = []
         self.settle: list[float] = []
+        self.added: list[float] = []
+        self.refused: list[float] = []
+        self._held: dict[int, tuple[Reservation, float]] = {}
         self.on = False
         for name in ("reserve", "settle"):
-            self._wrap(name, getattr(self, name))
+            self._wrap(name)
 
-    def _wrap(self, name: str, into: list[float]) -> None:
+    def clear(self) -> None:
+        for values in (self.reserve, self.settle, self.added, self.refused):
+            values.clear()
+        self._held.clear()
+
+    def _wrap(self, name: str) -> None:
         original = cast(Callable[..., Awaitable[Any]], getattr(Spend, name))
 
         @wraps(original)
         async def timed(*args: Any, **kwargs: Any) -> Any:
             started = time.perf_counter()
-            try:
-                return await original(*args, **kwargs)
-            finally:
-                if self.on:
-                    into.append(time.perf_counter() - started)
+            result = await original(*args, **kwargs)
+            if self.on:
+                self._took(name, args[1], result, time.perf_counter() - started)
+            return result
 
         setattr(Spend, name, timed)
+
+    def _took(self, name: str, argument: Any, result: Any, elapsed: float) -> None:
+        if name == "reserve":
+            self.reserve.append(elapsed)
+            if isinstance(result, Reservation):
+                self._held[id(result)] = (result, elapsed)
+            else:
+                self.refused.append(elapsed)
+            return
+        self.settle.append(elapsed)
+        held = self._held.pop(id(argument), None)
+        if held is not None:
+            self.added.append(held[1] + elapsed)
 
 
 TIMINGS = Timings()
@@ -113,8 +136,7 @@ async def estimate_of_one_call(bot: RunningBot) -> int:
 async def run(database_url: str, backend: str, folder: Path) -> dict[str, float]:
     slack, model = FakeSlack().start(), FakeOpenAI().start()
     timings = TIMINGS
-    timings.reserve.clear()
-    timings.settle.clear()
+    timings.clear()
     path = folder / "policy.yaml"
     path.write_text(policy(Decimal(1000)))
     bot = await start_bot(
@@ -162,7 +184,7 @@ async def run(database_url: str, backend: str, folder: Path) -> dict[str, float]
         if card.text.startswith("Budget reached")
     )
     spent = after.used_nano - before.used_nano
-    added = [r + s for r, s in zip(timings.reserve, timings.settle, strict=False)]
+    added = timings.added
     ms = 1000.0
     return {
         "turns": TURNS,
@@ -182,6 +204,9 @@ async def run(database_url: str, backend: str, folder: Path) -> dict[str, float]
         "added per model call p50 ms": pct(added, 0.5) * ms,
         "added per model call p99 ms": pct(added, 0.99) * ms,
         "added per model call mean ms": statistics.mean(added) * ms if added else float("nan"),
+        "model calls timed": len(added),
+        "refused reserve p50 ms": pct(timings.refused, 0.5) * ms,
+        "refused reserve p99 ms": pct(timings.refused, 0.99) * ms,
         "reservations timed": len(timings.reserve),
         "wall s": wall,
     }

@@ -283,6 +283,12 @@ class Countersign:
         stop_budgets = self.budgets.stop if self.budgets is not None else self.budget.stop
         await self.tasks.drain(self.settings.shutdown_grace_seconds, stop_budgets)
         await stop_budgets()
+        spend = self.conversations.spending.spend
+        if spend is not None:
+            try:  # the settles written behind, the budgets' leases given back
+                await spend.close()
+            except Exception as exc:  # the sweeper charges what a dead process held
+                log.warning("spend ledger not closed cleanly: %s", type(exc).__name__)
         with contextlib.suppress(Exception):  # the texts shown last, for the next process
             await self.live_replies.flush()
         await self.live_replies.stop()

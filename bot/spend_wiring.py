@@ -47,7 +47,10 @@ def govern_spend(
     def make() -> Spend:
         from bot.spend.ledger import Spend  # a start without budgets does without it
 
-        return Spend(db, policy.budgets, settings.load_prices(), main_model=settings.llm_model)
+        spend = Spend(db, policy.budgets, settings.load_prices(), main_model=settings.llm_model)
+        if gate.notices is not None:  # decided as charges are written behind
+            spend.on_soft = gate.notices.send
+        return spend
 
     gate = conversations.spending
     gate.budgets, gate.make = policy.budgets, make
@@ -58,8 +61,9 @@ def govern_spend(
 
 def stale_holds_job(conversations: Conversations, settings: Settings) -> Callable[[], Any]:
     """A sweeper job: holds of calls that can no longer be running (a process died
-    mid-call) are charged their whole estimate and freed, so a crash never keeps a budget's
-    room held. A call ends within its deadline plus one read time-out."""
+    mid-call) are charged their whole estimate and freed, and leases whose process stopped
+    renewing them are charged whole (bot/spend/leases.py `LAPSE`), so a crash never keeps a
+    budget's room held. A call ends within its deadline plus one read time-out."""
     older_than = timedelta(
         seconds=settings.model_deadline_seconds + settings.llm_timeout_seconds + 60
     )

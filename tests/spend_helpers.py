@@ -51,8 +51,19 @@ class Clock:
         self.at += timedelta(**delta)
 
 
+OPEN: list[Spend] = []  # closed by `close_all` before their databases are disposed
+
+
 def spend_on(db: Any, policy: Policy, clock: Clock | None = None) -> Spend:
-    return Spend(db, policy, Prices.load(None), now=clock or Clock())
+    spend = Spend(db, policy, Prices.load(None), now=clock or Clock())
+    OPEN.append(spend)
+    return spend
+
+
+async def close_all() -> None:
+    """Shut the ledgers made here down, as the bot does (their flushers stop)."""
+    while OPEN:
+        await OPEN.pop().close()
 
 
 async def hold(

@@ -16,7 +16,16 @@ import pytest
 from bot.db.session import Database
 from bot.spend.ledger import Spend
 from bot.spend.standing import Refused, Reservation, Tokens
-from tests.spend_helpers import ALICE, MODEL, Policy, budget, hold, spend_on, standing
+from tests.spend_helpers import (
+    ALICE,
+    MODEL,
+    Policy,
+    budget,
+    close_all,
+    hold,
+    spend_on,
+    standing,
+)
 
 # On gpt-4o-mini, 1,000 prompt tokens and 1,000 reply tokens cost $0.00075 (750,000 nano).
 CALL = 750_000
@@ -32,6 +41,7 @@ async def databases(url: str, count: int) -> AsyncIterator[list[Database]]:
             db = Database.from_url(url)
             stack.push_async_callback(db.dispose)
             found.append(db)
+        stack.push_async_callback(close_all)  # first: the ledgers stop before the databases
         yield found
 
 
@@ -132,6 +142,7 @@ async def test_settling_a_call_twice_at_once_charges_it_once(
                 for n in range(4)
             )
         )
+        await asyncio.gather(*(s.flush() for s in spends))  # each writes its settles behind
         now = await standing(spends[0], "all")
         assert (now.used_nano, now.reserved_nano, now.used_tokens) == (
             calls * CALL,

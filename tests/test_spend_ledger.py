@@ -18,13 +18,14 @@ from bot.db.session import Database
 from bot.policy.source import PolicySource
 from bot.spend.ledger import Spend
 from bot.spend.prices import Prices
-from bot.spend.standing import Reservation, Tokens
+from bot.spend.standing import Reservation, SoftCrossing, Tokens
 from tests.spend_helpers import (
     ALICE,
     MODEL,
     Clock,
     Policy,
     budget,
+    close_all,
     hold,
     refusal,
     spend_on,
@@ -39,6 +40,7 @@ CALL = 750_000
 async def db(migrated_database_url: str) -> AsyncIterator[Database]:
     database = Database.from_url(migrated_database_url)
     yield database
+    await close_all()
     await database.dispose()
 
 
@@ -166,29 +168,42 @@ async def test_two_raises_approved_at_once_end_at_the_higher_never_their_sum(
         again = await second.raise_to("all", "2026-11-27", Decimal("0.002"), 500, key="p-3")
         assert (again.limit_nano, again.limit_tokens) == (3_000_000, 4000)  # never lowered
     finally:
+        await close_all()
         await other.dispose()
 
 
 async def test_a_soft_threshold_is_crossed_once_a_window_across_replicas(
     db: Database, migrated_database_url: str
 ) -> None:
+    """Settling does not wait for the database: the threshold is decided under the window's
+    lock as each replica writes its charges, and told through `on_soft`, once."""
     other = Database.from_url(migrated_database_url)
     try:
         policy = Policy([budget("all", tokens=10_000, soft=0.5, owners=["U0LEAD"])])
         clock = Clock()
         first, second = spend_on(db, policy, clock), spend_on(other, policy, clock)
+        notices: list[SoftCrossing] = []
+
+        async def heard(crossing: SoftCrossing) -> None:
+            notices.append(crossing)
+
+        first.on_soft = second.on_soft = heard
         pairs = [(s, await hold(s)) for s in (first, second, first, second)]
         crossed = await asyncio.gather(
             *(s.settle(h, Tokens(1000, 1000), Tokens(0, 0)) for s, h in pairs)
         )
-        notices = [c for found in crossed for c in found]
+        assert crossed == [[], [], [], []]  # nothing waits for the database
+        await asyncio.gather(first.flush(), second.flush())
         assert len(notices) == 1  # 2,000 then 4,000, 6,000, 8,000 of 10,000: once at 6,000
         assert notices[0].standing.name == "all"
         assert notices[0].standing.owners == ("U0LEAD",)
         clock.advance(days=1)
         again = await hold(first, size=3000)
-        assert len(await first.settle(again, Tokens(3000, 3000), Tokens(0, 0))) == 1
+        await first.settle(again, Tokens(3000, 3000), Tokens(0, 0))
+        await first.flush()
+        assert len(notices) == 2
     finally:
+        await close_all()
         await other.dispose()
 
 
@@ -303,11 +318,13 @@ async def test_calls_reserving_and_settling_at_once_on_two_replicas_add_up(
             await spends[(i + 1) % 2].settle(held, Tokens(60, 40), Tokens(0, 0))
 
         await asyncio.gather(*(call(i) for i in range(30)))
+        await asyncio.gather(*(s.flush() for s in spends))  # each writes its settles behind
         for name in ("all", "eng", "support"):
             now = await standing(spends[0], name)
             assert (now.used_tokens, now.reserved_tokens, now.reserved_nano) == (3000, 0, 0)
             assert now.used_nano == 30 * (60 * 150 + 40 * 600)
     finally:
+        await close_all()
         await other.dispose()
 
 

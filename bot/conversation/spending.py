@@ -31,7 +31,7 @@ from bot.db.session import Database
 from bot.llm import LLM, Completed, Finished, LLMError, StreamEvent, TextDelta, Usage
 from bot.slack.budget_notices import SoftNotices
 from bot.spend.pauses import RESUMED
-from bot.spend.standing import Asker, Refused, Reservation, Tokens
+from bot.spend.standing import Asker, Refused, Reservation, SoftCrossing, Tokens
 
 if TYPE_CHECKING:
     from bot.spend.budget_model import Budget
@@ -223,20 +223,22 @@ class SpendGate:
             await self.settle(held, meter)
 
     async def settle(self, held: Reservation | Refused | None, meter: Meter | None) -> None:
-        """Settle a hold to what the call used (shielded: a Stop or a shutdown cancelling the
-        turn does not cancel the settlement). Never raises: the reply is not failed by it."""
-        if not isinstance(held, Reservation) or held.id is None or meter is None:
+        """Settle a hold to what the call used. The ledger writes it behind and never
+        suspends here, so a Stop or a shutdown cancelling the turn cannot cut it off (and
+        the turn is not over before it is recorded). Never raises: the reply is not failed
+        by it."""
+        if not isinstance(held, Reservation) or not held.counted or meter is None:
             return
-        try:
-            await asyncio.shield(self._settle(held, meter))
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # the hold stays; release_stale charges it later
-            log.warning("could not settle model call %s: %s", held.id, type(exc).__name__)
-
-    async def _settle(self, held: Reservation, meter: Meter) -> None:
         assert self.spend is not None
-        crossings = await self.spend.settle(held, meter.reported(), meter.counted())
+        try:
+            crossings = await self.spend.settle(held, meter.reported(), meter.counted())
+        except Exception as exc:  # the hold stays; release_stale charges it later
+            log.warning("could not settle a model call: %s", type(exc).__name__)
+            return
+        if crossings and self.notices is not None:  # a ledger that still returns them
+            await asyncio.shield(self._tell(crossings))
+
+    async def _tell(self, crossings: list[SoftCrossing]) -> None:
         for crossing in crossings:
             if self.notices is not None:
                 await self.notices.send(crossing)

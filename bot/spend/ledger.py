@@ -2,30 +2,43 @@
 
 CONTRACT (the conversation, the Slack surface, bench/budgets.py and the tests rely on it):
 every method is safe across replicas sharing one database. A reservation holds its estimate
-in every budget that applies, all or none, in one transaction that locks those budgets'
-window rows (bot/spend/ledger_rows.py); settling and releasing are compare-and-set on the
-reservation's state, so a call is charged exactly once. Calls reserving and settling at once
-share a transaction (bot/spend/ledger_batch.py), each decided as if alone, in arrival order.
+in every budget that applies, all or none, and no call is held past a hard limit however many
+reserve at once on however many replicas: for every window, used + reserved + leased never
+passes the limit (+ raises), because room is held only under the window rows' locks
+(bot/spend/ledger_rows.py), either for one call or as a lease, a process's share that its
+calls then take from in memory with no await (bot/spend/leases.py). A process's own lease
+counts as free when it takes the locked path, and a call is refused only once other
+processes' leases were asked for their unused room back. Settling never waits for the
+database: charges are written behind by the process's flusher (bot/spend/flusher.py), each
+once (compare-and-set on the reservation's state, or written settled in the first place);
+soft thresholds are decided there under the lock and delivered to `on_soft`. Reads
+(`standings`, `standing`, `owned`) write this process's pending work first. Calls on the
+locked path meet in one transaction (bot/spend/ledger_batch.py), each decided as if alone,
+in arrival order. `close` (shutdown) writes what is pending and gives the leases back.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
-from decimal import Decimal
+from functools import partial
 
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot import metrics
 from bot.db.group_commit import GroupCommit
-from bot.db.models import SpendReservation
+from bot.db.models import SpendLease, SpendReservation
 from bot.db.session import Database
 from bot.spend import ledger_batch as batch
 from bot.spend import ledger_calls as calls
 from bot.spend import ledger_rows as rows
 from bot.spend.budget_model import Budget
+from bot.spend.flusher import Flusher, count
+from bot.spend.leases import INTERVAL, LAPSE, RETRIES
+from bot.spend.ledger_leases import charge_lapsed
+from bot.spend.ledger_raises import Raises
 from bot.spend.prices import Prices
 from bot.spend.standing import (
     Asker,
@@ -34,16 +47,13 @@ from bot.spend.standing import (
     SoftCrossing,
     Standing,
     Tokens,
-    nano_of,
-    usd_of,
 )
-from bot.spend.standings import Standings
-from bot.spend.windows import window_at, window_named
+from bot.spend.windows import WindowAt, window_at
 
 STALE_BATCH = 100  # reservations released per call of `release_stale`
 
 
-class Spend(Standings):
+class Spend(Raises):
     """Reserve, settle, raise and release (the reads are `Standings`').
 
     Holds and charges arriving at once are written together (`writes`, a group commit). On
@@ -67,6 +77,31 @@ class Spend(Standings):
         super().__init__(db, budgets, prices, now)
         self.main_model = main_model
         self._writes: GroupCommit | None = None  # made at the first write: no budget, no database
+        self.flusher = Flusher(self)
+
+    @property
+    def on_soft(self) -> Callable[[SoftCrossing], Awaitable[None]] | None:
+        """Told of each soft threshold crossed (once a window, across replicas)."""
+        return self.flusher.on_soft
+
+    @on_soft.setter
+    def on_soft(self, deliver: Callable[[SoftCrossing], Awaitable[None]] | None) -> None:
+        self.flusher.on_soft = deliver
+
+    def current_time(self) -> datetime:
+        return self._now()
+
+    async def _read(self, wanted: list[tuple[Budget, WindowAt]]) -> list[Standing]:
+        await self.flusher.flush(renew=False)  # this process reads its own writes (in flight too)
+        return await super()._read(wanted)
+
+    async def flush(self) -> None:
+        """Write what this process did in memory (and renew its leases) now."""
+        await self.flusher.flush()
+
+    async def close(self) -> None:
+        """Shutdown: write what is pending, give the leases back."""
+        await self.flusher.close()
 
     @property
     def writes(self) -> GroupCommit:
@@ -93,128 +128,128 @@ class Spend(Standings):
         now = self._now()
         tz = self.budgets()[1]
         windows = tuple(window_at(b, tz, now, asker.turn_key) for b in applying)
+        book = self.flusher.book
         hold = calls.Hold(
-            asker, model, tuple(applying), windows, nano, tokens, now, self.main_model
+            asker,
+            model,
+            tuple(applying),
+            windows,
+            nano,
+            tokens,
+            now,
+            self.main_model,
+            holder=book.holder,
+            lease=all(b.window != "turn" for b in applying),
         )
-        held = await self.writes.add(batch.LEDGER, hold)
-        assert isinstance(held, calls.Held)
-        if held.refused is not None:
-            metrics.SPEND_REFUSALS.labels(held.refused.scope_kind).inc()
-            return Refused(held.refused)
-        for budget in applying:
-            metrics.SPEND_RESERVATIONS.labels(budget.scope.kind, rows.HELD).inc()
-        return Reservation(id=held.id, model=model, tokens=tokens, nano=nano)
+        ticket = book.take(hold)  # the fast path: no await at all
+        if ticket is None:
+            return await self._reserve_locked(hold)
+        return self._taken(hold, ticket)
 
-    async def _locked(
-        self, session: AsyncSession, keys: list[tuple[str, str]], now: datetime
-    ) -> dict[tuple[str, str], rows.WindowRow]:
-        locked = await rows.lock_rows(session, keys)
-        if len(locked) < len(keys):
-            # A window's first call: create its rows, then lock them all, in name order. On
-            # PostgreSQL the rows locked above stay locked; creating and locking the rest in
-            # name order can only wait on calls that lock in the same order.
-            await rows.create_rows(session, [k for k in keys if k not in locked], now)
-            locked = await rows.lock_rows(session, keys)
-        return locked
+    def _taken(self, hold: calls.Hold, ticket: calls.Ticket) -> Reservation:
+        ticket.owner = self.flusher
+        self.flusher.kick()
+        for budget in hold.budgets:
+            metrics.SPEND_RESERVATIONS.labels(budget.scope.kind, rows.HELD).inc()
+        return Reservation(None, hold.model, hold.tokens, hold.nano, ticket)
+
+    async def _reserve_locked(self, hold: calls.Hold) -> Reservation | Refused:
+        """The locked path; refused while other processes' leases hold room: decided again
+        (they were asked to give it back), at most RETRIES times, INTERVAL apart."""
+        for attempt in range(RETRIES + 1):
+            held = await self._decide(hold)
+            if held.refused is None:
+                for budget in hold.budgets:
+                    metrics.SPEND_RESERVATIONS.labels(budget.scope.kind, rows.HELD).inc()
+                return Reservation(held.id, hold.model, hold.tokens, hold.nano)
+            if not held.retry or attempt == RETRIES:
+                break
+            await asyncio.sleep(INTERVAL)
+            ticket = self.flusher.book.take(hold)  # a lease granted here meanwhile
+            if ticket is not None:
+                return self._taken(hold, ticket)
+        assert held.refused is not None
+        metrics.SPEND_REFUSALS.labels(held.refused.scope_kind).inc()
+        return Refused(held.refused)
+
+    async def _decide(self, hold: calls.Hold) -> calls.Held:
+        """One locked decision. This process's own lease room on the call's windows is given
+        back first (counted as free), and what it did in memory and its pending settles are
+        written in the same batch, before it: the call is decided on the windows as they
+        truly are. What the batch did is taken in as soon as it commits, even if this call
+        was cancelled meanwhile."""
+        book = self.flusher.book
+        sent = replace(hold, returned=book.freeze(hold.keys))
+
+        def done(task: asyncio.Future[calls.Held | calls.Charged | calls.Flushed]) -> None:
+            if task.cancelled():
+                return  # not known whether it committed: the room stays out (never over)
+            if task.exception() is not None:
+                book.thaw(sent.returned)  # rolled back: the room is still this process's
+                return
+            held = task.result()
+            assert isinstance(held, calls.Held)
+            book.granted(held.grants, sent)
+            if held.grants:
+                self.flusher.kick()
+
+        flusher = self.flusher
+        pending = flusher.begin(renew=False, probes=[])  # written first, in the same batch
+        if pending is not None:
+            flusher.send(pending).add_done_callback(
+                lambda w: flusher.deliver(flusher.finish(pending, w.result()))
+            )
+        task = asyncio.ensure_future(self.writes.add(batch.LEDGER, sent))
+        task.add_done_callback(done)
+        held = await asyncio.shield(task)
+        assert isinstance(held, calls.Held)
+        return held
 
     async def settle(
         self, reservation: Reservation, reported: Tokens | None, counted: Tokens
     ) -> list[SoftCrossing]:
         """Replace the hold by what was used: the server's reported usage, else `counted`
-        (this side's count of the prompt and of what streamed). Idempotent. Returns the soft
-        thresholds crossed for the first time in their window. Calls settling at once are
-        charged together."""
-        if reservation.id is None:
+        (this side's count of the prompt and of what streamed). Idempotent, and it does not
+        wait for the database: the charge is written behind, by the flusher of the process
+        that reserved the call (bot/spend/flusher.py). Soft thresholds crossed go to
+        `on_soft`; the list returned is empty (kept for callers written before)."""
+        if not reservation.counted:
             return []
         used = reported if reported is not None else counted
         nano = self.prices.nano(reservation.model, used.prompt, used.completion, used.cached)
         source = "reported" if reported is not None else "counted"
-        charged = await self._charge(reservation.id, rows.SETTLED, used, nano, source)
-        return list(charged.crossings)
+        ticket = reservation.ticket
+        if isinstance(ticket, calls.Ticket):
+            flusher = ticket.owner if isinstance(ticket.owner, Flusher) else self.flusher
+            flusher.settled(ticket, used, nano, source)
+        elif reservation.id is not None:
+            budgets, tz = self.budgets()
+            now = self._now()
+            charge = calls.Charge(
+                reservation.id, rows.SETTLED, used, nano, source, tuple(budgets), tz, now
+            )
+            self.flusher.charge(charge)
+        return []
 
     async def _charge(
         self, reservation_id: int, state: str, used: Tokens | None, nano: int, source: str
     ) -> calls.Charged:
-        """Move a held reservation to `state` and charge it (compare-and-set: once); metrics
-        once it committed."""
+        """Move a held reservation to `state` and charge it now (compare-and-set: once);
+        metrics once it committed."""
         budgets, tz = self.budgets()
         charge = calls.Charge(
             reservation_id, state, used, nano, source, tuple(budgets), tz, self._now()
         )
         charged = await self.writes.add(batch.LEDGER, charge)
         assert isinstance(charged, calls.Charged)
-        for scope in charged.scopes:
-            metrics.SPEND_RESERVATIONS.labels(scope, state).inc()
-            metrics.SPEND_USD.labels(scope).inc(float(usd_of(charged.nano)))
-            metrics.SPEND_TOKENS.labels(scope).inc(charged.tokens)
+        count(charged.scopes, state, charged.nano, charged.tokens)
         return charged
 
-    async def raise_limit(
-        self,
-        name: str,
-        window_key: str,
-        usd: Decimal | None,
-        tokens: int | None,
-        key: str | None = None,
-    ) -> Standing:
-        """Add to the budget's limits for that window only (an approved raise). `key` (the
-        approval's idempotency key; required in practice) makes applying it twice add once.
-        `ValueError` if no budget is so named."""
-        budgets, tz = self.budgets()
-        budget = next((b for b in budgets if b.name == name), None)
-        if budget is None:
-            raise ValueError(f"no budget is named {name!r}")
-        nano, more = (nano_of(usd) if usd is not None else 0), tokens or 0
-        now = self._now()
-        async with self.db.transaction() as session:
-            row = (await self._locked(session, [(name, window_key)], now))[(name, window_key)]
-            if key is None or await rows.record_raise(
-                session, key, name, window_key, nano, more, now
-            ):
-                await rows.add_to(session, [row.id], 0, 0, raised_nano=nano, raised_tokens=more)
-                row.raised_nano += nano
-                row.raised_tokens += more
-        return rows.standing_of(budget, window_named(budget, tz, window_key), row)
-
-    async def raise_to(
-        self,
-        name: str,
-        window_key: str,
-        usd: Decimal | None,
-        tokens: int | None,
-        key: str,
-    ) -> Standing:
-        """Raise the budget's limits for that window TO these values (an approved raise shows
-        "to $24.00"): what is missing is computed under the window's lock, so two raises
-        approved at once end at the higher of them, never at their sum; a limit already at or
-        over a value is left as it is. `key` (the approval's idempotency key) applies it once.
-        `ValueError` if no budget is so named."""
-        budgets, tz = self.budgets()
-        budget = next((b for b in budgets if b.name == name), None)
-        if budget is None:
-            raise ValueError(f"no budget is named {name!r}")
-        now = self._now()
-        async with self.db.transaction() as session:
-            row = (await self._locked(session, [(name, window_key)], now))[(name, window_key)]
-            money_limit, token_limit = rows.limits(budget, row)
-            nano = 0
-            if usd is not None and money_limit is not None:
-                nano = max(0, nano_of(usd) - money_limit)
-            more = 0
-            if tokens is not None and token_limit is not None:
-                more = max(0, tokens - token_limit)
-            if (nano or more) and await rows.record_raise(
-                session, key, name, window_key, nano, more, now
-            ):
-                await rows.add_to(session, [row.id], 0, 0, raised_nano=nano, raised_tokens=more)
-                row.raised_nano += nano
-                row.raised_tokens += more
-        return rows.standing_of(budget, window_named(budget, tz, window_key), row)
-
-    async def release_stale(self, older_than: timedelta) -> int:
+    async def release_stale(self, older_than: timedelta, leases: timedelta = LAPSE) -> int:
         """Release holds left by calls that never settled (a crashed process): each is
         charged its whole estimate, so spend is never under-counted. One transaction per
-        reservation, so the windows are locked in the one order."""
+        reservation, so the windows are locked in the one order. Leases not renewed for
+        `leases` (their holder died) are charged whole too: what it took is unknown."""
         now = self._now()
         async with self.db.reading() as session:
             stale = list(
@@ -228,6 +263,19 @@ class Spend(Standings):
                     .limit(STALE_BATCH)
                 )
             )
+            lapsed = list(
+                await session.execute(
+                    select(SpendLease.id, SpendLease.window_id)
+                    .where(
+                        SpendLease.renewed_at < now - leases,  # empty ones are removed
+                        SpendLease.holder != self.flusher.book.holder,  # alive: it is us
+                    )
+                    .order_by(SpendLease.id)
+                    .limit(STALE_BATCH)
+                )
+            )
+        for lease_id, window_id in lapsed:
+            await self.writes.run(partial(charge_lapsed, lease_id, window_id, now - leases))
         charged = await asyncio.gather(
             *(self._charge(i, rows.RELEASED, None, 0, "estimate") for i in stale)
         )

@@ -9,6 +9,12 @@ their window rows is locked once, in name order, each call is decided in arrival
 the rows as the calls before it left them, the new holds are one INSERT and each window row
 one UPDATE. All or none per call, never past a limit, charged once: as one call at a time.
 
+Leases (bot/spend/leases.py) ride in the same batches: a `Flush` writes what a process did
+in memory (calls taken from its leases, room given back, renewals); a hold first gives back
+its process's own lease room on its windows (counted as free), and once decided is granted a
+lease (bot/spend/ledger_leases.py); a hold refused while other processes' leases hold room
+bumps the window's reclaim generation and says so (`Held.retry`).
+
 This runs inside `GroupCommit`: a batch that fails is rolled back and done again one call at a
 time, so it only touches the database; metrics are counted by the caller once it committed.
 """
@@ -16,7 +22,7 @@ time, so it only touches the database; metrics are counted by the caller once it
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -25,7 +31,6 @@ from sqlalchemy import (
     ColumnElement,
     String,
     Table,
-    bindparam,
     case,
     insert,
     literal,
@@ -34,15 +39,15 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.db.group_commit import Together
-from bot.db.models import SpendReservation, SpendWindow
+from bot.db.models import SpendReservation
 from bot.db.models.base import UTCDateTime
 from bot.spend import ledger_rows as rows
-from bot.spend.ledger_calls import NOT_HELD, Charge, Charged, Held, Hold
-from bot.spend.standing import SoftCrossing, Standing
-from bot.spend.windows import window_at, window_named
+from bot.spend.ledger_calls import NOT_HELD, Charge, Charged, Flush, Flushed, Held, Hold
+from bot.spend.ledger_leases import own_leases
+from bot.spend.ledger_windows import Windows, update_rows
+from bot.spend.standing import SoftCrossing
 
 RESERVATIONS: Table = SpendReservation.__table__  # type: ignore[assignment]
-WINDOWS: Table = SpendWindow.__table__  # type: ignore[assignment]
 
 
 def _by_id(
@@ -84,37 +89,6 @@ async def _claim(session: AsyncSession, charges: Sequence[Charge]) -> dict[int, 
     return {int(row[0]): rows.Claimed(*row[1:]) for row in found}
 
 
-@dataclass
-class _Delta:
-    reserved_nano: int = 0
-    reserved_tokens: int = 0
-    used_nano: int = 0
-    used_tokens: int = 0
-
-
-class _Windows:
-    """The batch's window rows, locked, as the calls decided so far leave them."""
-
-    def __init__(self, locked: dict[tuple[str, str], rows.WindowRow]) -> None:
-        self.by_key = locked
-        self.by_id = {row.id: row for row in locked.values()}
-        self.deltas: dict[int, _Delta] = {}
-        self.noticed: list[int] = []
-
-    def add(self, row: rows.WindowRow, nano: int, tokens: int, used: bool) -> None:
-        delta = self.deltas.setdefault(row.id, _Delta())
-        if used:
-            row.used_nano += nano
-            row.used_tokens += tokens
-            delta.used_nano += nano
-            delta.used_tokens += tokens
-        else:
-            row.reserved_nano += nano
-            row.reserved_tokens += tokens
-            delta.reserved_nano += nano
-            delta.reserved_tokens += tokens
-
-
 async def _lock(
     session: AsyncSession, keys: list[tuple[str, str]], ids: list[int], now: datetime
 ) -> dict[tuple[str, str], rows.WindowRow]:
@@ -129,22 +103,28 @@ async def _lock(
     return locked
 
 
-def _decide(hold: Hold, windows: _Windows) -> tuple[Standing | None, list[dict[str, Any]]]:
+def _decide(hold: Hold, windows: Windows) -> tuple[Held, list[dict[str, Any]]]:
     """Room in every budget (a budget's own fallback model always has room): the holds taken;
-    else the standing of the first budget without room, and nothing taken."""
+    else the standing of the first budget without room, and nothing taken. Refused while
+    other processes' leases hold room there: they are asked to give it back (`retry`)."""
+    if hold.probe:  # nothing to hold: only a lease to size
+        return Held(None, None), []
     found = [windows.by_key[key] for key in hold.keys]
     for budget, at, row in zip(hold.budgets, hold.windows, found, strict=True):
         if not hold.spared_by(budget) and not rows.has_room(budget, row, hold.nano, hold.tokens):
-            return rows.standing_of(budget, at, row), []
+            leased = row.leased_nano > 0 or row.leased_tokens > 0
+            if leased:
+                windows.bump(row)
+            return Held(None, rows.standing_of(budget, at, row), retry=leased), []
     for row in found:
         windows.add(row, hold.nano, hold.tokens, used=False)
-    return None, [
+    return Held(None, None), [
         {"window": row.id, "budget": b.name, "scope": b.scope.kind}
         for row, b in zip(found, hold.budgets, strict=True)
     ]
 
 
-def _charge(charge: Charge, claimed: rows.Claimed, windows: _Windows) -> Charged:
+def _charge(charge: Charge, claimed: rows.Claimed, windows: Windows) -> Charged:
     """Swap the hold for the charge in each window it held; take each soft notice this
     charge brings due (the rows are locked: none was taken by anyone else)."""
     nano = charge.nano if charge.used is not None else claimed.estimate_nano
@@ -157,43 +137,49 @@ def _charge(charge: Charge, claimed: rows.Claimed, windows: _Windows) -> Charged
             continue
         windows.add(row, -claimed.estimate_nano, -claimed.estimate_tokens, used=False)
         windows.add(row, nano, tokens, used=True)
-        budget = by_name.get(row.budget)
-        if budget is None or budget.soft is None or row.soft_noticed_at is not None:
-            continue
-        at = window_named(budget, charge.timezone, row.window_key)
-        if (
-            budget.window != "turn"
-            and at.key != window_at(budget, charge.timezone, charge.now, "").key
-        ):
-            continue  # a window already over: nobody needs a notice about it
-        if rows.past_soft(budget, row):
-            row.soft_noticed_at = charge.now
-            windows.noticed.append(row.id)
-            crossings.append(SoftCrossing(rows.standing_of(budget, at, row)))
+        crossing = windows.notice(row, by_name.get(row.budget), charge.timezone, charge.now)
+        if crossing is not None:
+            crossings.append(crossing)
     scopes = tuple(str(hold["scope"]) for hold in claimed.holds)
     return Charged(scopes, nano, tokens, tuple(crossings))
 
 
-async def write(session: AsyncSession, calls: Sequence[Hold | Charge]) -> list[Held | Charged]:
-    """Decide and write a batch of holds and charges, in their order."""
+Call = Hold | Charge | Flush
+Result = Held | Charged | Flushed
+
+
+async def write(session: AsyncSession, calls: Sequence[Call]) -> list[Result]:
+    """Decide and write a batch of holds, charges and flushes, in their order."""
     charges = [c for c in calls if isinstance(c, Charge)]
     holds = [h for h in calls if isinstance(h, Hold)]
+    flushes = [f for f in calls if isinstance(f, Flush)]
     claimed = await _claim(session, charges)
     keys = sorted({key for h in holds for key in h.keys})
-    ids = sorted({int(w["window"]) for c in claimed.values() for w in c.holds})
+    ids = {int(w["window"]) for c in claimed.values() for w in c.holds}
+    ids |= {w for f in flushes for w in f.window_ids} | {w for h in holds for w, _, _ in h.returned}
     now = max(call.now for call in calls)
-    windows = _Windows(await _lock(session, keys, ids, now) if keys or ids else {})
-    results: list[Held | Charged] = []
+    windows = Windows(await _lock(session, keys, sorted(ids), now) if keys or ids else {})
+    leases = await own_leases(session, calls, set(windows.by_id))
+    results: list[Result] = []
     new: list[tuple[int, Hold, list[dict[str, Any]]]] = []
+    written: list[tuple[int, list[dict[str, Any]]]] = []
     for call in calls:
         if isinstance(call, Charge):
             won = claimed.pop(call.reservation_id, None)  # a second charge of one: not held
             results.append(NOT_HELD if won is None else _charge(call, won, windows))
-            continue
-        refused, taken = _decide(call, windows)
-        results.append(Held(None, refused))
-        if refused is None:
-            new.append((len(results) - 1, call, taken))
+        elif isinstance(call, Flush):
+            by_name = {b.name: b for b in call.budgets}
+            values, charged, crossings = leases.flush(call, windows, by_name)
+            results.append(Flushed((), tuple(charged), tuple(crossings)))
+            written.append((len(results) - 1, values))
+        else:
+            leases.give_back(call, windows)
+            held, taken = _decide(call, windows)
+            results.append(held)
+            if held.refused is None and call.lease:
+                leases.grant(call, len(results) - 1, windows)
+            if held.refused is None and not call.probe:
+                new.append((len(results) - 1, call, taken))
     if new:
         inserted = await session.execute(
             insert(RESERVATIONS).returning(RESERVATIONS.c.id, sort_by_parameter_order=True),
@@ -213,43 +199,25 @@ async def write(session: AsyncSession, calls: Sequence[Hold | Charge]) -> list[H
             ],
         )
         for (index, _, _), reservation_id in zip(new, inserted.scalars(), strict=True):
-            results[index] = Held(int(reservation_id), None)
-    await _update(session, windows, now)
+            decided = results[index]
+            assert isinstance(decided, Held)
+            results[index] = replace(decided, id=int(reservation_id))
+    for index, values in written:
+        if values:
+            inserted = await session.execute(
+                insert(RESERVATIONS).returning(RESERVATIONS.c.id, sort_by_parameter_order=True),
+                values,
+            )
+            flushed = results[index]
+            assert isinstance(flushed, Flushed)
+            results[index] = replace(flushed, ids=tuple(int(i) for i in inserted.scalars()))
+    for index, grants in leases.handed().items():
+        granted = results[index]
+        assert isinstance(granted, Held)
+        granted.grants.update(grants)
+    await leases.write(session, now)
+    await update_rows(session, windows, now)
     return results
 
 
-async def _update(session: AsyncSession, windows: _Windows, now: datetime) -> None:
-    """One UPDATE per window row changed (one executemany), adding what the batch moved."""
-    changed = [(i, d) for i, d in windows.deltas.items() if d != _Delta()]
-    table = WINDOWS
-    if changed:
-        await session.execute(
-            update(table)
-            .where(table.c.id == bindparam("row"))
-            .values(
-                reserved_nano=table.c.reserved_nano + bindparam("d_reserved_nano"),
-                reserved_tokens=table.c.reserved_tokens + bindparam("d_reserved_tokens"),
-                used_nano=table.c.used_nano + bindparam("d_used_nano"),
-                used_tokens=table.c.used_tokens + bindparam("d_used_tokens"),
-                version=table.c.version + 1,
-            ),
-            [
-                {
-                    "row": i,
-                    "d_reserved_nano": d.reserved_nano,
-                    "d_reserved_tokens": d.reserved_tokens,
-                    "d_used_nano": d.used_nano,
-                    "d_used_tokens": d.used_tokens,
-                }
-                for i, d in changed
-            ],
-        )
-    if windows.noticed:
-        await session.execute(
-            update(table)
-            .where(table.c.id.in_(windows.noticed), table.c.soft_noticed_at.is_(None))
-            .values(soft_noticed_at=now)
-        )
-
-
-LEDGER = Together[Hold | Charge, Held | Charged]("spend ledger", write)
+LEDGER = Together[Call, Result]("spend ledger", write)

@@ -41,6 +41,9 @@ class WindowRow:
     raised_nano: int
     raised_tokens: int
     soft_noticed_at: datetime | None
+    leased_nano: int = 0  # room processes hold as leases (bot/spend/leases.py)
+    leased_tokens: int = 0
+    reclaim: int = 0  # bumped when a call is refused while leases hold room
 
 
 @dataclass
@@ -99,12 +102,22 @@ def limits(budget: Budget, row: WindowRow | None) -> tuple[int | None, int | Non
     return money, tokens
 
 
-def has_room(budget: Budget, row: WindowRow, nano: int, tokens: int) -> bool:
-    """Used + held + this call stay within every hard limit."""
+def free(budget: Budget, row: WindowRow) -> tuple[int | None, int | None]:
+    """The room nobody holds, in nano-dollars and tokens (None: no such limit): the limits
+    less what was used, what calls hold and what processes hold as leases."""
     money_limit, token_limit = limits(budget, row)
-    if money_limit is not None and row.used_nano + row.reserved_nano + nano > money_limit:
-        return False
-    return token_limit is None or row.used_tokens + row.reserved_tokens + tokens <= token_limit
+    money = None if money_limit is None else money_limit - row.used_nano - row.reserved_nano
+    tokens = None if token_limit is None else token_limit - row.used_tokens - row.reserved_tokens
+    return (
+        None if money is None else money - row.leased_nano,
+        None if tokens is None else tokens - row.leased_tokens,
+    )
+
+
+def has_room(budget: Budget, row: WindowRow, nano: int, tokens: int) -> bool:
+    """Used + held + leased + this call stay within every hard limit."""
+    money, more = free(budget, row)
+    return (money is None or nano <= money) and (more is None or tokens <= more)
 
 
 def past_soft(budget: Budget, row: WindowRow) -> bool:
@@ -169,6 +182,9 @@ async def create_rows(session: AsyncSession, keys: list[tuple[str, str]], now: d
             "reserved_tokens": 0,
             "raised_nano": 0,
             "raised_tokens": 0,
+            "leased_nano": 0,
+            "leased_tokens": 0,
+            "reclaim": 0,
             "version": 1,
             "created_at": now,
         }

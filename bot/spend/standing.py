@@ -4,7 +4,7 @@ sums are exact; `Decimal` only at the edges."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
@@ -73,12 +73,20 @@ class Standing:
 
 @dataclass(frozen=True)
 class Reservation:
-    """Held against every budget that applied (none: `id` is None, nothing to settle)."""
+    """Held against every budget that applied: in the database (`id`), or taken from this
+    process's leases in memory (`ticket`, written behind: bot/spend/leases.py). Neither:
+    no budget applied, nothing to settle."""
 
     id: int | None
     model: str
     tokens: int
     nano: int
+    ticket: object | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def counted(self) -> bool:
+        """Whether it holds anything, to settle."""
+        return self.id is not None or self.ticket is not None
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,13 @@ from bot.db.models.proposals import (
     ResumeRequest,
 )
 from bot.db.models.routing import CardCopy, CardMiss
-from bot.db.models.spend import BudgetPause, SpendRaise, SpendReservation, SpendWindow
+from bot.db.models.spend import (
+    BudgetPause,
+    SpendLease,
+    SpendRaise,
+    SpendReservation,
+    SpendWindow,
+)
 from bot.db.models.stops import StopEntry
 from bot.db.models.tasks import Task, TaskComment
 from bot.db.models.welcomes import Welcome
@@ -53,6 +59,7 @@ __all__ = [
     "ResumeRequest",
     "Role",
     "SharedFile",
+    "SpendLease",
     "SpendRaise",
     "SpendReservation",
     "SpendWindow",

@@ -77,6 +77,30 @@ class SpendWindow(Base):
     soft_noticed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     version: Mapped[int] = mapped_column(Integer, default=1)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    # The room processes hold as leases (the sum of their `spend_leases` rows' room), and the
+    # reclaim generation: a call refused while others' leases hold room bumps it, and every
+    # holder returns its unused room when it sees it move (bot/spend/leases.py).
+    leased_nano: Mapped[int] = mapped_column(BigInteger, default=0)
+    leased_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    reclaim: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class SpendLease(Base):
+    """One process's share of one window's room (bot/spend/leases.py): granted under the
+    window row's lock, so used + reserved + leased never passes the limit; calls then take
+    from it in memory. `renewed_at` moves while the holder lives; a lease not renewed for long
+    is charged whole by the sweeper (its holder died: what it took is unknown)."""
+
+    __tablename__ = "spend_leases"
+    __table_args__ = (UniqueConstraint("window_id", "holder"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    window_id: Mapped[int] = mapped_column(Integer, index=True)
+    holder: Mapped[str] = mapped_column(String(64))
+    room_nano: Mapped[int] = mapped_column(BigInteger, default=0)
+    room_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    renewed_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class SpendReservation(Base):
