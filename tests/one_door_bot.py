@@ -52,6 +52,9 @@ DAEMONS = frozenset(
         "sample_loop_lag",
         "serve_http",
         "WaiterQueue._dispatch",
+        # Holds its leases for a while after the last call (bot/spend/flusher.py); what it
+        # has to write, `settle` writes (Spend.flush) before it calls the bot quiet.
+        "Flusher._run",
         "LiveReplies._renew",
         "WorkspaceBudgets._learn",
     }
@@ -163,9 +166,17 @@ class OneDoorBot:
                 if t is not me and getattr(t.get_coro(), "__qualname__", "?") not in DAEMONS
             ]
             quiet = 0 if busy else quiet + 1
+            if quiet == 1:
+                await self._flush_spend()
             if time.monotonic() > deadline:
                 names = sorted(getattr(t.get_coro(), "__qualname__", "?") for t in busy)
                 raise AssertionError(f"the bot did not settle: {names}")
+
+    async def _flush_spend(self) -> None:
+        """The ledger's writes behind (settles of calls taken from leases), written now."""
+        spend = self.running.countersign.conversations.spending.spend if self.running else None
+        if spend is not None:
+            await spend.flush()
 
     # -- between sequences --------------------------------------------------------------------
     async def reset(self, world: World, policy_text: str) -> None:
