@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import listeners
+from bot import listeners, spend_wiring
 from bot.approvals.executor import Executor, lease_for
 from bot.approvals.policy import GroupMembers, Policies
 from bot.approvals.service import ApprovalsService
@@ -47,8 +47,6 @@ from bot.slack.commands import Records
 from bot.slack.edit_budget import EditBudget
 from bot.slack.interactions import Interactions
 from bot.slack.show_all import ShowAll
-from bot.slack.usage import UsageViews
-from bot.spend_wiring import budget_raises, govern_spend, stale_holds_job
 from bot.startup import reach_database
 from bot.tasks import TaskGroup, new_worker_id
 from bot.thread_locks import ThreadLocks
@@ -164,11 +162,9 @@ class Countersign:
         welcome = dm_welcome(settings, db, slack, threads, registry, policy, tasks)
         records.on_messages_tab = welcome.messages_tab
         conversations.titles = titles(settings, db, llm, threads, tasks)
-        govern_spend(conversations, settings, db, policy, groups)
-        sweeper.jobs.append(stale_holds_job(conversations, settings))
-        offered = lambda: frozenset(t.pack for t in registry.offered())  # noqa: E731
-        ledger, prices = conversations.spending.ledger, settings.load_prices()
-        records.usage = UsageViews(db, ledger, prices, groups, offered, settings.llm_model)
+        spend_wiring.govern_spend(conversations, settings, db, policy, groups)
+        sweeper.jobs.append(spend_wiring.stale_holds_job(conversations, settings))
+        records.usage = spend_wiring.usage_views(conversations, settings, db, groups, registry)
         interactions = Interactions(
             approvals,
             registry,
@@ -200,7 +196,7 @@ class Countersign:
         BudgetClicks(db, conversations.spending, resumer.kick, tasks, slack).register(bolt)
         ShowAll(approvals, registry, records.access, cards, tasks).register(bolt)
         feedback.register(bolt, db, cards.tell, tasks, records.access)
-        budget_raises(
+        spend_wiring.budget_raises(
             settings, bolt, conversations.spending, door, approvals, cards, registry, tasks
         )
         listeners.acknowledge_the_rest(bolt)
@@ -283,12 +279,7 @@ class Countersign:
         stop_budgets = self.budgets.stop if self.budgets is not None else self.budget.stop
         await self.tasks.drain(self.settings.shutdown_grace_seconds, stop_budgets)
         await stop_budgets()
-        spend = self.conversations.spending.spend
-        if spend is not None:
-            try:  # the settles written behind, the budgets' leases given back
-                await spend.close()
-            except Exception as exc:  # the sweeper charges what a dead process held
-                log.warning("spend ledger not closed cleanly: %s", type(exc).__name__)
+        await spend_wiring.close_spend(self.conversations)
         with contextlib.suppress(Exception):  # the texts shown last, for the next process
             await self.live_replies.flush()
         await self.live_replies.stop()

@@ -1,5 +1,6 @@
 """The composition root's spend pieces (issue 29): the one ledger, made once the policy has a
-budget; the sweeper's job that frees holds of calls cut off by a crash; and "Ask to raise"."""
+budget; the sweeper's job that frees holds of calls cut off by a crash; "Ask to raise"; the
+usage views; and the ledger's close at shutdown."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from bot.slack.budget_notices import SoftNotices
 from bot.slack.card_publisher import CardPublisher
 from bot.slack.raise_outcomes import RaiseOutcomes
 from bot.slack.raise_requests import RaiseRequests
+from bot.slack.usage import UsageViews
 from bot.tasks import TaskGroup
 from bot.tools.catalog import ToolRegistry
 from bot.tools.packs.budgets import raise_tool
@@ -76,6 +78,32 @@ def stale_holds_job(conversations: Conversations, settings: Settings) -> Callabl
                 log.warning("charged and freed %d hold(s) of model calls cut off", released)
 
     return release
+
+
+def usage_views(
+    conversations: Conversations,
+    settings: Settings,
+    db: Database,
+    groups: GroupMembers,
+    registry: ToolRegistry,
+) -> UsageViews:
+    """`/usage` and the App Home's usage: the ledger's standings, each answer at its model's
+    price; the budgets of the packs a turn offers apply to each turn."""
+    offered = lambda: frozenset(t.pack for t in registry.offered())  # noqa: E731
+    ledger, prices = conversations.spending.ledger, settings.load_prices()
+    return UsageViews(db, ledger, prices, groups, offered, settings.llm_model)
+
+
+async def close_spend(conversations: Conversations) -> None:
+    """Shutdown: the settles written behind, the budgets' leases given back (what a process
+    that dies instead held, the sweeper charges whole)."""
+    spend = conversations.spending.spend
+    if spend is None:
+        return
+    try:
+        await spend.close()
+    except Exception as exc:
+        log.warning("spend ledger not closed cleanly: %s", type(exc).__name__)
 
 
 def budget_raises(

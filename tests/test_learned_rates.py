@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 from redis.asyncio import Redis
 
 from bot.slack import learned_rates
-from bot.slack.budgets import APPEND, START, STOP, UPDATE, Limits, WorkspaceBudgets
+from bot.slack.budgets import APPEND, UPDATE, Limits, WorkspaceBudgets
 from bot.slack.edit_budget import EditBudget
 from bot.slack.learned_rates import LearnedRate
+from bot.slack.stream_slots import START, STOP
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack, Limit, wait_until
 from tests.harness import OPERATOR, RunningBot, make_settings, start_bot, stop_bot

@@ -18,12 +18,12 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import slack_error
 from bot.poster import Outlet
-from bot.slack.budgets import StreamSlots
 from bot.slack.edit_budget import EditBudget
 from bot.slack.native_stream import NATIVE_MAX_CHARS, NativeMessage, native_cut, source_index
 from bot.slack.parts_choice import OwedFinals
 from bot.slack.render import escape
 from bot.slack.reply_journal import ReplyRecord
+from bot.slack.stream_slots import StreamSlots
 
 log = logging.getLogger(__name__)
 

@@ -18,20 +18,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sqlalchemy import delete, select
 
-from bot import metrics
 from bot.db.models import SpendLease, SpendWindow
 from bot.spend import ledger_rows as rows
 from bot.spend.budget_model import Budget
 from bot.spend.leases import IDLE, INTERVAL, Book
 from bot.spend.ledger_batch import LEDGER, Call
 from bot.spend.ledger_calls import Charge, Charged, Flush, Flushed, Held, Hold, Ticket
-from bot.spend.standing import Asker, SoftCrossing, Tokens, usd_of
+from bot.spend.soft_delivery import SoftDelivery, count
+from bot.spend.standing import Asker, SoftCrossing, Tokens
 from bot.spend.windows import window_at
 
 if TYPE_CHECKING:
@@ -59,11 +58,10 @@ class Flusher:
         self.spend = spend
         self.book = Book()
         self.charges: list[Charge] = []  # settles of calls written before
-        self.on_soft: Callable[[SoftCrossing], Awaitable[None]] | None = None
+        self.soft = SoftDelivery()  # delivered beside the calls, to the wiring's `on_soft`
         self._task: asyncio.Task[None] | None = None
         self._flushing = asyncio.Lock()
         self._closed = False
-        self._delivering: set[asyncio.Task[None]] = set()
         self._sent: set[asyncio.Future[list[object]]] = set()
 
     @property
@@ -178,7 +176,7 @@ class Flusher:
                     continue
                 results = await asyncio.shield(self.send(pending))
                 crossings = self.finish(pending, list(results))
-            await self._deliver(crossings)
+            await self.soft.send_all(crossings)
             if isinstance(results[0], Exception):
                 raise results[0]  # put back to be written again (later, less often)
             if not self.charges:
@@ -217,7 +215,7 @@ class Flusher:
 
     def finish(self, pending: Round, results: list[object]) -> list[SoftCrossing]:
         """Take in what a round's writes did: the calls' ids, metrics, leases granted; the
-        soft notices due (to `deliver`)."""
+        soft notices due (to `soft.deliver`)."""
         if pending.renew:
             self.book.renewed = time.monotonic()
         crossings: list[SoftCrossing] = []
@@ -240,13 +238,6 @@ class Flusher:
                 self.book.granted(held.grants, probe)
         return crossings
 
-    def deliver(self, crossings: list[SoftCrossing]) -> None:
-        """Soft notices, sent beside whoever found them (a call's path does not wait)."""
-        if crossings and self.on_soft is not None:
-            task = asyncio.get_running_loop().create_task(self._deliver(crossings))
-            self._delivering.add(task)
-            task.add_done_callback(self._delivering.discard)
-
     def _written(self, tickets: list[tuple[Ticket, bool]], flushed: Flushed) -> None:
         charged = iter(flushed.charged)
         for (ticket, settled), reservation_id in zip(tickets, flushed.ids, strict=True):
@@ -257,15 +248,6 @@ class Flusher:
             ticket.id = reservation_id
             if ticket.settled:  # settled while it was being written
                 self.charge(self._charge_of(ticket))
-
-    async def _deliver(self, crossings: list[SoftCrossing]) -> None:
-        for crossing in crossings:
-            if self.on_soft is None:
-                continue
-            try:
-                await self.on_soft(crossing)
-            except Exception as exc:
-                log.warning("soft notice of %s failed: %s", crossing.standing.name, exc)
 
     async def close(self) -> None:
         """Shutdown: settles written, every lease given back and its row removed."""
@@ -292,11 +274,3 @@ class Flusher:
             )
 
         await self.spend.writes.run(forget)
-
-
-def count(scopes: tuple[str, ...], state: str, nano: int, tokens: int) -> None:
-    """Metrics of a charge that committed."""
-    for scope in scopes:
-        metrics.SPEND_RESERVATIONS.labels(scope, state).inc()
-        metrics.SPEND_USD.labels(scope).inc(float(usd_of(nano)))
-        metrics.SPEND_TOKENS.labels(scope).inc(tokens)

@@ -35,11 +35,12 @@ from bot.spend import ledger_batch as batch
 from bot.spend import ledger_calls as calls
 from bot.spend import ledger_rows as rows
 from bot.spend.budget_model import Budget
-from bot.spend.flusher import Flusher, count
+from bot.spend.flusher import Flusher
 from bot.spend.leases import INTERVAL, LAPSE, RETRIES
 from bot.spend.ledger_leases import charge_lapsed
 from bot.spend.ledger_raises import Raises
 from bot.spend.prices import Prices
+from bot.spend.soft_delivery import count
 from bot.spend.standing import (
     Asker,
     Refused,
@@ -82,11 +83,11 @@ class Spend(Raises):
     @property
     def on_soft(self) -> Callable[[SoftCrossing], Awaitable[None]] | None:
         """Told of each soft threshold crossed (once a window, across replicas)."""
-        return self.flusher.on_soft
+        return self.flusher.soft.on_soft
 
     @on_soft.setter
     def on_soft(self, deliver: Callable[[SoftCrossing], Awaitable[None]] | None) -> None:
-        self.flusher.on_soft = deliver
+        self.flusher.soft.on_soft = deliver
 
     def current_time(self) -> datetime:
         return self._now()
@@ -197,7 +198,7 @@ class Spend(Raises):
         pending = flusher.begin(renew=False, probes=[])  # written first, in the same batch
         if pending is not None:
             flusher.send(pending).add_done_callback(
-                lambda w: flusher.deliver(flusher.finish(pending, w.result()))
+                lambda w: flusher.soft.deliver(flusher.finish(pending, w.result()))
             )
         task = asyncio.ensure_future(self.writes.add(batch.LEDGER, sent))
         task.add_done_callback(done)
