@@ -37,28 +37,18 @@ from functools import wraps
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import select
-
-from bot.db.models import SpendReservation
 from bot.spend.ledger import Spend
 from bot.spend.prices import Prices
 from bot.spend.standing import Reservation, usd_of
-from tests.fakes.openai import MODEL, FakeOpenAI, Script
-from tests.fakes.slack import BOT_USER_ID, FakeSlack
-from tests.harness import RunningBot, make_settings, start_bot, stop_bot
+from tests.fakes.openai import MODEL, FakeOpenAI
+from tests.fakes.slack import FakeSlack
+from tests.harness import make_settings, start_bot, stop_bot
 from tests.pg import temporary_database
+from tests.spend_burst import leave_room, mention, workspace_policy
 
 TURNS, ROOM, REPLY_TOKENS = 50, 10, 100
 BUDGET = "bench-workspace"
 T = TypeVar("T")
-
-
-def policy(usd: Decimal) -> str:
-    return (
-        "version: 1\ndefault: ask\nbudgets:\n"
-        f"  - name: {BUDGET}\n    scope: {{workspace: true}}\n    window: day\n"
-        f"    usd: {usd}\n    owners: [UBOB]\n"
-    )
 
 
 class Timings:
@@ -116,50 +106,18 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-async def mention(bot: RunningBot, slack: FakeSlack, channel: str, text: str) -> None:
-    said = f"<@{BOT_USER_ID}> {text}"
-    ts = slack.add_user_message(channel, said)
-    await bot.send_event(
-        {"type": "app_mention", "user": "UALICE", "text": said, "ts": ts, "channel": channel}
-    )
-
-
-async def estimate_of_one_call(bot: RunningBot) -> int:
-    async with bot.countersign.db.reading() as session:
-        tokens = await session.scalar(
-            select(SpendReservation.estimate_tokens).order_by(SpendReservation.id.desc()).limit(1)
-        )
-    assert tokens is not None, "the warm-up call reserved nothing"
-    return int(tokens)
-
-
 async def run(database_url: str, backend: str, folder: Path) -> dict[str, float]:
     slack, model = FakeSlack().start(), FakeOpenAI().start()
     timings = TIMINGS
     timings.clear()
     path = folder / "policy.yaml"
-    path.write_text(policy(Decimal(1000)))
+    path.write_text(workspace_policy(BUDGET, Decimal(1000)))
     bot = await start_bot(
         make_settings(slack, model, database_url, policy_file=path, reply_tokens=REPLY_TOKENS)
     )
     prices = Prices.load(None)
-    words = " ".join(f"w{i}" for i in range(REPLY_TOKENS))  # REPLY_TOKENS tokens
     try:
-        model.default = Script(text=words, prompt_tokens=1)
-        await mention(bot, slack, "CWARM00", "reply 00 please")  # as long as the others
-        await bot.idle(timeout=60)
-        prompt = await estimate_of_one_call(bot) - REPLY_TOKENS
-        model.default = Script(text=words, prompt_tokens=prompt)
-        per_call = prices.nano(MODEL, prompt, REPLY_TOKENS)
-        spend = bot.countersign.conversations.spending.ledger()
-        assert spend is not None
-        before = await spend.standing(BUDGET)
-        assert before is not None
-        # A limit in whole micro-dollars (the policy file's precision), rounded up: room for
-        # ROOM calls, and less than a nano-dollar in a thousand more.
-        limit_nano = -(-(before.used_nano + ROOM * per_call) // 1000) * 1000
-        path.write_text(policy(usd_of(limit_nano)))
-        assert await bot.countersign.reload_policy(), "the lowered budget was not put in force"
+        room = await leave_room(bot, slack, model, path, BUDGET, ROOM, REPLY_TOKENS)
         played_before = len(model.played)
         timings.on = True
         started = time.monotonic()
@@ -169,6 +127,8 @@ async def run(database_url: str, backend: str, folder: Path) -> dict[str, float]
         await bot.idle(timeout=300)
         wall = time.monotonic() - started
         timings.on = False
+        spend = bot.countersign.conversations.spending.ledger()
+        assert spend is not None
         after = await spend.standing(BUDGET)
         assert after is not None
     finally:
@@ -176,14 +136,14 @@ async def run(database_url: str, backend: str, folder: Path) -> dict[str, float]
         slack.stop()
         model.stop()
     played = model.played[played_before:]
-    reported_nano = sum(prices.nano(MODEL, prompt, p.tokens) for p in played)
+    reported_nano = sum(prices.nano(MODEL, room.prompt, p.tokens) for p in played)
     paused = sum(
         1
         for i in range(TURNS)
         for card in slack.cards(f"C{i:06d}")
         if card.text.startswith("Budget reached")
     )
-    spent = after.used_nano - before.used_nano
+    spent = after.used_nano - room.used_before
     added = timings.added
     ms = 1000.0
     return {
@@ -192,11 +152,11 @@ async def run(database_url: str, backend: str, folder: Path) -> dict[str, float]
         "calls started": len(played),
         "turns paused with a card": paused,
         "calls beyond the room": max(0, len(played) - ROOM),
-        "spend over the limit $": float(usd_of(max(0, after.used_nano - limit_nano))),
+        "spend over the limit $": float(usd_of(max(0, after.used_nano - room.limit))),
         "spend recorded $": float(usd_of(spent)),
         "spend the model reported $": float(usd_of(reported_nano)),
         "recorded / reported": spent / reported_nano if reported_nano else float("nan"),
-        "limit $": float(usd_of(limit_nano - before.used_nano)),
+        "limit $": float(usd_of(room.limit - room.used_before)),
         "reserve p50 ms": pct(timings.reserve, 0.5) * ms,
         "reserve p99 ms": pct(timings.reserve, 0.99) * ms,
         "settle p50 ms": pct(timings.settle, 0.5) * ms,

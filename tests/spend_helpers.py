@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bot.db import repositories as repo
+from bot.db.models import Role
+from bot.db.session import Database
 from bot.spend.budget_model import Budget
 from bot.spend.ledger import Spend
 from bot.spend.prices import Prices
@@ -21,6 +24,8 @@ ALICE = Asker(
     turn_key="turn-1",
 )
 MODEL = "gpt-4o-mini"  # $0.15 in, $0.60 out per million tokens
+# On it, 1,000 prompt tokens and 1,000 reply tokens cost $0.00075 (750,000 nano).
+CALL = 750_000
 
 
 def budget(name: str, **values: Any) -> Budget:
@@ -85,3 +90,15 @@ async def standing(spend: Spend, name: str) -> Standing:
     found = await spend.standing(name)
     assert found is not None
     return found
+
+
+async def eighty_turns(db: Database) -> int:
+    """A conversation of 80 turns, long enough that a prompt must summarise the older ones;
+    its id."""
+    async with db.transaction() as session:
+        conversation, _ = await repo.get_or_create_conversation(session, "T", "C", "1.0", "UA")
+        for turn in range(80):
+            said = f"turn {turn}: remember {turn * 7} " + "and more words " * 10
+            await repo.add_message(session, conversation, Role.USER, said, slack_user="UA")
+            await repo.add_message(session, conversation, Role.ASSISTANT, f"noted {turn}")
+        return conversation.id

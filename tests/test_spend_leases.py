@@ -21,6 +21,7 @@ from bot.spend.leases import INTERVAL, LAPSE, RETRIES
 from bot.spend.standing import Refused, Reservation, Tokens
 from tests.spend_helpers import (
     ALICE,
+    CALL,
     MODEL,
     OPEN,
     Clock,
@@ -32,9 +33,6 @@ from tests.spend_helpers import (
     spend_on,
     standing,
 )
-
-# On gpt-4o-mini, 1,000 prompt tokens and 1,000 reply tokens cost $0.00075 (750,000 nano).
-CALL = 750_000
 
 
 def room_for(calls: int) -> Decimal:

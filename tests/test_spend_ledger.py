@@ -21,6 +21,7 @@ from bot.spend.prices import Prices
 from bot.spend.standing import Reservation, SoftCrossing, Tokens
 from tests.spend_helpers import (
     ALICE,
+    CALL,
     MODEL,
     Clock,
     Policy,
@@ -31,9 +32,6 @@ from tests.spend_helpers import (
     spend_on,
     standing,
 )
-
-# On gpt-4o-mini, 1,000 prompt tokens and 1,000 reply tokens cost $0.00075 (750,000 nano).
-CALL = 750_000
 
 
 @pytest.fixture

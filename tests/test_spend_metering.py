@@ -16,9 +16,7 @@ import yaml
 from bot.conversation.memory import Memory
 from bot.conversation.spending import SpendGate, TurnRun
 from bot.conversation.tokens import TokenCounter
-from bot.db import repositories as repo
 from bot.db.migrate import upgrade_to_head
-from bot.db.models import Role
 from bot.db.session import Database
 from bot.slack.budget_card import ASK_RAISE
 from bot.spend.budget_model import Budget
@@ -40,6 +38,7 @@ from tests.spend_front import (
     spend_running,
     standing,
 )
+from tests.spend_helpers import eighty_turns
 from tests.test_llm_stream import llm_for
 from tests.test_memory import BUDGET as MEMORY_BUDGET
 
@@ -350,13 +349,8 @@ async def test_at_the_limit_a_summary_is_skipped_and_the_window_still_fits(
         spent = [Budget.model_validate(yaml.safe_load(budget("workspace: true"))[0])]
         spend = _AlwaysRefused(db, lambda: (spent, "UTC"), Prices({}))
         memory.spending = SpendGate(db, spend, memory.counter, 100)
-        async with db.transaction() as session:
-            conversation, _ = await repo.get_or_create_conversation(session, "T", "C", "1.0", "UA")
-            for turn in range(80):
-                said = f"turn {turn}: remember {turn * 7} " + "and more words " * 10
-                await repo.add_message(session, conversation, Role.USER, said, slack_user="UA")
-                await repo.add_message(session, conversation, Role.ASSISTANT, f"noted {turn}")
-        prompt = await memory.prompt(conversation.id, "You are a bot.", None, 200)
+        conversation_id = await eighty_turns(db)
+        prompt = await memory.prompt(conversation_id, "You are a bot.", None, 200)
         assert fake_model.summaries == []  # never asked: the budget had no room
         assert memory.counter.messages(prompt) <= MEMORY_BUDGET.total
         assert "turn 79" in str(prompt[-2]["content"])  # the newest turns are there

@@ -16,7 +16,6 @@ from sqlalchemy import update
 from bot.conversation.memory import Memory
 from bot.conversation.spending import SpendGate, prompt_tokens
 from bot.conversation.tokens import TokenCounter
-from bot.db import repositories as repo
 from bot.db.migrate import upgrade_to_head
 from bot.db.models import Message, Role
 from bot.db.session import Database
@@ -38,6 +37,7 @@ from tests.spend_front import (
     spend_running,
     standing,
 )
+from tests.spend_helpers import eighty_turns
 from tests.test_approvals_flow import call
 from tests.test_llm_stream import llm_for
 from tests.test_memory import BUDGET as MEMORY_BUDGET
@@ -238,13 +238,8 @@ async def test_a_summarys_call_settles_to_the_usage_the_server_reported(
         found = yaml.safe_load(budget("workspace: true", tokens=10_000_000))[0]
         spend = Spend(db, lambda: ([Budget.model_validate(found)], "UTC"), Prices({}))
         memory.spending = SpendGate(db, spend, memory.counter, 100)
-        async with db.transaction() as session:
-            conversation, _ = await repo.get_or_create_conversation(session, "T", "C", "1.0", "UA")
-            for turn in range(80):
-                said = f"turn {turn}: remember {turn * 7} " + "and more words " * 10
-                await repo.add_message(session, conversation, Role.USER, said, slack_user="UA")
-                await repo.add_message(session, conversation, Role.ASSISTANT, f"noted {turn}")
-        await memory.prompt(conversation.id, "You are a bot.", None, 200)
+        conversation_id = await eighty_turns(db)
+        await memory.prompt(conversation_id, "You are a bot.", None, 200)
         assert fake_model.summaries  # the older turns were summarised
         used = await spend.standing("demo")
         assert used is not None

@@ -178,9 +178,7 @@ class RedisBucket(RedisShared[LocalBucket]):
             return await self._fallback_take(keep_free)
         need = 1 + keep_free + self._reserve()
         try:
-            await self._count_replicas()  # every ten seconds, paused or not
-            paused = await self._fallback.paused_for()
-            self.paused_refusal = paused > 0
+            paused = await self._paused_here()
             if paused > 0:
                 return False, paused  # known here: no need to ask
             granted, wait, *paused_by = await self._take(

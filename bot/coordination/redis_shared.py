@@ -148,6 +148,14 @@ class RedisShared(Generic[Local]):
         self.replicas = max(1, int(count))
         self._share_changed()
 
+    async def _paused_here(self) -> float:
+        """Before a take: this replica announced (every ten seconds, paused or not), and the
+        pause it knows of itself, if any (then Redis need not be asked)."""
+        await self._count_replicas()
+        paused = await self._fallback.paused_for()
+        self.paused_refusal = paused > 0
+        return paused
+
     async def _fallback_take(self, keep_free: int) -> tuple[bool, float | None]:
         """A take from this replica's own share (Redis is down)."""
         taken = await self._fallback.take(keep_free)
