@@ -1,6 +1,6 @@
-"""What a turn asks Slack about its message (its files, who wrote it) runs beside the opening
-of its conversation (`bot.conversation.thread_import.looking_up`): it must never outlive its
-turn, nor leave a failure nobody reads."""
+"""Who wrote a turn's message (a Slack read for a person not seen before) is asked beside the
+opening of its conversation (`bot.conversation.thread_import.finding_author`): it must never
+outlive its turn, nor leave a failure nobody reads."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ import gc
 from typing import Any
 
 import pytest
+from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.conversation import thread_import
 from bot.conversation.incoming import Incoming
-from bot.conversation.thread_import import LookedUp, looking_up
+from bot.conversation.thread_import import finding_author
+from bot.provenance import Source
 
 
 def incoming() -> Incoming:
@@ -29,21 +31,21 @@ def incoming() -> Incoming:
     )
 
 
-async def test_a_turn_that_ends_early_cancels_its_look_up(
+async def test_a_turn_that_ends_early_cancels_its_author_lookup(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     started = asyncio.Event()
 
-    async def hangs(_slack: Any, _incoming: Incoming) -> LookedUp:
+    async def hangs(_slack: Any, _incoming: Incoming) -> Source:
         started.set()
         await asyncio.sleep(3600)
         raise AssertionError("not reached")
 
-    monkeypatch.setattr(thread_import, "look_up", hangs)
-    left: list[asyncio.Task[LookedUp]] = []
+    monkeypatch.setattr(thread_import, "source_of_incoming", hangs)
+    left: list[asyncio.Task[Source]] = []
 
     async def turn() -> None:
-        async with looking_up(None, incoming()) as task:  # type: ignore[arg-type]
+        async with finding_author(AsyncWebClient(), incoming()) as task:
             left.append(task)
             await started.wait()
             raise RuntimeError("the turn failed before it stored its message")
@@ -54,19 +56,19 @@ async def test_a_turn_that_ends_early_cancels_its_look_up(
     assert left[0].cancelled()
 
 
-async def test_a_failed_look_up_nobody_awaited_is_not_reported_as_unretrieved(
+async def test_a_failed_author_lookup_nobody_awaited_is_not_reported_as_unretrieved(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     reported: list[dict[str, Any]] = []
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(lambda _loop, context: reported.append(context))
 
-    async def fails(_slack: Any, _incoming: Incoming) -> LookedUp:
+    async def fails(_slack: Any, _incoming: Incoming) -> Source:
         raise ConnectionError("Slack unreachable")
 
-    monkeypatch.setattr(thread_import, "look_up", fails)
+    monkeypatch.setattr(thread_import, "source_of_incoming", fails)
     try:
-        async with looking_up(None, incoming()) as task:  # type: ignore[arg-type]
+        async with finding_author(AsyncWebClient(), incoming()) as task:
             await asyncio.sleep(0.01)  # it failed meanwhile; the turn then stopped
         del task
         gc.collect()  # an unretrieved failure is reported when its task is collected
@@ -76,16 +78,16 @@ async def test_a_failed_look_up_nobody_awaited_is_not_reported_as_unretrieved(
     assert reported == []
 
 
-async def test_a_look_up_the_turn_awaits_gives_its_failure_to_the_turn(
+async def test_an_author_lookup_the_turn_awaits_gives_its_failure_to_the_turn(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    async def fails(_slack: Any, _incoming: Incoming) -> LookedUp:
+    async def fails(_slack: Any, _incoming: Incoming) -> Source:
         raise ConnectionError("Slack unreachable")
 
-    monkeypatch.setattr(thread_import, "look_up", fails)
+    monkeypatch.setattr(thread_import, "source_of_incoming", fails)
 
     async def turn() -> None:
-        async with looking_up(None, incoming()) as task:  # type: ignore[arg-type]
+        async with finding_author(AsyncWebClient(), incoming()) as task:
             await task
 
     with pytest.raises(ConnectionError):

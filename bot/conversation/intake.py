@@ -24,9 +24,8 @@ from bot.conversation.replies import Replies
 from bot.conversation.running import RunningTurns
 from bot.conversation.shared_files import TurnFiles
 from bot.conversation.thread_import import (
-    LookedUp,
     earlier_thread_messages,
-    looking_up,
+    finding_author,
     store_with_files,
 )
 from bot.conversation.titles import Titles
@@ -36,6 +35,7 @@ from bot.db.models import Conversation
 from bot.db.session import Database
 from bot.db.turn_writes import OPEN_CONVERSATION
 from bot.logs import log_context
+from bot.provenance import Source
 from bot.slack.streamer import ReplyStream
 from bot.thread_locks import ThreadLocks
 
@@ -93,10 +93,10 @@ class Intake:
         )
         with running as turn:
             try:
-                async with looking_up(self.slack, incoming) as looked_up:
+                async with finding_author(self.slack, incoming) as author:
                     opened = claimed if isinstance(claimed, Opened) else None
                     await self._turn(
-                        incoming, stream, placeholder, looked_up, opened, bot_user_id, bot_id
+                        incoming, stream, placeholder, author, opened, bot_user_id, bot_id
                     )
             except asyncio.CancelledError:
                 if await end_stopped(turn.stopped_by, stream, placeholder):
@@ -117,15 +117,15 @@ class Intake:
         incoming: Incoming,
         stream: ReplyStream,
         placeholder: asyncio.Task[str],
-        looked_up: Awaitable[LookedUp],
+        author: Awaitable[Source],
         opened: Opened | None,
         bot_user_id: str | None,
         bot_id: str | None,
     ) -> None:
         """The claimed message stored, then answered. The history the model reads is read
-        with the message's own write, and what Slack tells of the message (`looked_up`) was
-        asked for while the conversation was being opened: neither is a round trip of its
-        own before the model request."""
+        with the message's own write, and who wrote it (`author`) was asked for while the
+        conversation was being opened: neither is a round trip of its own before the model
+        request."""
         if opened is not None:
             conversation, created = opened.conversation, opened.created
         else:
@@ -152,7 +152,7 @@ class Intake:
                     incoming,
                     earlier,
                     LOAD_LIMIT,
-                    looked_up,
+                    author,
                 )
                 await placeholder
                 await self._respond(conversation, stream, incoming.user_id, None, None, history)

@@ -15,7 +15,6 @@ import contextlib
 import logging
 from asyncio import Task
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -32,7 +31,6 @@ from bot.db.models import Conversation, Role
 from bot.db.session import Database
 from bot.db.turn_writes import ADD_USER_MESSAGE, UserMessage
 from bot.errors import slack_error
-from bot.files.store import SlackFile
 from bot.provenance import Source
 from bot.slack.method_limits import TIER_1_PAGE
 from bot.text import unescape
@@ -113,28 +111,16 @@ async def source_of_incoming(slack: AsyncWebClient, incoming: Incoming) -> Sourc
     )
 
 
-@dataclass(frozen=True)
-class LookedUp:
-    """What storing a message needs to learn from Slack: its files and who wrote it."""
-
-    files: list[SlackFile]
-    source: Source
-
-
-async def look_up(slack: AsyncWebClient, incoming: Incoming) -> LookedUp:
-    """The files the event lists, and who wrote the message: a person's kind may be a Slack
-    read (users.info, then cached), so a turn starts this as soon as the message is its own,
-    beside the opening of its conversation, not after it."""
-    files = slack_files({"files": list(incoming.files), "user": incoming.user_id})
-    return LookedUp(files, await source_of_incoming(slack, incoming))
-
-
 @contextlib.asynccontextmanager
-async def looking_up(slack: AsyncWebClient, incoming: Incoming) -> AsyncIterator[Task[LookedUp]]:
-    """`look_up` running in the background while the block runs; cancelled if the block
-    leaves without it (and its failure, if it failed unread, retrieved: it is the turn's
-    only if the turn awaits it)."""
-    task = asyncio.get_running_loop().create_task(look_up(slack, incoming), name="look-up")
+async def finding_author(slack: AsyncWebClient, incoming: Incoming) -> AsyncIterator[Task[Source]]:
+    """Who wrote the message (`source_of_incoming`: a person's kind may be a Slack read,
+    users.info, then cached), asked in the background while the block runs: a turn starts it
+    as soon as the message is its own, beside the opening of its conversation, not after it.
+    Cancelled if the block leaves without it (and its failure, if it failed unread,
+    retrieved: it is the turn's only if the turn awaits it)."""
+    task = asyncio.get_running_loop().create_task(
+        source_of_incoming(slack, incoming), name="author"
+    )
     try:
         yield task
     finally:
@@ -152,18 +138,19 @@ async def store_with_files(
     incoming: Incoming,
     earlier: Sequence[dict[str, Any]] = (),
     history: int = 0,
-    looked_up: Awaitable[LookedUp] | None = None,
+    author: Awaitable[Source] | None = None,
 ) -> History | None:
-    """`store_user_message`, after reading the files the message and `earlier` shared, with
-    the new message's source (who wrote it); `looked_up`: those, asked for already."""
-    found = await (looked_up if looked_up is not None else look_up(slack, incoming))
+    """`store_user_message`, after reading the files the message (its event lists them) and
+    `earlier` shared, with the new message's source (who wrote it); `author`: that, asked
+    for already (`finding_author`)."""
+    source = await (author if author is not None else source_of_incoming(slack, incoming))
     shared = [(str(m.get("slack_ts")), m.get("files") or []) for m in earlier]
-    shared.append((incoming.ts, found.files))
+    shared.append(
+        (incoming.ts, slack_files({"files": list(incoming.files), "user": incoming.user_id}))
+    )
     where = place(incoming.channel_id, incoming.user_id, incoming.is_dm)
     read = await files.read(incoming.team_id, [(t, f) for t, f in shared if f], where)
-    return await store_user_message(
-        db, conversation, incoming, earlier, read, found.source, history
-    )
+    return await store_user_message(db, conversation, incoming, earlier, read, source, history)
 
 
 async def store_user_message(

@@ -43,8 +43,18 @@ class DeliveryClaims:
                     if not future.done():
                         future.set_exception(exc)
                 continue
-            for keys, future in batch:
-                won = all(k in inserted for k in keys)
-                inserted.difference_update(keys)  # a later claim in this batch loses them
+            for (_, future), won in zip(
+                batch, winners([k for k, _ in batch], inserted), strict=True
+            ):
                 if not future.done():
                     future.set_result(won)
+
+
+def winners(claims: Sequence[Sequence[str]], inserted: set[str]) -> list[bool]:
+    """Which claims, in arrival order, won: all of their keys among those the batch's insert
+    recorded, and none taken by an earlier claim of the batch (`inserted` is used up)."""
+    won: list[bool] = []
+    for keys in claims:
+        won.append(all(k in inserted for k in keys))
+        inserted.difference_update(keys)  # a later claim in this batch loses them
+    return won

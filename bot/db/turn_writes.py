@@ -16,6 +16,7 @@ from sqlalchemy import Table, bindparam, insert, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.db import repositories as repo
+from bot.db.claims import winners
 from bot.db.group_commit import Together
 from bot.db.histories import History, Wanted, load_histories
 from bot.db.models import Conversation, Message, Participant, Role, utcnow
@@ -126,11 +127,7 @@ async def claim_and_open(
     bot needs both before its placeholder: as one write they cost its turn one round trip,
     not two (at 60 replies at once each waits for a loop busy with the others)."""
     inserted = await repo.record_new_keys(session, [k for c in claims for k in c.keys])
-    won: list[int] = []
-    for index, claim in enumerate(claims):
-        if all(k in inserted for k in claim.keys):
-            won.append(index)
-        inserted.difference_update(claim.keys)  # a later claim of the batch loses them
+    won = [i for i, w in enumerate(winners([c.keys for c in claims], inserted)) if w]
     out: list[tuple[Conversation, bool] | None] = [None] * len(claims)
     starts = [claims[i].start for i in won]
     for index, found in zip(won, await open_conversations(session, starts), strict=True):

@@ -31,6 +31,7 @@ from bot.shared_counts import SharedCount
 from bot.slack.call_budgets import CallBudgets
 from bot.slack.edit_budget import WINDOW_MARGIN_SECONDS, WINDOW_SECONDS, EditBudget
 from bot.slack.learned_rates import SHARE_EVERY_SECONDS, LearnedRate, SharedRates
+from bot.slack.method_limits import app_limits
 from bot.slack.parts_choice import OwedFinals
 from bot.slack.stream_slots import START, STOP, StreamSlots
 
@@ -131,7 +132,7 @@ class WorkspaceBudgets:
             for method, (floor, apply) in floors.items()
         }
         self.calls = CallBudgets(
-            named_window, clock, limits.calls_scale, named_bucket, limits.history_tier
+            named_window, clock, limits.calls_scale, named_bucket, app_limits(limits.history_tier)
         )
         self.calls.on_learn = self._keep_learning
         rates = [*self.learned.values(), *self.calls.learned.values()]

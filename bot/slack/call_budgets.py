@@ -26,7 +26,7 @@ import logging
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 
@@ -34,9 +34,7 @@ from bot.coordination import LocalBucket, Window
 from bot.metrics import SLACK_CALLS_SKIPPED
 from bot.slack.learned_rates import LearnedRate
 from bot.slack.method_limits import (
-    HISTORY_METHODS,
     METHODS,
-    TIER_1_READS,
     Bucket,
     MethodLimit,
     limit_of,
@@ -109,8 +107,10 @@ class CallBudgets:
         clock: Callable[[], float] = time.monotonic,
         scale: float = 1.0,
         make_bucket: BucketMaker | None = None,
-        history_tier: int = 3,
+        overrides: Mapping[str, MethodLimit] | None = None,
     ) -> None:
+        """`overrides`: limits Slack sets for this app in place of the documented ones
+        (`method_limits.app_limits`), taken as they are."""
         self._make = make_window
         self._make_bucket = make_bucket or (
             lambda _name, burst, every, margin: LocalBucket(burst, every, margin, clock)
@@ -118,7 +118,7 @@ class CallBudgets:
         self._clock = clock
         # Every floor times this (`SLACK_CALL_BUDGET_SCALE`: a workspace known to allow more).
         self.scale = scale
-        self.history_tier = history_tier  # `SLACK_HISTORY_TIER`
+        self.overrides = dict(overrides or {})
         self._windows: dict[str, Window] = {}
         self._channels: OrderedDict[tuple[str, str], Window] = OrderedDict()
         self.learned: dict[str, LearnedRate] = {}
@@ -132,10 +132,8 @@ class CallBudgets:
         self.on_learn: Callable[[], None] | None = None  # a rate needs its epochs counted
 
     def _limit(self, method: str) -> MethodLimit | None:
-        if method in HISTORY_METHODS and self.history_tier == 1:
-            # Slack's own limit for this app, not a floor: nothing to learn or scale, and a
-            # read whose minute is spent is skipped (the reply goes on without it).
-            return TIER_1_READS
+        if method in self.overrides:
+            return self.overrides[method]
         limit = limit_of(method)
         return None if limit is None else self._scaled(limit)
 

@@ -101,6 +101,12 @@ NOT_BUDGETED = frozenset({"auth.test", "apps.connections.open"})
 UNKNOWN = MethodLimit(TIER_3)
 
 
+def app_limits(history_tier: int) -> dict[str, MethodLimit]:
+    """Limits Slack sets for this app in place of the documented ones (not floors: nothing
+    to learn, nor to scale): conversation reads at Tier 1 (`SLACK_HISTORY_TIER=1`)."""
+    return dict.fromkeys(HISTORY_METHODS, TIER_1_READS) if history_tier == 1 else {}
+
+
 def limit_of(method: str) -> MethodLimit | None:
     """The method's limit; None for the methods paced elsewhere or not budgeted."""
     if method in PACED_ELSEWHERE or method in NOT_BUDGETED:
