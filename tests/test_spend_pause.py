@@ -8,7 +8,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import update
 
+from bot.db.models import BudgetPause
 from bot.slack import cards
 from bot.slack.budget_card import ASK_RAISE, CONTINUE_CHEAPER
 from tests.fakes.openai import FakeOpenAI, Script, ScriptedToolCall
@@ -105,6 +107,25 @@ async def test_continue_on_a_cheaper_model_resumes_once_for_the_requester_only(
     assert answers == ["An answer."]  # the resumed turn answered in its thread, once
     [pause] = await pauses(spend_bot)
     assert (pause.state, pause.model, pause.decided_by) == ("resumed", "cheap-model", "UALICE")
+
+
+async def test_a_click_before_the_cards_ts_is_recorded_still_updates_the_card(
+    spend_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """The turn records its card's ts with other turns' writes after posting it; a quick click
+    can come first (seen in the sandbox): the clicked card is the card, and is recorded."""
+    await ask(spend_bot, fake_slack, "first question")
+    await ask(spend_bot, fake_slack, "second question")
+    [card] = pause_cards(fake_slack)
+    async with spend_bot.countersign.db.transaction() as session:
+        await session.execute(update(BudgetPause).values(card_ts=None))
+    assert await spend_bot.click(card, CONTINUE_CHEAPER, "UALICE", "C1") == 200
+    await spend_bot.idle()
+    await resumed(spend_bot, fake_model, 2)
+    [updated] = pause_cards(fake_slack)
+    assert "Continuing on cheap-model, chosen by <@UALICE>" in updated.text
+    [pause] = await pauses(spend_bot)
+    assert (pause.state, pause.card_ts) == ("resumed", card.ts)
 
 
 async def test_a_resumed_turn_another_budget_refuses_pauses_again_with_a_new_card(

@@ -59,6 +59,7 @@ class PauseClick:
     pause_id: int
     channel: str
     thread_ts: str | None
+    card_ts: str | None  # the message clicked: the card, even before its ts is recorded
 
 
 def parse_pause_click(body: dict[str, Any]) -> PauseClick:
@@ -72,8 +73,9 @@ def parse_pause_click(body: dict[str, Any]) -> PauseClick:
     )
     if channel is None:
         raise BadPayload("no channel")
-    thread = _str(_dict(body.get("message")).get("thread_ts"), 32)
-    return PauseClick(_user(body), int(value), channel, thread)
+    message = _dict(body.get("message"))
+    card = _str(message.get("ts"), 32) or _str(_dict(body.get("container")).get("message_ts"), 32)
+    return PauseClick(_user(body), int(value), channel, _str(message.get("thread_ts"), 32), card)
 
 
 class BudgetClicks:
@@ -116,12 +118,14 @@ class BudgetClicks:
             await self._tell(click, ALREADY if pause.state != "paused" else NO_FALLBACK)
             return
         async with self.db.transaction() as session:
-            resumed = await resume_paused(session, pause.id, model=model, decided_by=click.user)
+            resumed = await resume_paused(
+                session, pause.id, model=model, decided_by=click.user, card_ts=click.card_ts
+            )
         if resumed is None:
             await self._tell(click, ALREADY)
             return
         self.kick()
-        await self._chosen(pause, model, click.user)
+        await self._chosen(resumed, model, click.user)
 
     def _fallback(self, budget: str) -> str | None:
         """The budget's cheaper model in the policy in force now (a reload may drop it)."""

@@ -5,7 +5,7 @@ from `paused` to `resumed` (compare-and-set) and puts the turn in the resume out
 
 from __future__ import annotations
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.db.models import BudgetPause, Message, ResumeRequest, utcnow
@@ -25,10 +25,19 @@ def pause_of(kind: str) -> int | None:
 
 
 async def resume_paused(
-    session: AsyncSession, pause_id: int, *, model: str | None, decided_by: str
+    session: AsyncSession,
+    pause_id: int,
+    *,
+    model: str | None,
+    decided_by: str,
+    card_ts: str | None = None,
 ) -> BudgetPause | None:
     """Resume a paused turn (on `model`, if given, instead of the configured one). None if it
-    was no longer paused (someone acted first, or it was abandoned): nothing is queued."""
+    was no longer paused (someone acted first, or it was abandoned): nothing is queued.
+
+    `card_ts` is the card a click came from: the turn records its card's ts after posting it
+    (with other turns' writes), so a quick click can arrive first; the card is known all the
+    same, and kept where none is recorded yet."""
     result = await session.execute(
         update(BudgetPause)
         .where(BudgetPause.id == pause_id, BudgetPause.state == PAUSED)
@@ -38,6 +47,7 @@ async def resume_paused(
             decided_by=decided_by,
             resumed_at=utcnow(),
             version=BudgetPause.version + 1,
+            card_ts=func.coalesce(BudgetPause.card_ts, card_ts),
         )
     )
     if getattr(result, "rowcount", 0) != 1:
