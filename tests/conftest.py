@@ -33,9 +33,13 @@ from tests.pg import (
 
 POSTGRES_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
+# No property test depends on the machine being quiet: Hypothesis's per-example deadline (200 ms)
+# failed a history-window example that took 316 ms with the suite on two busy cores.
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
 # `--hypothesis-profile=nightly`: ten times the examples of every property test that takes the
 # profile's count, and the model-based one-door test's 600 sequences (docs/testing.md).
-settings.register_profile("nightly", max_examples=1000)
+settings.register_profile("nightly", parent=settings.get_profile("suite"), max_examples=1000)
 
 
 @pytest.fixture(autouse=True)
