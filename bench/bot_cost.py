@@ -1,4 +1,6 @@
-"""The bot's own cost in a benchmark that runs the bot and the fakes in one process.
+"""The bot's own cost in a benchmark: the bot runs with the fakes in one process, or in a
+process of its own (`ProcessMeter`: its CPU and memory read from /proc/<pid>, nothing to
+subtract).
 
 The fakes (tests/fakes/server.py) each serve on a thread of their own; the bot runs on the
 benchmark's event loop (plus the threads it starts: SQLite's, the default executor's). So the
@@ -31,8 +33,8 @@ def thread_cpu(native_id: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime (fields 14, 15)
 
 
-def resident_mib() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
+def resident_mib(pid: str = "self") -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
@@ -74,6 +76,42 @@ class CostMeter:
         others = self._others_cpu() - self._others0
         bot = time.process_time() - self._cpu0 - others - self._sampler_cpu
         return bot, others, self.peak - self.rss0
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) another process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+@dataclass
+class ProcessMeter:
+    """The CPU a bot process used over a stretch and its peak resident memory above the level
+    at `start` (sampled every 20 ms)."""
+
+    pid: int
+    _cpu0: float = 0.0
+    rss0: float = 0.0
+    peak: float = 0.0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _sampler: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._cpu0 = process_cpu(self.pid)
+        self.rss0 = self.peak = resident_mib(str(self.pid))
+        self._sampler = threading.Thread(target=self._sample, daemon=True)
+        self._sampler.start()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.02):
+            self.peak = max(self.peak, resident_mib(str(self.pid)))
+
+    def stop(self) -> tuple[float, float]:
+        """(the bot's CPU seconds, peak RSS growth in MiB)."""
+        self._stop.set()
+        if self._sampler is not None:
+            self._sampler.join()
+        return process_cpu(self.pid) - self._cpu0, self.peak - self.rss0
 
 
 def first_requests(requests: Sequence[Received], prompts: Sequence[str]) -> list[float]:

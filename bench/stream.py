@@ -27,121 +27,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import bisect
 import resource
 import statistics
 import tempfile
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
-from bench.bot_cost import CostMeter, first_requests
-from tests.fakes.openai import FakeOpenAI, Played, Script
+from bench.bot_cost import first_requests
+from bench.processes import pct
+from bench.reply_figures import finished, reply_figures, script_text
+from bench.stream_bots import InProcess, OwnProcess, fake_threads
+from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import BOT_USER_ID, FakeSlack, Limit
-from tests.harness import make_settings, start_bot, stop_bot
 
-PLACEHOLDER = "_Thinking…_"
-CURSOR = " ▍"
 EDITS_PER_MINUTE = 50
 STARTS_PER_MINUTE = 20
 APPENDS_PER_MINUTE = 100  # Slack's documented floor; --appends changes what the fake allows
-
-
-@dataclass
-class ReplyFigures:
-    event_to_visible: float
-    first_token_to_visible: float
-    age_while_streaming: float
-    last_token_to_complete: float
-    exact: bool
-    native: bool
-
-
-def shown_length(text: str, final: str) -> int:
-    """How much of the final text a shown text has (placeholder and cursor removed)."""
-    body = text.removesuffix(CURSOR).split("\n_", 1)[0]
-    if body == PLACEHOLDER:
-        return 0
-    length = 0
-    for a, b in zip(body, final, strict=False):
-        if a != b:
-            break
-        length += 1
-    return length
-
-
-def mean_age(timeline: list[tuple[float, str]], final: str, played: Played) -> float:
-    """Time-weighted mean, over [first token, last token], of how far behind the model the
-    reader is: now minus the moment the model had produced what is shown."""
-    assert played.first_token_at is not None
-    assert played.last_token_at is not None
-    times = [t for t, _ in played.token_times]
-    produced = [n for _, n in played.token_times]
-    begin, end = played.first_token_at, played.last_token_at
-    shown_at = [t for t, _ in timeline]
-    lengths = [shown_length(text, final) for _, text in timeline]
-    total, step, now = 0.0, 0.005, begin
-    while now < end:
-        index = bisect.bisect_right(shown_at, now) - 1
-        length = lengths[index] if index >= 0 else 0
-        # the moment the model had produced `length` characters
-        k = bisect.bisect_left(produced, length)
-        made_at = times[min(k, len(times) - 1)] if length else begin
-        total += (now - made_at) * step
-        now += step
-    return total / max(end - begin, step)
-
-
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def script_text(reply: int, tokens: int) -> str:
-    return " ".join(f"r{reply}t{i}" for i in range(tokens))
-
-
-def combined_timeline(slack: FakeSlack, channel: str) -> list[tuple[float, str]]:
-    """What a reader of the channel saw over time: the reply's messages, read in order, as one
-    text (a reply may go on in a second message)."""
-    messages = slack.bot_messages(channel)
-    moments = sorted({at for m in messages for at, _ in slack.timeline[m.ts]})
-    out = []
-    for moment in moments:
-        shown = []
-        for message in messages:
-            seen = [t for at, t in slack.timeline[message.ts] if at <= moment]
-            text = seen[-1] if seen else ""
-            shown.append(text.removesuffix(CURSOR) if text != PLACEHOLDER else "")
-        out.append((moment, " ".join(t for t in shown if t)))
-    return out
-
-
-def reply_figures(
-    slack: FakeSlack, channel: str, final: str, stream: Played, sent_at: float
-) -> ReplyFigures:
-    """One reply's figures, read from the fakes' records: what the channel showed and when
-    (the fake Slack), when the model sent its tokens (the fake model), the event sent at
-    `sent_at`. A reply that never showed words or its exact final has NaN there."""
-    messages = slack.bot_messages(channel)
-    timeline = combined_timeline(slack, channel)
-    assert stream.last_token_at is not None
-    assert stream.first_token_at is not None
-    first_visible = next((t for t, text in timeline if shown_length(text, final) > 0), float("nan"))
-    words = final.split()
-    complete = next((t for t, text in timeline if text.split() == words), float("nan"))
-    return ReplyFigures(
-        event_to_visible=first_visible - sent_at,
-        first_token_to_visible=first_visible - stream.first_token_at,
-        age_while_streaming=mean_age(timeline, final, stream),
-        last_token_to_complete=complete - stream.last_token_at,
-        exact=" ".join(m.text for m in messages).split() == words,
-        native=bool(messages) and messages[0].ts in slack.streams,
-    )
 
 
 def limits_for(
@@ -172,11 +75,13 @@ async def run_scenario(
     ttft: float,
     streaming: str,
     appends: int = APPENDS_PER_MINUTE,
+    own_process: bool = False,
 ) -> dict[str, float]:
     before = {t.native_id for t in threading.enumerate()}
     slack = FakeSlack().start()
     model = FakeOpenAI().start()
-    fakes = [t.native_id for t in threading.enumerate() if t.native_id not in before]
+    fakes = fake_threads(before)
+    bot = OwnProcess(fakes) if own_process else InProcess(fakes)
     slack.limits["chat.update"] = Limit(EDITS_PER_MINUTE, 60.0)
     slack.limits["chat.postMessage"] = Limit(60, 60.0, per_channel=True)
     slack.limits["chat.startStream"] = Limit(STARTS_PER_MINUTE, 60.0)
@@ -184,15 +89,8 @@ async def run_scenario(
     slack.limits["chat.appendStream"] = Limit(appends, 60.0)
     texts = [script_text(i, tokens) for i in range(replies)]
     with tempfile.TemporaryDirectory() as tmp:
-        bot = await start_bot(
-            make_settings(
-                slack,
-                model,
-                f"sqlite:///{Path(tmp) / 'bench.db'}",
-                streaming=streaming,  # the budgets: the bot's defaults, the floors
-            )
-        )
         try:
+            await bot.start(slack, model, Path(tmp), streaming)  # the budgets: the floors
             for i, t in enumerate(texts):
                 model.script_for(
                     f"reply {i} please",
@@ -200,47 +98,30 @@ async def run_scenario(
                 )
             sent_at: dict[str, float] = {}
 
-            async def mention(i: int) -> None:
-                channel = f"C{i:03d}"
-                text = f"<@{BOT_USER_ID}> reply {i} please"
+            async def mention(channel: str, prompt: str) -> None:
+                text = f"<@{BOT_USER_ID}> {prompt}"
                 ts = slack.add_user_message(channel, text)
                 sent_at[channel] = time.monotonic()
-                await bot.send_event(
-                    {
-                        "type": "app_mention",
-                        "user": "UALICE",
-                        "text": text,
-                        "ts": ts,
-                        "channel": channel,
-                    }
-                )
+                event = {"type": "app_mention", "user": "UALICE", "text": text, "ts": ts}
+                await bot.send({**event, "channel": channel})
 
             model.script_for("warm up please", Script(text="Warm.", time_to_first_token=ttft))
-            warm = slack.add_user_message("CWARM", f"<@{BOT_USER_ID}> warm up please")
-            await bot.send_event(
-                {
-                    "type": "app_mention",
-                    "user": "UALICE",
-                    "text": f"<@{BOT_USER_ID}> warm up please",
-                    "ts": warm,
-                    "channel": "CWARM",
-                }
-            )
-            await bot.idle(timeout=60)
+            await mention("CWARM", "warm up please")
+            await bot.idle(lambda: finished(slack, "CWARM", "Warm."), 60)
             counted_from = len(slack.calls)
-            meter = CostMeter([t for t in fakes if t is not None])
-            meter.start()
+            bot.measure()
             started = time.monotonic()
-            await asyncio.gather(*[mention(i) for i in range(replies)])
-            await bot.idle(timeout=600)
-            finished = time.monotonic()
-            bot_cpu, fakes_cpu, rss_growth = meter.stop()
-            budgets = bot.countersign.budgets
-            learned = {
-                m: r.limit for m, r in (budgets.learned.items() if budgets is not None else [])
-            }
+            await asyncio.gather(
+                *[mention(f"C{i:03d}", f"reply {i} please") for i in range(replies)]
+            )
+            await bot.idle(
+                lambda: all(finished(slack, f"C{i:03d}", texts[i]) for i in range(replies)), 600
+            )
+            finished_at = time.monotonic()
+            bot_cpu, fakes_cpu, rss_growth = bot.measured()
+            learned = bot.learned()
         finally:
-            await stop_bot(bot)
+            await bot.stop(Path(tmp))
     played = {p.text: p for p in model.played}
     figures = [
         reply_figures(slack, f"C{i:03d}", texts[i], played[texts[i]], sent_at[f"C{i:03d}"])
@@ -271,7 +152,7 @@ async def run_scenario(
         "exact final texts": sum(f.exact for f in figures),
         "429 answers": rate_limited,
         "stream seconds per reply": tokens / rate,
-        "wall s": finished - started,
+        "wall s": finished_at - started,
         "bot CPU per reply ms": bot_cpu / replies * ms,
         "fakes' CPU per reply ms": fakes_cpu / replies * ms,
         "RSS growth per concurrent reply MiB": rss_growth / replies,
@@ -305,6 +186,13 @@ async def main() -> None:
     parser.add_argument("--rate", type=float, default=40.0)
     parser.add_argument("--ttft", type=float, default=0.3)
     parser.add_argument(
+        "--bot",
+        choices=["process", "in-process"],
+        default="process",
+        help="the bot as a process of its own (as in production), or on this process's loop "
+        "beside the fakes' threads (they share its interpreter lock)",
+    )
+    parser.add_argument(
         "--appends",
         type=int,
         nargs="*",
@@ -315,16 +203,23 @@ async def main() -> None:
     for appends in args.appends:
         for replies in args.replies:
             figures = await run_scenario(
-                replies, args.tokens, args.rate, args.ttft, args.streaming, appends
+                replies,
+                args.tokens,
+                args.rate,
+                args.ttft,
+                args.streaming,
+                appends,
+                own_process=args.bot == "process",
             )
             report(
                 f"STREAMING={args.streaming}: {replies} concurrent repl"
                 f"{'y' if replies == 1 else 'ies'}, {args.tokens} tokens at {args.rate:g}/s, "
-                f"{args.ttft * 1000:.0f} ms to first token; Slack allows {appends} appends/min",
+                f"{args.ttft * 1000:.0f} ms to first token; Slack allows {appends} appends/min; "
+                f"bot {'in its own process' if args.bot == 'process' else 'in this process'}",
                 figures,
             )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"\npeak RSS of the process (bot + both fakes): {peak:.0f} MiB")
+    print(f"\npeak RSS of this process (both fakes, and the bot if here): {peak:.0f} MiB")
 
 
 if __name__ == "__main__":

@@ -41,8 +41,8 @@ from pathlib import Path
 import aiohttp
 
 from bench.processes import bot_env, pct, start_processes, stop_processes
+from bench.reply_figures import finished, reply_figures, script_text
 from bench.reply_ways import Ways, read_ways
-from bench.stream import reply_figures, script_text
 from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import FakeSlack, Limit, documented_floors
 from tests.harness import SlackFront
@@ -99,14 +99,6 @@ def poisson_arrivals(count: int, seconds: float, seed: int) -> list[float]:
 def make_plan(count: int, seconds: float, seed: int, tokens: int, rate: float, ttft: float) -> Plan:
     texts = [script_text(i, tokens) for i in range(count)]
     return Plan(poisson_arrivals(count, seconds, seed), texts, ttft, rate)
-
-
-def finished(slack: FakeSlack, channel: str, final: str) -> bool:
-    """The channel shows the exact final text and none of its streams is still open."""
-    messages = slack.bot_messages(channel)
-    streams = [slack.streams[m.ts] for m in messages if m.ts in slack.streams]
-    shown = " ".join(m.text for m in messages).split()
-    return shown == final.split() and not any(s.open for s in streams)
 
 
 @dataclass
