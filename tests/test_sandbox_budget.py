@@ -83,11 +83,18 @@ def test_alices_demo_budget_pauses_her_and_the_cheaper_model_goes_on(sandbox: st
     )
     assert "Continuing on countersign-demo-mini" in cards(chosen)[0]["text"]
     thread = card["thread_ts"]
-    wait_for(
-        sandbox,
-        lambda ms: sum(m["user"] == "UBOT" and m.get("thread_ts") == thread for m in ms) >= 3,
-        "resumed answer",
-    )
+
+    def resumed_answer(ms: list[dict[str, Any]]) -> bool:
+        # The paused reply is the card itself; the resumed turn answers under it.
+        return any(
+            m["user"] == "UBOT"
+            and m.get("thread_ts") == thread
+            and m["ts"] != card["ts"]
+            and not m.get("streaming")
+            for m in ms
+        )
+
+    wait_for(sandbox, resumed_answer, "resumed answer")
 
 
 def usage_for(base: str, user: str) -> str:

@@ -53,6 +53,7 @@ async def test_a_spent_budget_pauses_the_turn_with_a_card_and_asks_no_model(
     await ask(spend_bot, fake_slack, "first question")
     assert len(fake_model.requests) == 1
     assert not pause_cards(fake_slack)
+    before = len(fake_slack.calls)
     root = await ask(spend_bot, fake_slack, "second question")
     assert len(fake_model.requests) == 1  # no call over the limit
     [card] = pause_cards(fake_slack)
@@ -63,9 +64,13 @@ async def test_a_spent_budget_pauses_the_turn_with_a_card_and_asks_no_model(
     shown = str(card.blocks)
     assert "UALICE" in shown  # people as mentions, no other id
     assert "<@UALICE>" in shown
-    reply = [m for m in fake_slack.thread("C1", root) if m.user and "Paused" in m.text]
-    assert reply  # a plain note, not a failure
-    assert "could not finish" not in reply[0].text
+    assert "could not finish" not in card.text  # a plain pause, not a failure
+    # The reply is the card: its placeholder's one final edit carries the card's text and
+    # buttons (not an edit to a note and a post of the card under it).
+    [reply] = [m for m in fake_slack.thread("C1", root) if m.bot_id]
+    assert reply.ts == card.ts
+    chat = [c.method for c in fake_slack.calls[before:] if c.method.startswith("chat.")]
+    assert chat == ["chat.postMessage", "chat.update"]  # the placeholder, then the card
     [pause] = await pauses(spend_bot)
     assert (pause.state, pause.requester, pause.budget) == ("paused", "UALICE", "demo")
     assert pause.card_ts == card.ts
@@ -185,6 +190,60 @@ async def test_a_per_turn_budget_pauses_between_tool_rounds_and_resumes_the_same
         assert counted.used_tokens >= 2 * BIG  # both calls, before and after the pause
         await ask(bot, fake_slack, "and now?")  # a new turn: a new window
         assert len(fake_model.requests) == 3
+
+
+async def test_a_native_reply_that_pauses_is_the_card_its_stop_carries(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str, policy_path: Path
+) -> None:
+    """Streamed natively: the stream's one stop carries the card's text and buttons."""
+    async with spend_running(
+        fake_slack, fake_model, sqlite_url, policy_path, streaming="native"
+    ) as bot:
+        await ask(bot, fake_slack, "first question")
+        before = len(fake_slack.calls)
+        root = await ask(bot, fake_slack, "second question")
+        [card] = pause_cards(fake_slack)
+        assert card.thread_ts == root
+        assert buttons(card) == [CONTINUE_CHEAPER, ASK_RAISE]
+        chat = [c.method for c in fake_slack.calls[before:] if c.method.startswith("chat.")]
+        assert chat == ["chat.startStream", "chat.stopStream"]
+        [pause] = await pauses(bot)
+        assert pause.card_ts == card.ts
+        assert await bot.click(card, CONTINUE_CHEAPER, "UALICE", "C1") == 200
+        await resumed(bot, fake_model, 2)
+        [chosen] = pause_cards(fake_slack)
+        assert "Continuing on cheap-model, chosen by <@UALICE>" in chosen.text
+        assert buttons(chosen) == []
+
+
+async def test_a_reply_that_showed_words_keeps_them_and_the_card_comes_under_it(
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    sqlite_url: str,
+    tmp_path: Path,
+) -> None:
+    """Words, then a tool round the budget has no room for: the reply ends with a note and
+    the card is a message of its own, so the card's later edit (the choice) leaves the
+    reply's words as they were."""
+    path = tmp_path / "policy.yaml"
+    path.write_text(policy(budget("per_turn: true", window="turn", extra=CHEAPER)))
+    listing = ScriptedToolCall("l1", "list_tasks", '{"status": "any"}')
+    fake_model.script(Script(text="Let me look.", tool_calls=[listing], prompt_tokens=BIG))
+    async with spend_running(fake_slack, fake_model, sqlite_url, path) as bot:
+        root = await ask(bot, fake_slack, "what is open?")
+        [card] = pause_cards(fake_slack)
+        [reply] = [m for m in fake_slack.thread("C1", root) if m.bot_id and m.ts != card.ts]
+        assert reply.text.startswith("Let me look.")
+        assert "Paused: the budget demo is used up (see below)" in reply.text
+        assert card.thread_ts == root
+        [pause] = await pauses(bot)
+        assert pause.card_ts == card.ts
+        assert await bot.click(card, CONTINUE_CHEAPER, "UALICE", "C1") == 200
+        await resumed(bot, fake_model, 2)
+        [chosen] = pause_cards(fake_slack)
+        assert "Continuing on cheap-model" in chosen.text
+        [kept] = [m for m in fake_slack.thread("C1", root) if m.ts == reply.ts]
+        assert kept.text.startswith("Let me look.")
 
 
 async def test_a_crafted_continue_button_changes_nothing(

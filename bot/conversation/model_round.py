@@ -5,6 +5,7 @@ named below."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import update
@@ -26,7 +27,7 @@ from bot.poster import NOTHING_PRIVATE, poster_of
 from bot.provenance import DATA_NOTE
 from bot.slack.budget_card import pause_card, pause_text
 from bot.slack.streamer import ReplyStream
-from bot.spend.standing import Refused
+from bot.spend.standing import Refused, Standing
 
 log = logging.getLogger(__name__)
 
@@ -141,24 +142,44 @@ class ModelRounds:
             pause_id = await self.db.group.run(store)
         await deliver_held(self.slack, stream, conversation.channel_id, requester, seen)
         stream.paused = True
-        await stream.finish(budget_note(standing.name))
         TURNS.labels(outcome="budget").inc()
-        try:
-            posted = await poster_of(self.slack).post(
-                conversation.channel_id,
-                pause_text(standing),
-                carries=NOTHING_PRIVATE,
-                thread_ts=stream.thread_ts,
-                blocks=pause_card(standing, pause_id, requester),
-                reader=requester if conversation.channel_id.startswith("D") else None,
-            )
-        except Exception as exc:  # the pause stands; the note in the reply says why
-            log.warning("could not post the pause card of %s: %s", pause_id, exc)
-            return
-        ts = posted.get("ts")
-        if isinstance(ts, str):  # with other pauses' cards (`Database.group`)
+        card = pause_card(standing, pause_id, requester)
+        ts = await self._reply_is_card(stream, standing, card)
+        if ts is None:  # the reply showed words (or its card did not land): a card of its own
+            try:
+                posted = await poster_of(self.slack).post(
+                    conversation.channel_id,
+                    pause_text(standing),
+                    carries=NOTHING_PRIVATE,
+                    thread_ts=stream.thread_ts,
+                    blocks=card,
+                    reader=requester if conversation.channel_id.startswith("D") else None,
+                )
+            except Exception as exc:  # the pause stands; the note in the reply says why
+                log.warning("could not post the pause card of %s: %s", pause_id, exc)
+                return
+            ts = posted.get("ts") if isinstance(posted.get("ts"), str) else None
+        if ts is not None:  # with other pauses' cards (`Database.group`)
             await self.db.group.run(
                 lambda session: session.execute(
                     update(BudgetPause).where(BudgetPause.id == pause_id).values(card_ts=ts)
                 )
             )
+
+    @staticmethod
+    async def _reply_is_card(
+        stream: ReplyStream, standing: Standing, card: list[dict[str, Any]]
+    ) -> str | None:
+        """End the reply. One that showed no words becomes the pause card itself (its final
+        edit, or its stream's stop, carries the card's text and buttons: one Slack call, not
+        an edit and a post); the message's ts if the card landed on it. One that showed
+        words ends with a note pointing at the card below it, so that the card's later edits
+        (a choice, a raise) never replace the reply's words."""
+        if stream.source.strip() or stream.withheld:
+            await stream.finish(budget_note(standing.name))
+            return None
+        stream.closing_blocks = card[1:]  # under the text: whose request waits, the buttons
+        await stream.finish(pause_text(standing))
+        if stream.closed_on is None:  # the blocks did not land: the text says what happened
+            return None
+        return stream.closed_on

@@ -58,6 +58,7 @@ class EditPath:
     message_ts: list[str]
     journal: ReplyRecord | None
     closing_blocks: list[dict[str, Any]] | None
+    closed_on: str | None
     _closed_with_blocks: bool
     _final: bool
     _last_edit_at: float | None
@@ -168,6 +169,7 @@ class EditPath:
             try:
                 await self.outlet.update(ts, text, carries=self.carries, blocks=blocks)
                 self._closed_with_blocks = True
+                self.closed_on = ts
                 return
             except SlackApiError as exc:
                 if slack_error(exc) != "invalid_blocks":

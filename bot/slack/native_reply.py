@@ -73,6 +73,7 @@ class NativePath:
     options: NativeOptions | None
     native: NativeMessage | None
     closing_blocks: list[dict[str, Any]] | None
+    closed_on: str | None
     _final: bool
     _changed: asyncio.Event
     status: str
@@ -218,7 +219,10 @@ class NativePath:
             self._detach_native("no stream stop free in time")
             return
         self._stop_taken = True
-        await native.stop(self.closing_blocks if not full else None, target, carries=self.carries)
+        closing = self.closing_blocks if not full else None
+        await native.stop(closing, target, carries=self.carries)
+        if closing:
+            self.closed_on = native.ts
         self._last_edit_at = self._clock()
         if self.journal is not None:
             self.journal.shown(native.ts, native.sent)
@@ -284,9 +288,10 @@ class NativePath:
         if (final or full) and native.sent == target and not native.stopped:
             await options.slots.stop_permit()
             self._stop_taken = True
-            await native.stop(
-                self.closing_blocks if final and not full else None, carries=self.carries
-            )
+            closing = self.closing_blocks if final and not full else None
+            await native.stop(closing, carries=self.carries)
+            if closing:
+                self.closed_on = native.ts
             options.appends.close(self)
             if full:
                 self.budget.open(self)

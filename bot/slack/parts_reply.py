@@ -69,6 +69,7 @@ class PartsPath:
     message_ts: list[str]
     journal: ReplyRecord | None
     closing_blocks: list[dict[str, Any]] | None
+    closed_on: str | None
     max_chars: int
     _final: bool
     _changed: asyncio.Event
@@ -165,7 +166,8 @@ class PartsPath:
             try:
                 response = await self.outlet.post(text, carries=carries, blocks=blocks)
                 self._answer_index = len(self.message_ts)
-                return str(response["ts"])
+                self.closed_on = str(response["ts"])
+                return self.closed_on
             except SlackApiError as exc:
                 if slack_error(exc) != "invalid_blocks":
                     raise

@@ -84,6 +84,7 @@ class ReplyStream(NativePath, EditPath, PartsPath):
         # Blocks a finished answer ends with (its feedback buttons): in the native stream's
         # stop, or on its first message's final edit.
         self.closing_blocks: list[dict[str, Any]] | None = None
+        self.closed_on: str | None = None  # the message they landed on, once they did
         self._closed_with_blocks = False
         # The edit path owns the messages from `_edit_base` on, showing `source[_edit_from:]`
         # (both 0 unless the reply began as a native stream).
