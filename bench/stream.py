@@ -7,7 +7,10 @@ The bot is not told the limits: it starts at the floors and learns from Slack's 
     uv run python -m bench.stream --streaming auto      # 1, 20 and 60 concurrent replies
     uv run python -m bench.stream --streaming auto --replies 20 --appends 100 300 600
     uv run python -m bench.stream --streaming edit --replies 20
+    uv run python -m bench.stream --replies 60 --bot in-process   # the bot beside the fakes
 
+The bot runs as a process of its own (`countersign serve`, as in production) unless `--bot
+in-process` puts it on this process's loop beside the fakes' threads (bench/stream_bots.py).
 Every scenario starts with one warm-up conversation (its calls are not counted).
 
 Each reply is TOKENS tokens at RATE tokens/s after TTFT seconds. Times are taken where they
