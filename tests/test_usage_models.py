@@ -20,6 +20,7 @@ from bot.db.migrate import upgrade_to_head
 from bot.db.models import Message, Role
 from bot.db.session import Database
 from bot.llm import Finished
+from bot.slack import cards
 from bot.slack.budget_card import CONTINUE_CHEAPER
 from bot.spend.budget_model import Budget
 from bot.spend.ledger import Spend
@@ -38,7 +39,7 @@ from tests.spend_front import (
     standing,
 )
 from tests.spend_helpers import eighty_turns
-from tests.test_approvals_flow import call
+from tests.test_approvals_flow import CREATE, call
 from tests.test_llm_stream import llm_for
 from tests.test_memory import BUDGET as MEMORY_BUDGET
 from tests.test_records import answer
@@ -160,6 +161,39 @@ async def test_history_sums_a_turn_of_several_answers(
         await bot.idle()
         history = await history_of(bot, fake_slack, root)
     assert re.search(r"· 1,0\d\d tokens, \$0\.10:", history), history
+    whole = re.search(
+        r"· 2,0\d\d tokens, \$0\.20 \(the whole request: 3,0\d\d tokens, \$0\.30\):", history
+    )
+    assert whole, history
+    assert re.search(r"· 4,0\d\d tokens, \$0\.40:", history), history
+    assert history.count("the whole request") == 1
+
+
+async def test_what_someone_else_writes_meanwhile_does_not_split_a_request(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, migrated_database_url: str, tmp_path: Path
+) -> None:
+    """Alice's request waits for its card's approval; Bob writes in the thread meanwhile (a
+    message for Carol: kept as context, not answered). The answer before the card and the one
+    after the approval are still one request in /history; Alice's next question is another."""
+    async with running(
+        fake_slack, fake_model, migrated_database_url, model_prices=prices_file(tmp_path)
+    ) as bot:
+        fake_model.script(
+            Script(tool_calls=[call("create_task", CREATE)], prompt_tokens=1_000),
+            Script(text="Created.", prompt_tokens=2_000),
+            Script(text="Later.", prompt_tokens=4_000),
+        )
+        root = await ask(bot, fake_slack, "track the login bug")
+        await bot.say(fake_slack, "C1", "<@UCAROL> fyi, see above", user="UBOB", thread_ts=root)
+        await bot.idle()
+        assert len(fake_model.requests) == 1  # Bob's message was not answered
+        (card,) = fake_slack.cards("C1")
+        assert await bot.click(card, cards.APPROVE, "UALICE", "C1") == 200
+        await bot.idle()
+        await bot.mention("C1", "and later?", fake_slack, thread_ts=root)
+        await bot.idle()
+        assert len(fake_model.requests) == 3
+        history = await history_of(bot, fake_slack, root)
     whole = re.search(
         r"· 2,0\d\d tokens, \$0\.20 \(the whole request: 3,0\d\d tokens, \$0\.30\):", history
     )

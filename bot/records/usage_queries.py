@@ -104,13 +104,18 @@ async def own_usage(
 
 async def turn_usage(session: AsyncSession, conversation_id: int) -> dict[int, ByModel]:
     """Each turn's usage (its answers' sum, per model), keyed by the turn's last answer with a
-    usage: a turn is the model answers between one person's message and the next (its tool
-    rounds, and a paused turn's resumed answers, are one turn). Only turns of more than one
-    answer are listed: an answer's own usage is its turn's otherwise."""
+    usage: a turn is the model answers to one person's request (its tool rounds, and a paused
+    turn's resumed answers, are one turn). What someone else writes in the thread meanwhile
+    (context the bot reads but does not answer) does not end it: an answer starts a new turn
+    only where its requester wrote since the answer before (or, for rows that name no
+    requester, anyone did). Only turns of more than one answer are listed: an answer's own
+    usage is its turn's otherwise."""
     rows = await session.execute(
         select(
             Message.id,
             Message.role,
+            Message.slack_user,
+            Message.requester,
             Message.model,
             Message.prompt_tokens,
             Message.completion_tokens,
@@ -122,6 +127,7 @@ async def turn_usage(session: AsyncSession, conversation_id: int) -> dict[int, B
     )
     turns: dict[int, ByModel] = {}
     answers: list[tuple[int, str | None, Used]] = []
+    wrote: set[str | None] = set()  # who wrote since the last answer
 
     def close() -> None:
         if len(answers) > 1:
@@ -131,10 +137,14 @@ async def turn_usage(session: AsyncSession, conversation_id: int) -> dict[int, B
             turns[answers[-1][0]] = summed
         answers.clear()
 
-    for message_id, role, model, prompt, completion, cached in rows.all():
+    for message_id, role, user, requester, model, prompt, completion, cached in rows.all():
         if role == Role.USER:
-            close()
-        elif prompt or completion:
+            wrote.add(user)
+            continue
+        if wrote and (requester is None or requester in wrote):
+            close()  # a new request
+        wrote.clear()
+        if prompt or completion:
             answers.append((message_id, model, Used(prompt or 0, completion or 0, cached or 0)))
     close()
     return turns
