@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, Page, WebSocket, expect
 
-from tests.sandbox_browser import TIMEOUT_MS, running_sandbox, state
+from tests.sandbox_browser import TIMEOUT_MS, running_sandbox, state, ui_post
 from tests.test_sandbox_browser import browser, open_thread_of, send
 
 __all__ = ["browser"]  # a fixture used by name
@@ -142,3 +142,28 @@ def test_unchanged_messages_keep_their_nodes_while_a_reply_streams(
     ]
     shown = page.locator("#messages article").evaluate_all("nodes => nodes.map(n => n.dataset.ts)")
     assert shown == top
+
+
+GAIL = "Gail from the agency here"  # a seeded message of #general nobody answers above
+
+
+def test_a_messages_first_reply_keeps_its_node_and_its_reply_button_in_place(
+    watched: tuple[Page, Updates], sandbox: str
+) -> None:
+    """A message's first reply arrives right as people reach for "Reply in thread" (a CI run
+    lost that click): the count appears on the same node, and the button does not move."""
+    page, _ = watched
+    message = page.get_by_role("main").get_by_role("article").filter(has_text=GAIL)
+    ts = message.get_attribute("data-ts")
+    selector = f"#messages article[data-ts='{ts}']"
+    mark(page, selector)
+    button = message.get_by_role("button", name="Reply in thread")
+    before = button.bounding_box()
+    said = {"user": "UBOB", "channel": "C0GENERAL", "text": "Welcome, Gail!", "thread_ts": ts}
+    ui_post(sandbox, "/ui/message", said)
+    expect(message.get_by_role("button", name="1 reply")).to_be_visible()
+    assert still_marked(page, selector), "the message was drawn again for its reply count"
+    assert button.bounding_box() == before, "Reply in thread moved under the pointer"
+    button.click()
+    thread = page.get_by_role("complementary", name="Thread")
+    expect(thread.get_by_role("article").filter(has_text="Welcome, Gail!")).to_be_visible()

@@ -27,17 +27,27 @@ function time(ts) {
 }
 
 // A message as an item to keep (keep.js): drawn again only when the message or anything its
-// node shows changed (reply count, viewer, names).
+// node shows changed (viewer, names). Its reply count is set in place: a message's first
+// reply arrives right as people reach for "Reply in thread", and a node drawn again between
+// the press and the release of a click loses the click.
 function messageItem(m, where, inThread) {
   const replies = inThread || m.visible_to ? 0 : threadOf(where, m.ts).length;
   return {
     key: `${where}:${m.ts}`,
-    sig: JSON.stringify([m, inThread, replies, me, state.bot.id, drawing]),
-    draw: () => article(m, where, inThread, replies),
+    sig: JSON.stringify([m, inThread, me, state.bot.id, drawing]),
+    draw: () => article(m, where, inThread),
+    update: (node) => showReplies(node, replies),
   };
 }
 
-function article(m, where, inThread, replies) {
+function showReplies(node, replies) {
+  const count = node.querySelector(":scope > .thread-actions > button.replies");
+  if (!count) return;
+  count.hidden = replies === 0;
+  count.textContent = replies ? `${replies} ${replies === 1 ? "reply" : "replies"}` : "";
+}
+
+function article(m, where, inThread) {
   const a = document.createElement("article");
   a.dataset.ts = m.ts;
   a.setAttribute("aria-label", `${m.author}: message`);
@@ -82,18 +92,15 @@ function article(m, where, inThread, replies) {
   if (!inThread && !m.visible_to) {
     const acts = document.createElement("div");
     acts.className = "thread-actions";
-    if (replies) {
-      const open = document.createElement("button");
-      open.type = "button"; open.className = "link";
-      open.textContent = `${replies} ${replies === 1 ? "reply" : "replies"}`;
-      open.addEventListener("click", () => openThread(m.ts));
-      acts.append(open);
-    }
+    // "Reply in thread" first: the count appearing after it never moves it.
     const reply = document.createElement("button");
     reply.type = "button"; reply.className = "link";
     reply.textContent = "Reply in thread";
     reply.addEventListener("click", () => openThread(m.ts));
-    acts.append(reply);
+    const open = document.createElement("button");
+    open.type = "button"; open.className = "link replies"; open.hidden = true;
+    open.addEventListener("click", () => openThread(m.ts));
+    acts.append(reply, open);
     a.append(acts);
   }
   return a;

@@ -3,7 +3,9 @@
 // click whose press and release straddled a change, and focus, a text selection or a choice
 // half made in a menu. So each thing drawn is an item: a key (which thing), a signature
 // (everything its node is drawn from) and how to draw it. A node whose key and signature are
-// unchanged stays the same object, in place; only changed items are drawn again.
+// unchanged stays the same object, in place; only changed items are drawn again. An item may
+// also have `update(node)`: what changes often and cheaply (a message's reply count) is set
+// on its node in place, kept or new, instead of being part of the signature.
 "use strict";
 
 const Keep = (() => {
@@ -20,7 +22,7 @@ const Keep = (() => {
     return drawn;
   }
 
-  // Make `box`'s children the nodes of `items` (in order: {key, sig, draw}); nodes of items
+  // Make `box`'s children the nodes of `items` (in order: {key, sig, draw, update?}); nodes of items
   // gone are removed; a kept node is moved only when the order changed before it. Returns
   // the nodes drawn afresh.
   function fill(box, items) {
@@ -36,6 +38,7 @@ const Keep = (() => {
       taken.add(node);
       return node;
     });
+    items.forEach((item, i) => { if (item.update) item.update(wanted[i]); });
     for (const node of [...box.childNodes]) if (!taken.has(node)) node.remove();
     let at = box.firstChild;
     for (const node of wanted) {
