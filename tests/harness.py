@@ -80,7 +80,10 @@ def make_settings(
         "database_url": database_url,
         "shutdown_grace_seconds": 5,
         "metrics_token": METRICS_TOKEN,
-        # Existing tests describe the edit transport; native streaming has its own tests.
+        # Tests of the edit transport describe it; native streaming has its own tests. Modules
+        # about approvals, grants, policy and audit pass streaming="auto", the bot's default:
+        # with edits each turn also posts a "Thinking…" placeholder, and Slack's one post a
+        # second per channel made them wait several seconds a test.
         "streaming": "edit",
         # Titles from the first words: a model title is a non-streamed call the fake would
         # count as a summary; tests of model titles turn it on.

@@ -55,7 +55,9 @@ async def policy_bot(
     sqlite_url: str,
 ) -> AsyncIterator[RunningBot]:
     running = await start_bot(
-        make_settings(fake_slack, fake_model, sqlite_url, approval_policies=request.param)
+        make_settings(
+            fake_slack, fake_model, sqlite_url, approval_policies=request.param, streaming="auto"
+        )
     )
     yield running
     await stop_bot(running)
@@ -301,7 +303,14 @@ async def test_cards_stay_within_block_kit_limits(
 ) -> None:
     # Arguments this long take thousands of tokens: the reply's length limit must allow them.
     bot = await start_bot(
-        make_settings(fake_slack, fake_model, sqlite_url, reply_tokens=16_000, token_budget=64_000)
+        make_settings(
+            fake_slack,
+            fake_model,
+            sqlite_url,
+            reply_tokens=16_000,
+            token_budget=64_000,
+            streaming="auto",
+        )
     )
     try:
         await _card_within_limits(bot, fake_slack, fake_model, hostile)

@@ -47,7 +47,9 @@ KEY = "audit-signing-key-for-tests"
 async def chain_bot(
     fake_slack: FakeSlack, fake_model: FakeOpenAI, migrated_database_url: str
 ) -> AsyncIterator[RunningBot]:
-    running = await start_bot(make_settings(fake_slack, fake_model, migrated_database_url))
+    running = await start_bot(
+        make_settings(fake_slack, fake_model, migrated_database_url, streaming="auto")
+    )
     yield running
     await stop_bot(running)
 

@@ -37,7 +37,9 @@ from tests.test_audit_chain import KEY, audit_cli, build_chain, cut_the_end, new
 async def chain_bot(
     fake_slack: FakeSlack, fake_model: FakeOpenAI, migrated_database_url: str
 ) -> AsyncIterator[RunningBot]:
-    running = await start_bot(make_settings(fake_slack, fake_model, migrated_database_url))
+    running = await start_bot(
+        make_settings(fake_slack, fake_model, migrated_database_url, streaming="auto")
+    )
     yield running
     await stop_bot(running)
 
@@ -104,6 +106,7 @@ async def test_the_checkpoint_job_posts_on_schedule_and_verify_reads_slack_back(
             audit_checkpoint_channel="CAUDIT",
             audit_signing_key=KEY,
             sweep_interval_seconds=0.1,
+            streaming="auto",
         )
     )
     try:

@@ -92,7 +92,9 @@ async def forge(
 async def chain_bot(
     fake_slack: FakeSlack, fake_model: FakeOpenAI, migrated_database_url: str
 ) -> AsyncIterator[RunningBot]:
-    running = await start_bot(make_settings(fake_slack, fake_model, migrated_database_url))
+    running = await start_bot(
+        make_settings(fake_slack, fake_model, migrated_database_url, streaming="auto")
+    )
     yield running
     await stop_bot(running)
 
@@ -144,7 +146,9 @@ async def test_with_the_key_a_row_recomputed_with_plain_hashes_fails(
     fake_slack: FakeSlack, fake_model: FakeOpenAI, migrated_database_url: str, tmp_path: Path
 ) -> None:
     bot = await start_bot(
-        make_settings(fake_slack, fake_model, migrated_database_url, audit_signing_key=KEY)
+        make_settings(
+            fake_slack, fake_model, migrated_database_url, audit_signing_key=KEY, streaming="auto"
+        )
     )
     try:
         await build_chain(bot, fake_slack, fake_model)
@@ -184,7 +188,9 @@ async def test_turning_the_key_on_keeps_old_rows_and_vouches_only_for_them(
     """A database written without the key for a while: the bot, started with it, checkpoints
     every chain (signed) before it writes its first keyed row. The plain rows before stay
     verifiable; a plain row or chain added afterwards is not vouched for and fails."""
-    plain = await start_bot(make_settings(fake_slack, fake_model, migrated_database_url))
+    plain = await start_bot(
+        make_settings(fake_slack, fake_model, migrated_database_url, streaming="auto")
+    )
     try:
         await propose_create(plain, fake_slack, fake_model)
         async with plain.countersign.db.transaction() as session:
@@ -195,7 +201,9 @@ async def test_turning_the_key_on_keeps_old_rows_and_vouches_only_for_them(
     finally:
         await stop_bot(plain)
     keyed = await start_bot(
-        make_settings(fake_slack, fake_model, migrated_database_url, audit_signing_key=KEY)
+        make_settings(
+            fake_slack, fake_model, migrated_database_url, audit_signing_key=KEY, streaming="auto"
+        )
     )
     try:
         db = keyed.countersign.db

@@ -60,7 +60,9 @@ async def grant_bot(
     path = tmp_path / "policy.yaml"
     path.write_text(getattr(request, "param", POLICY))
     running = await start_bot(
-        make_settings(fake_slack, fake_model, migrated_database_url, policy_file=path)
+        make_settings(
+            fake_slack, fake_model, migrated_database_url, policy_file=path, streaming="auto"
+        )
     )
     yield running
     await stop_bot(running)

@@ -79,7 +79,7 @@ async def running(
 ) -> RunningBot:
     path = folder / "policy.yaml"
     path.write_text(getattr(request, "param", LENIENT))
-    return await start_bot(make_settings(slack, model, url, policy_file=path))
+    return await start_bot(make_settings(slack, model, url, policy_file=path, streaming="auto"))
 
 
 @pytest.fixture

@@ -59,7 +59,9 @@ async def policy_bot(
     path = tmp_path / "policy.yaml"
     path.write_text(getattr(request, "param", POLICY))
     url = migrated_database_url
-    running = await start_bot(make_settings(fake_slack, fake_model, url, policy_file=path))
+    running = await start_bot(
+        make_settings(fake_slack, fake_model, url, policy_file=path, streaming="auto")
+    )
     yield running
     await stop_bot(running)
 

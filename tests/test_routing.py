@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import delete, update
 
+from bot.config import Settings
 from bot.db.models import CardCopy, Proposal, ProposalState, utcnow
 from bot.slack import cards
 from tests.fakes.openai import FakeOpenAI
@@ -50,6 +51,14 @@ LADDER = RULE.format(
 )
 
 
+def sweeping(slack: FakeSlack, model: FakeOpenAI, url: str, policy: Path) -> Settings:
+    """A bot with `policy` that sweeps every 0.1 s (the ladder's steps come quickly), on the
+    default transport."""
+    return make_settings(
+        slack, model, url, policy_file=policy, sweep_interval_seconds=0.1, streaming="auto"
+    )
+
+
 @pytest.fixture
 async def routed(
     request: pytest.FixtureRequest,
@@ -61,9 +70,7 @@ async def routed(
     path = tmp_path / "policy.yaml"
     path.write_text(getattr(request, "param", DM))
     fake_slack.user_groups["S0LEADS"] = ["UCAT", "UALICE"]
-    settings = make_settings(
-        fake_slack, fake_model, sqlite_url, policy_file=path, sweep_interval_seconds=0.1
-    )
+    settings = sweeping(fake_slack, fake_model, sqlite_url, path)
     running = await start_bot(settings)
     yield running
     await stop_bot(running)
@@ -307,9 +314,7 @@ async def test_two_replicas_climb_each_step_once(
     path = tmp_path / "policy.yaml"
     path.write_text(LADDER.format(outcome="deny"))
     fake_slack.user_groups["S0LEADS"] = ["UCAT", "UALICE"]
-    settings = make_settings(
-        fake_slack, fake_model, sqlite_url, policy_file=path, sweep_interval_seconds=0.1
-    )
+    settings = sweeping(fake_slack, fake_model, sqlite_url, path)
     first, second = await start_bot(settings), await start_bot(settings)
     try:
         await ask_for(first, fake_slack, fake_model, CREATE)

@@ -24,7 +24,7 @@ from tests.test_approvals_flow import CREATE, call, proposals, tasks_in_db
 from tests.test_audience import SECRET, private_exec, read_exec
 from tests.test_policy import ask_for
 from tests.test_records import answer, text_of
-from tests.test_routing import DM, LADDER, latest, routed
+from tests.test_routing import DM, LADDER, latest, routed, sweeping
 
 __all__ = ["routed"]  # the fixture, shared with test_routing
 
@@ -184,9 +184,7 @@ async def test_two_replicas_say_a_missed_card_once(
     path.write_text(DM)
     fake_slack.user_groups["S0LEADS"] = ["UCAT", "UALICE"]
     fake_slack.scopes = manifest_scopes() - {"im:write"}
-    settings = make_settings(
-        fake_slack, fake_model, sqlite_url, policy_file=path, sweep_interval_seconds=0.1
-    )
+    settings = sweeping(fake_slack, fake_model, sqlite_url, path)
     first, second = await start_bot(settings), await start_bot(settings)
     try:
         await ask_for(first, fake_slack, fake_model, CREATE)
@@ -261,7 +259,9 @@ async def test_a_refusal_the_sweeper_cures_says_nothing(
     fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str
 ) -> None:
     bot = await start_bot(
-        make_settings(fake_slack, fake_model, sqlite_url, sweep_interval_seconds=0.1)
+        make_settings(
+            fake_slack, fake_model, sqlite_url, sweep_interval_seconds=0.1, streaming="auto"
+        )
     )
     try:
         fake_slack.refuse_cards = 1  # Slack's internal_error, once: the sweeper posts it
