@@ -1,6 +1,6 @@
 """The bot's own cost in a benchmark: the bot runs with the fakes in one process, or in a
-process of its own (`ProcessMeter`: its CPU and memory read from /proc/<pid>, nothing to
-subtract).
+process of its own (`CostMeter(pid=…)`: its CPU and memory read from /proc/<pid>, nothing
+to subtract).
 
 The fakes (tests/fakes/server.py) each serve on a thread of their own; the bot runs on the
 benchmark's event loop (plus the threads it starts: SQLite's, the default executor's). So the
@@ -26,11 +26,15 @@ from tests.fakes.openai import Received
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def thread_cpu(native_id: int) -> float:
-    """CPU seconds (user + system) a thread of this process has used so far."""
-    stat = Path(f"/proc/self/task/{native_id}/stat").read_text()
-    fields = stat.rsplit(")", 1)[1].split()
+def stat_cpu(stat: Path) -> float:
+    """CPU seconds (user + system) in a /proc `stat` file (a process's or a thread's)."""
+    fields = stat.read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime (fields 14, 15)
+
+
+def thread_cpu(native_id: int) -> float:
+    """CPU seconds a thread of this process has used so far."""
+    return stat_cpu(Path(f"/proc/self/task/{native_id}/stat"))
 
 
 def resident_mib(pid: str = "self") -> float:
@@ -42,76 +46,54 @@ def resident_mib(pid: str = "self") -> float:
 
 @dataclass
 class CostMeter:
-    """CPU of the process less the given threads' (the fakes'), and the peak resident memory
-    above the level at `start`."""
+    """The bot's CPU over a stretch and its peak resident memory above the level at `start`
+    (sampled every 20 ms). With `pid`, another process's (the bot in a process of its own);
+    without, this process's less the given threads' (the fakes') and the sampler's own."""
 
-    others: list[int]  # native thread ids not counted (the fakes' servers)
+    others: list[int] = field(default_factory=list)  # native thread ids not counted
+    pid: int | None = None
     _cpu0: float = 0.0
     _others0: float = 0.0
     rss0: float = 0.0
     peak: float = 0.0
     _stop: threading.Event = field(default_factory=threading.Event)
     _sampler: threading.Thread | None = None
-    _sampler_cpu: float = 0.0  # the sampler's own CPU, not counted either
+    _sampler_cpu: float = 0.0  # the sampler's own CPU (this process only)
+
+    def _cpu(self) -> float:
+        return time.process_time() if self.pid is None else process_cpu(self.pid)
+
+    def _rss(self) -> float:
+        return resident_mib("self" if self.pid is None else str(self.pid))
 
     def _others_cpu(self) -> float:
         return sum(thread_cpu(t) for t in self.others)
 
     def start(self) -> None:
-        self._cpu0, self._others0 = time.process_time(), self._others_cpu()
-        self.rss0 = self.peak = resident_mib()
+        self._cpu0, self._others0 = self._cpu(), self._others_cpu()
+        self.rss0 = self.peak = self._rss()
         self._sampler = threading.Thread(target=self._sample, daemon=True)
         self._sampler.start()
 
     def _sample(self) -> None:
         while not self._stop.wait(0.02):
-            self.peak = max(self.peak, resident_mib())
-        self._sampler_cpu = time.thread_time()
+            self.peak = max(self.peak, self._rss())
+        if self.pid is None:
+            self._sampler_cpu = time.thread_time()
 
     def stop(self) -> tuple[float, float, float]:
-        """(the bot's CPU seconds, the fakes' CPU seconds, peak RSS growth in MiB)."""
+        """(the bot's CPU seconds, the given threads' CPU seconds, peak RSS growth in MiB)."""
         self._stop.set()
         if self._sampler is not None:
             self._sampler.join()
         others = self._others_cpu() - self._others0
-        bot = time.process_time() - self._cpu0 - others - self._sampler_cpu
+        bot = self._cpu() - self._cpu0 - others - self._sampler_cpu
         return bot, others, self.peak - self.rss0
 
 
 def process_cpu(pid: int) -> float:
-    """CPU seconds (user + system) another process has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
-
-
-@dataclass
-class ProcessMeter:
-    """The CPU a bot process used over a stretch and its peak resident memory above the level
-    at `start` (sampled every 20 ms)."""
-
-    pid: int
-    _cpu0: float = 0.0
-    rss0: float = 0.0
-    peak: float = 0.0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _sampler: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._cpu0 = process_cpu(self.pid)
-        self.rss0 = self.peak = resident_mib(str(self.pid))
-        self._sampler = threading.Thread(target=self._sample, daemon=True)
-        self._sampler.start()
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.02):
-            self.peak = max(self.peak, resident_mib(str(self.pid)))
-
-    def stop(self) -> tuple[float, float]:
-        """(the bot's CPU seconds, peak RSS growth in MiB)."""
-        self._stop.set()
-        if self._sampler is not None:
-            self._sampler.join()
-        return process_cpu(self.pid) - self._cpu0, self.peak - self.rss0
+    """CPU seconds another process has used so far."""
+    return stat_cpu(Path(f"/proc/{pid}/stat"))
 
 
 def first_requests(requests: Sequence[Received], prompts: Sequence[str]) -> list[float]:

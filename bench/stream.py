@@ -84,7 +84,7 @@ async def run_scenario(
     slack = FakeSlack().start()
     model = FakeOpenAI().start()
     fakes = fake_threads(before)
-    bot = OwnProcess(fakes) if own_process else InProcess(fakes)
+    bot = OwnProcess() if own_process else InProcess(fakes)
     slack.limits["chat.update"] = Limit(EDITS_PER_MINUTE, 60.0)
     slack.limits["chat.postMessage"] = Limit(60, 60.0, per_channel=True)
     slack.limits["chat.startStream"] = Limit(STARTS_PER_MINUTE, 60.0)

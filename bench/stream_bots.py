@@ -18,7 +18,7 @@ from typing import Any
 
 import aiohttp
 
-from bench.bot_cost import CostMeter, ProcessMeter
+from bench.bot_cost import CostMeter
 from bench.processes import bot_env, start_processes, stop_processes
 from tests.fakes.openai import FakeOpenAI
 from tests.fakes.slack import FakeSlack
@@ -31,9 +31,8 @@ class InProcess:
     """The bot on this process's loop (tests/harness.py `start_bot`)."""
 
     def __init__(self, fakes: list[int]) -> None:
-        self.fakes = fakes  # native ids of the fakes' threads: their CPU is not the bot's
         self.bot: RunningBot | None = None
-        self.meter = CostMeter(fakes)
+        self.meter = CostMeter(fakes)  # the fakes' threads' CPU is not the bot's
 
     async def start(self, slack: FakeSlack, model: FakeOpenAI, tmp: Path, streaming: str) -> None:
         url = f"sqlite:///{tmp / 'bench.db'}"
@@ -67,12 +66,11 @@ class InProcess:
 class OwnProcess:
     """`countersign serve` as a process of its own (bench/processes.py)."""
 
-    def __init__(self, fakes: list[int]) -> None:
-        self.fakes = fakes
+    def __init__(self) -> None:
         self.processes: list[Any] = []
         self.session: aiohttp.ClientSession | None = None
         self.front: SlackFront | None = None
-        self.meter: ProcessMeter | None = None
+        self.meter: CostMeter | None = None
         self._fakes_cpu0 = 0.0
 
     async def start(self, slack: FakeSlack, model: FakeOpenAI, tmp: Path, streaming: str) -> None:
@@ -83,7 +81,7 @@ class OwnProcess:
         self.processes = await start_processes(1, env, tmp)
         self.session = aiohttp.ClientSession()
         self.front = SlackFront(f"http://127.0.0.1:{self.processes[0][1]}", self.session)
-        self.meter = ProcessMeter(self.processes[0][0].pid)
+        self.meter = CostMeter(pid=self.processes[0][0].pid)
 
     async def send(self, event: dict[str, Any]) -> None:
         assert self.front is not None
@@ -104,7 +102,7 @@ class OwnProcess:
 
     def measured(self) -> tuple[float, float, float]:
         assert self.meter is not None
-        cpu, rss = self.meter.stop()
+        cpu, _, rss = self.meter.stop()
         return cpu, time.process_time() - self._fakes_cpu0, rss
 
     def learned(self) -> dict[str, float]:
