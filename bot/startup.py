@@ -12,6 +12,7 @@ import asyncio
 import errno
 import logging
 import socket
+import sqlite3
 from collections.abc import Awaitable
 from typing import TypeVar
 
@@ -59,10 +60,22 @@ def reason(exc: BaseException) -> str:
     return said[:LONGEST_REASON]
 
 
+def open_sqlite_file(db: Database) -> None:
+    """Open an SQLite file once with the standard driver, so that a file that cannot be opened
+    fails here: aiosqlite's worker thread, when its connect fails, finishes its clean-up after
+    the command has already closed its event loop and prints a traceback of its own."""
+    url = db.engine.url
+    path = url.database
+    if url.get_backend_name() != "sqlite" or not path or path == ":memory:" or url.query:
+        return  # not a plain file (a URI, options or memory): the driver's connect decides
+    sqlite3.connect(path).close()
+
+
 async def reach_database(db: Database) -> None:
     """Connect once before anything else uses the database; `StartupError` if that fails."""
     log.info("connecting to the database %s…", shown_url(db))
     try:
+        await asyncio.to_thread(open_sqlite_file, db)
         async with asyncio.timeout(DATABASE_TIMEOUT_SECONDS), db.engine.connect() as connection:
             # As a reader: on SQLite a writer's transaction takes the write lock (BEGIN
             # IMMEDIATE), and an operator's export must not wait for a busy bot's.
