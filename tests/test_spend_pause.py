@@ -247,13 +247,17 @@ async def test_a_reply_that_showed_words_keeps_them_and_the_card_comes_under_it(
 
 
 async def test_a_crafted_continue_button_changes_nothing(
-    spend_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+    spend_bot: RunningBot,
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     await ask(spend_bot, fake_slack, "first question")
     await ask(spend_bot, fake_slack, "second question")
     [card] = pause_cards(fake_slack)
     [button] = [e for b in card.blocks or [] for e in b.get("elements", []) if "value" in e][:1]
-    for value, channel in (("999", "C1"), ("x1", "C1"), (button["value"], "C2")):
+    crafted = (("999", "C1"), ("x1", "C1"), (button["value"], "C2"), ("9" * 20, "C1"), ("²", "C1"))
+    for value, channel in crafted:
         forged = StoredMessage(
             card.ts, card.text, card.user, card.bot_id, card.thread_ts,
             blocks=[{"type": "actions", "elements": [
@@ -266,6 +270,7 @@ async def test_a_crafted_continue_button_changes_nothing(
     [pause] = await pauses(spend_bot)
     assert pause.state == "paused"
     assert [c.text for c in pause_cards(fake_slack)] == [card.text]
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
 
 
 async def test_a_turn_continued_on_the_cheaper_model_stays_on_it_after_an_approval(
