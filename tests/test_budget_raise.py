@@ -161,6 +161,23 @@ async def test_only_the_requester_or_an_owner_may_ask_and_only_owners_approve(
     assert any("someone other than the requester" in t for t in fake_slack.ephemerals_for("UCAT"))
 
 
+async def test_a_crafted_ask_from_another_channel_opens_nothing_and_names_nobody(
+    raising: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """The button of a pause in C1, sent from C2: nothing opens, and whose reply paused
+    where is not told to someone who may not see it."""
+    bot = raising
+    _pause_id, card = await pause_turn(bot, fake_slack, fake_model)
+    for user in ("UMALLORY", "UALICE"):
+        assert await bot.click(card, ASK_RAISE, user, "C2") == 200
+        await bot.idle()
+    assert fake_slack.views == []
+    told = fake_slack.ephemerals_for("UMALLORY")
+    assert told
+    assert not any("UALICE" in t for t in told)
+    assert await raises(bot) == []
+
+
 async def test_the_asker_who_owns_the_budget_cannot_approve_it_alone(
     raising: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
 ) -> None:

@@ -74,6 +74,9 @@ async def test_a_reason_hiding_characters_shows_them_on_the_card(
         ("9.5", "more than the limit now"),
         ("24.005", "dollars and cents"),
         ("5000000", "more than any budget may hold"),
+        ("1e30", "more than any budget may hold"),  # too long for cents: no crash
+        ("9" * 30, "more than any budget may hold"),
+        ("-1e30", "more than the limit now"),
         ("NaN", "Write an amount in dollars"),
     ],
 )

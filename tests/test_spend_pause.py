@@ -247,13 +247,17 @@ async def test_a_reply_that_showed_words_keeps_them_and_the_card_comes_under_it(
 
 
 async def test_a_crafted_continue_button_changes_nothing(
-    spend_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+    spend_bot: RunningBot,
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     await ask(spend_bot, fake_slack, "first question")
     await ask(spend_bot, fake_slack, "second question")
     [card] = pause_cards(fake_slack)
     [button] = [e for b in card.blocks or [] for e in b.get("elements", []) if "value" in e][:1]
-    for value, channel in (("999", "C1"), ("x1", "C1"), (button["value"], "C2")):
+    crafted = (("999", "C1"), ("x1", "C1"), (button["value"], "C2"), ("9" * 20, "C1"), ("²", "C1"))
+    for value, channel in crafted:
         forged = StoredMessage(
             card.ts, card.text, card.user, card.bot_id, card.thread_ts,
             blocks=[{"type": "actions", "elements": [
@@ -266,6 +270,7 @@ async def test_a_crafted_continue_button_changes_nothing(
     [pause] = await pauses(spend_bot)
     assert pause.state == "paused"
     assert [c.text for c in pause_cards(fake_slack)] == [card.text]
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
 
 
 async def test_a_turn_continued_on_the_cheaper_model_stays_on_it_after_an_approval(
@@ -302,3 +307,33 @@ async def test_in_a_dm_the_card_is_in_the_dm_and_the_turn_resumes_there(
     await resumed(spend_bot, fake_model, 2)
     assert fake_model.requests[-1].body["model"] == "cheap-model"
     assert [m.text for m in fake_slack.bot_messages("D1")].count("An answer.") == 2
+
+
+async def test_another_persons_turn_resumed_after_an_approval_stays_theirs(
+    spend_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """Bob's turn waits on his write; in his thread Alice's turn pauses at her budget and she
+    continues on the cheaper model. Bob's write approved, his turn goes on as his own, on the
+    configured model: never as Alice's (her reach, her name on its next write, her budget's
+    cheaper model)."""
+    await ask(spend_bot, fake_slack, "first question")
+    fake_model.script(Script(tool_calls=[call("create_task", CREATE)], prompt_tokens=BIG))
+    root = await ask(spend_bot, fake_slack, "make a task", user="UBOB")
+    await spend_bot.mention("C1", "and mine?", fake_slack, user="UALICE", thread_ts=root)
+    await spend_bot.idle()
+    [card] = pause_cards(fake_slack)
+    assert await spend_bot.click(card, CONTINUE_CHEAPER, "UALICE", "C1") == 200
+    await resumed(spend_bot, fake_model, 3)
+    [write] = [c for c in fake_slack.cards("C1") if c not in pause_cards(fake_slack)]
+    again = call("create_task", {**CREATE, "title": "Follow-up"}, "call_2")
+    fake_model.script(Script(tool_calls=[again], prompt_tokens=BIG))
+    assert await spend_bot.click(write, cards.APPROVE, "UBOB", "C1") == 200
+    await resumed(spend_bot, fake_model, 4)
+    assert [r.body["model"] for r in fake_model.requests] == [
+        "fake-model",
+        "fake-model",
+        "cheap-model",  # Alice's turn, continued
+        "fake-model",  # Bob's, after his approval
+    ]
+    first, follow_up = await proposals(spend_bot)
+    assert (first.requester, follow_up.requester) == ("UBOB", "UBOB")

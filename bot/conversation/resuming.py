@@ -73,7 +73,7 @@ class Resuming:
                 )
             requester = requester or conversation.started_by
             if paused is None and self.spending.active:
-                paused = await chosen_for_turn(session, conversation.id)
+                paused = await chosen_for_turn(session, conversation.id, assistant_message_id)
         run = None
         if paused is not None:
             requester = paused.requester

@@ -98,10 +98,18 @@ def prompt_tokens(counter: TokenCounter, messages: Sequence[Any], tools: Any) ->
     return total + (counter.text(json.dumps(tools, sort_keys=True)) if tools else 0)
 
 
-async def chosen_for_turn(session: AsyncSession, conversation_id: int) -> BudgetPause | None:
+async def chosen_for_turn(
+    session: AsyncSession, conversation_id: int, resumed_from: int | None = None
+) -> BudgetPause | None:
     """The budget pause whose cheaper model the conversation's current turn continued on, if
     any (the newest pause, resumed on a model, with no new request since): a turn resumed
-    again later (its proposals settled) stays on that model."""
+    again later (its proposals settled) stays on that model.
+
+    `resumed_from`: the assistant message whose proposals settled. It must have been written
+    by the continued turn (after the pause resumed): another turn of the thread, paused on
+    its proposals before someone else's turn paused at a budget and went on on the cheaper
+    model, is not that turn, and must not go on as that person's (their reach, their name on
+    its writes, their budget's exemption)."""
     latest = await session.scalar(
         select(BudgetPause)
         .where(BudgetPause.conversation_id == conversation_id)
@@ -110,12 +118,17 @@ async def chosen_for_turn(session: AsyncSession, conversation_id: int) -> Budget
     )
     if latest is None or latest.state != RESUMED or latest.model is None:
         return None
+    since = latest.resumed_at or latest.created_at
+    if resumed_from is not None:
+        written = await session.scalar(select(Message.created_at).where(Message.id == resumed_from))
+        if written is None or written < since:
+            return None
     asked_since = await session.scalar(
         select(Message.id)
         .where(
             Message.conversation_id == conversation_id,
             Message.role == Role.USER,
-            Message.created_at > (latest.resumed_at or latest.created_at),
+            Message.created_at > since,
         )
         .limit(1)
     )

@@ -27,7 +27,7 @@ from bot.slack.budget_card import (
     chosen_card,
     chosen_text,
 )
-from bot.slack.payloads import BadPayload, _dict, _str, _user
+from bot.slack.payloads import BadPayload, _dict, _str, _user, button_value, whole_number
 from bot.spend.pauses import resume_paused
 from bot.spend.windows import sentence
 from bot.tasks import TaskGroup
@@ -63,11 +63,10 @@ class PauseClick:
 
 
 def parse_pause_click(body: dict[str, Any]) -> PauseClick:
-    actions = body.get("actions")
-    action = _dict(actions[0]) if isinstance(actions, list) and actions else {}
-    value = _str(action.get("value"), 20)
-    if value is None or not value.isdigit():
-        raise BadPayload("not a pause")
+    try:
+        pause_id = whole_number(button_value(body))  # not "²" nor past the id column's range
+    except BadPayload:
+        raise BadPayload("not a pause") from None
     channel = _str(_dict(body.get("channel")).get("id"), 32) or _str(
         _dict(body.get("container")).get("channel_id"), 32
     )
@@ -75,7 +74,7 @@ def parse_pause_click(body: dict[str, Any]) -> PauseClick:
         raise BadPayload("no channel")
     message = _dict(body.get("message"))
     card = _str(message.get("ts"), 32) or _str(_dict(body.get("container")).get("message_ts"), 32)
-    return PauseClick(_user(body), int(value), channel, _str(message.get("thread_ts"), 32), card)
+    return PauseClick(_user(body), pause_id, channel, _str(message.get("thread_ts"), 32), card)
 
 
 class BudgetClicks:

@@ -121,7 +121,7 @@ def button_json(body: dict[str, Any]) -> dict[str, Any]:
 def whole_number(value: object) -> int:
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**31:
         return value
-    if isinstance(value, str) and value.isdigit() and len(value) < 10:
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 10:
         return int(value)
     raise BadPayload("not a number")
 

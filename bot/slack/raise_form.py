@@ -108,13 +108,14 @@ def _usd(text: str, standing: Standing) -> Decimal | str:
     found = _number(text)
     if found is None:
         return "Write an amount in dollars, like 24.00."
-    if found != found.quantize(CENTS):
-        return "Write the amount in dollars and cents, like 24.50."
+    # The bounds first: an absurd amount (1e30, -1e30) has no cents within Decimal's precision.
     if found > MAX_USD:
         return f"That is more than any budget may hold ({money(nano_of(MAX_USD))}); ask for less."
     assert standing.limit_nano is not None
     if nano_of(found) <= standing.limit_nano:
         return f"Ask for more than the limit now, {money(standing.limit_nano)}."
+    if found != found.quantize(CENTS):
+        return "Write the amount in dollars and cents, like 24.50."
     return found.quantize(CENTS)
 
 

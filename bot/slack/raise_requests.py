@@ -51,6 +51,7 @@ WAITING = "A raise of this budget is already waiting for its owners' decision."
 UNCHECKED = "Slack could not tell whether you own this budget right now; try again."
 NOT_YOURS = "Only <@{requester}>, whose reply paused, or the budget's owners may ask to raise it."
 BAD_FORM = "That form was not made by Countersign, so nothing was asked."
+NOT_OURS = "That button was not made by Countersign."
 OPEN = (State.PROPOSED, State.APPROVED, State.EXECUTING)
 
 
@@ -107,10 +108,13 @@ class RaiseRequests:
         channel = str((body.get("channel") or {}).get("id") or "")
         thread_ts = (body.get("message") or {}).get("thread_ts")
         pause = await self._pause(pause_id)
-        refusal, standing = await self._refusal(pause, user)
-        if refusal is not None or standing is None or pause is None:
+        if pause is None or pause.channel_id != channel:  # a pause's button is on its card
             if channel:
-                await self.cards.tell(channel, user, refusal or NOT_PAUSED, thread_ts)
+                await self.cards.tell(channel, user, NOT_OURS, thread_ts)
+            return
+        refusal, standing = await self._refusal(pause, user)
+        if refusal is not None or standing is None:
+            await self.cards.tell(channel, user, refusal or NOT_PAUSED, thread_ts)
             return
         trigger = body.get("trigger_id")
         if isinstance(trigger, str) and trigger:
