@@ -153,7 +153,7 @@ class Countersign:
 
         desk.execute = execute
         sweeper = sweeper_of(
-            settings, db, slack, approvals, cards, executor, tasks, resumer, live_replies
+            settings, db, slack, approvals, cards, executor, tasks, resumer, live_replies, budgets
         )
         records = Records(db, slack, registry, policies, groups, tasks)
         records.door = door
