@@ -193,7 +193,7 @@ class Countersign:
         listeners.register(bolt, conversations, tasks, stopper, welcome)
         records.register(bolt)
         interactions.register(bolt)
-        BudgetClicks(db, conversations.spending, resumer.kick, tasks, slack).register(bolt)
+        BudgetClicks(db, conversations.spending, resumer.kick, tasks, slack, budget).register(bolt)
         ShowAll(approvals, registry, records.access, cards, tasks).register(bolt)
         feedback.register(bolt, db, cards.tell, tasks, records.access)
         spend_wiring.budget_raises(

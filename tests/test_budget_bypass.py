@@ -9,6 +9,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
@@ -16,10 +17,15 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.conversation.live_replies import CUT_OFF, LiveReplies
 from bot.db.models import LiveReply, utcnow
 from bot.db.session import Database
+from bot.slack.budget_card import CONTINUE_CHEAPER
 from bot.slack.budgets import Limits, WorkspaceBudgets
+from bot.slack.card_publisher import CardEdit
 from bot.slack.native_reply import CURSOR
 from bot.slack.web_client import web_client
-from tests.fakes.slack import BOT_TOKEN, FakeSlack
+from tests.fakes.openai import FakeOpenAI
+from tests.fakes.slack import BOT_TOKEN, FakeSlack, wait_until
+from tests.harness import RunningBot
+from tests.spend_front import alices_budget, ask, pause_cards, spend_running
 
 
 @pytest.fixture
@@ -108,3 +114,45 @@ async def test_a_native_stream_a_crash_cut_off_is_stopped_within_the_stops_budge
     assert await budgets.streams.stops.free() == 19
     assert await budgets.edits.window.free() == 48
     assert budgets.streams.open_streams == 0
+
+
+@pytest.fixture
+def policy_path(tmp_path: Path) -> Path:
+    return alices_budget(tmp_path)
+
+
+@pytest.fixture
+async def spend_bot(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str, policy_path: Path
+) -> AsyncIterator[RunningBot]:
+    async with spend_running(fake_slack, fake_model, sqlite_url, policy_path) as bot:
+        yield bot
+
+
+async def spend_the_edits(bot: RunningBot, slack: FakeSlack) -> None:
+    """Other cards take the whole minute's `chat.update` budget (Slack's Tier 3: 50)."""
+    budget, client = bot.countersign.budget, bot.countersign.slack
+    ts = slack.add_user_message("C9", "a busy card")
+    free = await budget.window.free()
+    for _ in range(free):
+        await budget.acquire(CardEdit())
+        await client.chat_update(channel="C9", ts=ts, text="edited")
+    assert await budget.window.free() == 0
+
+
+async def test_a_pause_cards_edit_after_a_click_waits_for_the_edit_budget(
+    spend_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    await ask(spend_bot, fake_slack, "first question")
+    await ask(spend_bot, fake_slack, "second question")
+    [card] = pause_cards(fake_slack)
+    await spend_the_edits(spend_bot, fake_slack)
+    before = len(fake_slack.calls_to("chat.update"))
+    assert await spend_bot.click(card, CONTINUE_CHEAPER, "UALICE", "C1") == 200
+    await wait_until(lambda: len(fake_model.requests) == 2)  # the turn resumes at once
+    await asyncio.sleep(1.0)
+    # The card's edit waits for the window to refill: it is not sent into a 429 (which would
+    # pause every reply's edits for its Retry-After).
+    assert fake_slack.calls_to("chat.update")[before:] == []
+    # (What waits for the window is told the process stops, instead of waiting a minute.)
+    await spend_bot.countersign.budget.stop()
