@@ -153,7 +153,7 @@ class Countersign:
 
         desk.execute = execute
         sweeper = sweeper_of(
-            settings, db, slack, approvals, cards, executor, tasks, resumer, live_replies
+            settings, db, slack, approvals, cards, executor, tasks, resumer, live_replies, budgets
         )
         records = Records(db, slack, registry, policies, groups, tasks)
         records.door = door
@@ -193,7 +193,7 @@ class Countersign:
         listeners.register(bolt, conversations, tasks, stopper, welcome)
         records.register(bolt)
         interactions.register(bolt)
-        BudgetClicks(db, conversations.spending, resumer.kick, tasks, slack).register(bolt)
+        BudgetClicks(db, conversations.spending, resumer.kick, tasks, slack, budget).register(bolt)
         ShowAll(approvals, registry, records.access, cards, tasks).register(bolt)
         feedback.register(bolt, db, cards.tell, tasks, records.access)
         spend_wiring.budget_raises(

@@ -63,6 +63,10 @@ class Completed:
 LENGTH = "length"
 DEADLINE = "deadline"
 
+# Once the answer's finish reason came, a server sends its usage and `[DONE]` at once; one that
+# never ends the stream (nor closes it) is waited for this long, then the answer, whole, is kept.
+AFTER_FINISH_SECONDS = 2.0
+
 
 @dataclass(frozen=True)
 class Finished:
@@ -153,8 +157,19 @@ class LLM:
                 chunks = stream.__aiter__()
                 while True:
                     try:
-                        chunk = await deadline.read(anext(chunks))
+                        if finish_reason is None:
+                            chunk = await deadline.read(anext(chunks))
+                        else:
+                            async with asyncio.timeout(AFTER_FINISH_SECONDS):
+                                chunk = await deadline.read(anext(chunks))
                     except StopAsyncIteration:
+                        break
+                    except Exception as exc:
+                        if finish_reason is None:
+                            raise
+                        # The answer is whole: a stream that hangs or breaks after it loses
+                        # nothing (at worst the usage, which the budget then counts itself).
+                        log.info("model stream did not end after its answer: %r", exc)
                         break
                     if first:
                         MODEL_FIRST_TOKEN.observe(time.monotonic() - started)

@@ -131,7 +131,7 @@ def budget_raises(
         timedelta(minutes=settings.proposal_expiry_minutes),
     )
     requests.register(bolt)
-    outcomes = RaiseOutcomes(approvals.db, cards.poster, spending.ledger, tasks)
+    outcomes = RaiseOutcomes(approvals.db, cards.poster, spending.ledger, tasks, cards.budget)
     before = cards.on_change
 
     def changed(proposal: Proposal, approvers: list[str]) -> None:

@@ -222,6 +222,7 @@ def sweeper_of(
     tasks: TaskGroup,
     resumer: ResumeWorker,
     live_replies: LiveReplies,
+    budgets: WorkspaceBudgets | None = None,
 ) -> Sweeper:
     """The sweeper, with its recurring jobs: resume settled turns, finish replies a crash cut
     off, and retention."""
@@ -230,7 +231,7 @@ def sweeper_of(
         resumer.kick()
 
     async def finish_cut_off_replies() -> None:
-        finished = await live_replies.recover(slack)
+        finished = await live_replies.recover(slack, budgets)
         if finished:
             log.warning("finished %d reply(ies) cut off by a crash", finished)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import pytest
@@ -88,6 +89,20 @@ async def test_a_stream_past_its_deadline_ends_as_it_stands_and_its_connection_i
     assert words(100).startswith(text)
     assert len(text) < len(words(100))
     assert await disconnected(fake_model, 0)  # the HTTP stream was closed, not left open
+
+
+async def test_an_answer_whose_stream_never_ends_is_kept_as_soon_as_it_is_complete(
+    fake_model: FakeOpenAI,
+) -> None:
+    # The answer, its finish reason and its usage came; the server never sends `[DONE]` nor
+    # closes. The answer is whole: it is not held until the deadline (or the read time-out)
+    # and then thrown away as cut or failed.
+    fake_model.script(Script(text="All done.", hang_before_done=True))
+    started = time.monotonic()
+    text, finished = await collect(llm_for(fake_model, deadline=30))
+    assert time.monotonic() - started < 4, "not held until the read time-out (5 s)"
+    assert (text, finished.finish_reason, finished.cut) == ("All done.", "stop", False)
+    assert finished.usage is not None
 
 
 async def test_the_deadline_counts_from_sending_so_a_model_that_never_starts_is_cut_too(

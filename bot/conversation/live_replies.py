@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from slack_sdk.errors import SlackApiError
@@ -26,6 +27,7 @@ from bot.db.session import Database
 from bot.errors import slack_error
 from bot.metrics import LEASE_TAKEOVERS
 from bot.poster import NOTHING_PRIVATE, poster_of
+from bot.slack.budgets import WorkspaceBudgets
 from bot.slack.native_reply import CURSOR
 from bot.slack.streamer import PLACEHOLDER
 
@@ -35,6 +37,20 @@ log = logging.getLogger(__name__)
 LIVE_REPLIES: Table = LiveReply.__table__  # type: ignore[assignment]
 
 TRAIL = 0.25  # seconds the stored text of a live reply may trail what Slack shows
+
+# How long a sweep waits for the workspace's budget to finish one message; past it the rest
+# are left for the next sweep (a start-up must not wait a minute for the window to free).
+RECOVERY_PATIENCE_SECONDS = 2.0
+
+
+class _Finishing:
+    """A cut-off message's last edit waits like a reply's first words: it needs room in the
+    `chat.update` window beyond the finals kept for the replies open now."""
+
+    wants_final = False
+    last_edit_at: float | None = None
+    lane = "recovery"
+
 
 CUT_OFF = (
     ":warning: _Interrupted: Countersign stopped before this reply finished. Please ask again._"
@@ -149,23 +165,49 @@ class LiveReplies:
                 await self._flusher
 
     @staticmethod
-    async def _finish(slack: AsyncWebClient, channel: str, ts: str, text: str) -> None:
+    async def _finish(
+        slack: AsyncWebClient,
+        channel: str,
+        ts: str,
+        text: str,
+        budgets: WorkspaceBudgets | None = None,
+    ) -> None:
         """Show `text` in the message. A native stream cut off stays open until Slack ends it
         (minutes later) and takes no `chat.update` until then: stop it first, then edit.
         `text` is what the message showed, or what its reply had been cleared to show there
-        (`EditPath._settle_journal`): data of the message's own place."""
+        (`EditPath._settle_journal`): data of the message's own place. Each call takes its
+        slot in the workspace's budget first (`TimeoutError`: none came in time)."""
         outlet = poster_of(slack).reply(channel, None)
         carries = audience.channel(channel)
+
+        async def slot(take: Callable[[], Awaitable[None]]) -> None:
+            if budgets is not None:
+                await asyncio.wait_for(take(), RECOVERY_PATIENCE_SECONDS)
+
+        def edit() -> Awaitable[None]:
+            assert budgets is not None
+            return budgets.edits.acquire(_Finishing())
+
+        def stop() -> Awaitable[None]:
+            assert budgets is not None
+            budgets.streams.hold()  # its stop_permit releases it again
+            return budgets.streams.stop_permit()
+
+        await slot(edit)
         try:
             await outlet.update(ts, text, carries=carries)
         except SlackApiError as exc:
             if slack_error(exc) != "streaming_state_conflict":
                 raise
+            await slot(stop)
             await outlet.stop_stream(ts, carries=NOTHING_PRIVATE)
+            await slot(edit)
             await outlet.update(ts, text, carries=carries)
 
-    async def recover(self, slack: AsyncWebClient) -> int:
-        """Finish every message whose writer's lease lapsed; returns how many were finished."""
+    async def recover(self, slack: AsyncWebClient, budgets: WorkspaceBudgets | None = None) -> int:
+        """Finish every message whose writer's lease lapsed, each call within `budgets` (the
+        workspace's); returns how many were finished. When the budget has no room for long,
+        the rest are left for the next sweep."""
         now = utcnow()
         async with self.db.transaction() as session:
             lapsed = (
@@ -185,7 +227,10 @@ class LiveReplies:
                 continue  # another replica took it
             LEASE_TAKEOVERS.labels(kind="reply").inc()
             try:
-                await self._finish(slack, row.channel_id, row.ts, finished_text(row.shown))
+                await self._finish(slack, row.channel_id, row.ts, finished_text(row.shown), budgets)
+            except TimeoutError:  # no room in the budget: retaken once our lease lapses
+                log.info("finishing interrupted replies: the Slack budget is spent, more later")
+                break
             except Exception as exc:  # left for the next sweep once our lease lapses
                 log.warning("could not finish interrupted reply %s: %s", row.ts, type(exc).__name__)
                 continue

@@ -27,6 +27,8 @@ from bot.slack.budget_card import (
     chosen_card,
     chosen_text,
 )
+from bot.slack.card_publisher import CardEdit
+from bot.slack.edit_budget import EditBudget
 from bot.slack.payloads import BadPayload, _dict, _str, _user, button_value, whole_number
 from bot.spend.pauses import resume_paused
 from bot.spend.windows import sentence
@@ -85,12 +87,15 @@ class BudgetClicks:
         kick: Callable[[], None],
         tasks: TaskGroup,
         slack: AsyncWebClient,
+        budget: EditBudget | None = None,
     ) -> None:
+        """`budget`: the workspace's `chat.update` budget, which the card's edit waits for."""
         self.db = db
         self.spend = spend
         self.kick = kick  # the resume worker: a resumed pause waits in its outbox
         self.tasks = tasks
         self.poster = poster_of(slack)
+        self.budget = budget
 
     def register(self, app: AsyncApp) -> None:
         @app.action(CONTINUE_CHEAPER)
@@ -147,6 +152,8 @@ class BudgetClicks:
         except Exception as exc:  # the card still says who chose what
             log.warning("budget %s unreadable for its card: %s", pause.budget, exc)
         try:
+            if self.budget is not None:
+                await self.budget.acquire(CardEdit())
             await self.poster.update(
                 pause.channel_id,
                 pause.card_ts,

@@ -50,7 +50,7 @@ SENT_PRIVATELY = (
 
 
 @dataclass
-class _CardEdit:
+class CardEdit:
     wants_final: bool = True
     last_edit_at: float | None = None
     lane: str = "card"  # takes turns with replies' final edits
@@ -139,7 +139,7 @@ class CardPublisher(ThreadNotes, CardFanOut):
             )
             if earlier is not None:
                 channel, ts = where, earlier
-                await self.budget.acquire(_CardEdit())
+                await self.budget.acquire(CardEdit())
                 await self.poster.update(
                     channel, ts, text, carries=carried_by(proposal), blocks=blocks,
                     reader=None if route else proposal.requester,
@@ -265,7 +265,7 @@ class CardPublisher(ThreadNotes, CardFanOut):
         text, blocks = approval_card(self.view_with(proposal, approvers, people))
         if not self._same_as_shown(proposal_id, text, blocks):
             await self.update_card(
-                _CardEdit(), proposal.card_channel, proposal.card_ts, text, blocks,
+                CardEdit(), proposal.card_channel, proposal.card_ts, text, blocks,
                 carried_by(proposal),
             )  # fmt: skip
             self._remember(proposal_id, text, blocks)

@@ -18,6 +18,8 @@ from bot.db.models import BudgetPause, Proposal
 from bot.db.session import Database
 from bot.poster import NOTHING_PRIVATE, Poster
 from bot.slack.budget_card import REACHED, pause_card
+from bot.slack.card_publisher import CardEdit
+from bot.slack.edit_budget import EditBudget
 from bot.spend.pauses import PAUSED
 from bot.spend.raise_action import RAISE_TOOL, RaiseArguments
 from bot.spend.standing import Standing
@@ -90,9 +92,12 @@ class RaiseOutcomes:
         poster: Poster,
         ledger: Callable[[], Spend | None],
         tasks: TaskGroup,
+        budget: EditBudget | None = None,
     ) -> None:
+        """`budget`: the workspace's `chat.update` budget, which the card's edit waits for."""
         self.db = db
         self.poster = poster
+        self.budget = budget
         self.ledger = ledger  # `SpendGate.ledger`
         self.tasks = tasks
 
@@ -123,6 +128,8 @@ class RaiseOutcomes:
         else:
             text, blocks = f"{REACHED}: {said}\n{line}", still_paused_card(standing, pause, line)
         try:
+            if self.budget is not None:
+                await self.budget.acquire(CardEdit())
             await self.poster.update(
                 pause.channel_id, pause.card_ts, text, carries=NOTHING_PRIVATE, blocks=blocks
             )

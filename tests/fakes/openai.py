@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import re
 import threading
@@ -61,6 +62,9 @@ class Script:
     hang_after_fragments: int | None = None  # stop sending (not closing) after this many
     reports_usage: bool = True  # False: like servers that ignore `stream_options`
     cached_tokens: int | None = None  # reported as `prompt_tokens_details.cached_tokens`
+    # the whole answer and its usage sent, then no `[DONE]` and the stream left open (a server
+    # or proxy that never ends the stream)
+    hang_before_done: bool = False
 
 
 @dataclass(frozen=True)
@@ -357,6 +361,10 @@ class FakeOpenAI:
                 details = {"cached_tokens": script.cached_tokens}
                 usage_chunk["usage"]["prompt_tokens_details"] = details
             await response.write(f"data: {json.dumps(usage_chunk)}\n\n".encode())
+        if script.hang_before_done:
+            with contextlib.suppress(_Hung):
+                await self._hang()
+            return
         await response.write(b"data: [DONE]\n\n")
 
     async def _hang(self) -> None:
