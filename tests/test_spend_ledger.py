@@ -170,6 +170,24 @@ async def test_two_raises_approved_at_once_end_at_the_higher_never_their_sum(
         await other.dispose()
 
 
+async def test_a_reload_after_an_approved_raise_never_stacks_on_it(db: Database) -> None:
+    """Approvers approved "to $0.002" (twice the file's $0.001): the window's limit is the
+    higher of that and the file's limit as reloaded, never the file's plus what the raise
+    added then (a reload to $0.003 gave $0.004: more than anyone said)."""
+    policy = Policy([budget("all", usd=Decimal("0.001"), tokens=1000)])
+    spend = spend_on(db, policy)
+    raised = await spend.raise_to("all", "2026-11-27", Decimal("0.002"), 1500, key="p-1")
+    assert (raised.limit_nano, raised.limit_tokens) == (2_000_000, 1500)
+    policy.budgets = [budget("all", usd=Decimal("0.003"), tokens=3000)]  # the operator raises
+    now = await standing(spend, "all")
+    assert (now.limit_nano, now.limit_tokens) == (3_000_000, 3000)
+    policy.budgets = [budget("all", usd=Decimal("0.0005"), tokens=500)]  # and lowers it
+    now = await standing(spend, "all")
+    assert (now.limit_nano, now.limit_tokens) == (2_000_000, 1500)  # what was approved stays
+    again = await spend.raise_to("all", "2026-11-27", Decimal("0.0015"), 1200, key="p-2")
+    assert (again.limit_nano, again.limit_tokens) == (2_000_000, 1500)  # never lowered
+
+
 async def test_a_soft_threshold_is_crossed_once_a_window_across_replicas(
     db: Database, migrated_database_url: str
 ) -> None:

@@ -63,9 +63,10 @@ class Raises(Standings):
         key: str,
     ) -> Standing:
         """Raise the budget's limits for that window TO these values (an approved raise shows
-        "to $24.00"): what is missing is computed under the window's lock, so two raises
-        approved at once end at the higher of them, never at their sum; a limit already at or
-        over a value is left as it is. `key` (the approval's idempotency key) applies it once.
+        "to $24.00"): compared under the window's lock, so two raises approved at once end at
+        the higher of them, never at their sum; a limit already at or over a value is left as
+        it is. The value is kept as such (`rows.limits`): a later reload of the policy file
+        never stacks on it. `key` (the approval's idempotency key) applies it once.
         `ValueError` if no budget is so named."""
         budgets, tz = self.budgets()
         budget = next((b for b in budgets if b.name == name), None)
@@ -83,8 +84,10 @@ class Raises(Standings):
                 more = max(0, tokens - token_limit)
             if (nano or more) and await rows.record_raise(
                 session, key, name, window_key, nano, more, now
-            ):
-                await rows.add_to(session, [row.id], 0, 0, raised_nano=nano, raised_tokens=more)
-                row.raised_nano += nano
-                row.raised_tokens += more
+            ):  # the record keeps what the raise added when it was applied
+                to_nano = nano_of(usd) if nano and usd is not None else None
+                to_tokens = tokens if more else None
+                await rows.set_raised_to(session, row.id, to_nano, to_tokens)
+                row.raised_to_nano = to_nano if to_nano is not None else row.raised_to_nano
+                row.raised_to_tokens = to_tokens if to_tokens is not None else row.raised_to_tokens
         return rows.standing_of(budget, window_named(budget, tz, window_key), row)

@@ -44,6 +44,8 @@ class WindowRow:
     leased_nano: int = 0  # room processes hold as leases (bot/spend/leases.py)
     leased_tokens: int = 0
     reclaim: int = 0  # bumped when a call is refused while leases hold room
+    raised_to_nano: int | None = None  # an approved "raise to" for this window (see `limits`)
+    raised_to_tokens: int | None = None
 
 
 @dataclass
@@ -94,11 +96,16 @@ def applies(budget: Budget, asker: Asker) -> bool:
 
 
 def limits(budget: Budget, row: WindowRow | None) -> tuple[int | None, int | None]:
-    """The hard limits in force: the policy's value read now, plus this window's raises."""
+    """The hard limits in force: the policy's value read now (plus what `raise_limit` added),
+    or the amount a raise approved for this window, whichever is higher. An approved "to $24"
+    is what the window has however the file changes: a reload to $30 gives $30 (not $42),
+    a reload to $6 leaves the approved $24."""
     raised_nano = row.raised_nano if row else 0
     raised_tokens = row.raised_tokens if row else 0
-    money = None if budget.usd is None else nano_of(budget.usd) + raised_nano
-    tokens = None if budget.tokens is None else budget.tokens + raised_tokens
+    to_nano = (row.raised_to_nano if row else None) or 0
+    to_tokens = (row.raised_to_tokens if row else None) or 0
+    money = None if budget.usd is None else max(nano_of(budget.usd) + raised_nano, to_nano)
+    tokens = None if budget.tokens is None else max(budget.tokens + raised_tokens, to_tokens)
     return money, tokens
 
 
@@ -235,6 +242,19 @@ async def add_to(
         update(SpendWindow)
         .where(SpendWindow.id.in_(ids))
         .values(_increments(reserved_nano, reserved_tokens, more))
+        .execution_options(synchronize_session=False)
+    )
+
+
+async def set_raised_to(
+    session: AsyncSession, row_id: int, nano: int | None, tokens: int | None
+) -> None:
+    """Set an approved "raise to" on a window row already locked (None: that limit unchanged)."""
+    values = {"raised_to_nano": nano, "raised_to_tokens": tokens}
+    await session.execute(
+        update(SpendWindow)
+        .where(SpendWindow.id == row_id)
+        .values({k: v for k, v in values.items() if v is not None})
         .execution_options(synchronize_session=False)
     )
 

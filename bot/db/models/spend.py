@@ -73,6 +73,10 @@ class SpendWindow(Base):
     reserved_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     raised_nano: Mapped[int] = mapped_column(BigInteger, default=0)
     raised_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    # An approved "raise to" (bot/tools/packs/budgets.py): the window's limit is the higher of
+    # it and the policy's limit read now (a reload never stacks on an approved amount).
+    raised_to_nano: Mapped[int | None] = mapped_column(BigInteger)
+    raised_to_tokens: Mapped[int | None] = mapped_column(BigInteger)
     # When the soft threshold's notice was claimed (compare-and-set from NULL): once a window.
     soft_noticed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     version: Mapped[int] = mapped_column(Integer, default=1)
