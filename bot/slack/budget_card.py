@@ -1,7 +1,8 @@
 """The card a turn leaves in its thread when a budget stopped it before a model call
 (issue 29): what was reached, in words ("Budget reached: support-daily, $12.00 of $12.00
 today; resets 00:00 UTC"), and what the requester can do: continue on the budget's cheaper
-model, or ask an owner to raise the limit. Pure builders; the clicks are
+model, or ask an owner to raise the limit; then who chose what, or (the window reset: the
+pause is abandoned) that the request no longer waits. Pure builders; the clicks are
 `bot.slack.budget_clicks`. A button's value is the pause's number, never shown."""
 
 from __future__ import annotations
@@ -74,5 +75,25 @@ def chosen_card(reached: str, model: str, user: str) -> list[dict[str, Any]]:
                 MarkdownTextObject(text=f"Continuing on {escape(model)}, chosen by <@{user}>.")
             ]
         ),
+    ]
+    return [b.to_dict() for b in blocks]
+
+
+RESET = "The budget has reset since this request paused, so it no longer waits here: ask again."
+
+
+def reset_text(budget: str) -> str:
+    return f"{REACHED}: {escape(budget)}\n{RESET}"
+
+
+def reset_card(budget: str) -> list[dict[str, Any]]:
+    """The card once the window it paused in reset (the pause is abandoned): what was reached
+    (its figures were that window's, so only the name), and that asking again is the way on;
+    no buttons."""
+    blocks: list[Block] = [
+        SectionBlock(
+            text=MarkdownTextObject(text=f":money_with_wings: {REACHED}: {escape(budget)}")
+        ),
+        ContextBlock(elements=[MarkdownTextObject(text=RESET)]),
     ]
     return [b.to_dict() for b in blocks]

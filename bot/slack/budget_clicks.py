@@ -5,6 +5,9 @@ to `resumed` by compare-and-set with its resume request (`bot.spend.pauses.resum
 a double click, two replicas or a click after a raise resumed it resume the turn once, and the
 second click is told it was already handled. The card is then updated in place to say who chose
 what. "Ask to raise" is `bot.slack.raise_requests`.
+
+A pause whose window reset is over (`bot.slack.pause_ends`): the click changes nothing and
+says so.
 """
 
 from __future__ import annotations
@@ -24,11 +27,13 @@ from bot.poster import NOTHING_PRIVATE, poster_of
 from bot.slack.budget_card import (
     CONTINUE_CHEAPER,
     REACHED,
+    RESET,
     chosen_card,
     chosen_text,
 )
 from bot.slack.card_publisher import CardEdit
 from bot.slack.edit_budget import EditBudget
+from bot.slack.pause_ends import PauseEnds
 from bot.slack.payloads import BadPayload, _dict, _str, _user, button_value, whole_number
 from bot.spend.pauses import resume_paused
 from bot.spend.windows import sentence
@@ -88,14 +93,17 @@ class BudgetClicks:
         tasks: TaskGroup,
         slack: AsyncWebClient,
         budget: EditBudget | None = None,
+        ends: PauseEnds | None = None,
     ) -> None:
-        """`budget`: the workspace's `chat.update` budget, which the card's edit waits for."""
+        """`budget`: the workspace's `chat.update` budget, which the card's edit waits for;
+        `ends`: how a pause whose window reset is ended (made here if not given)."""
         self.db = db
         self.spend = spend
         self.kick = kick  # the resume worker: a resumed pause waits in its outbox
         self.tasks = tasks
         self.poster = poster_of(slack)
         self.budget = budget
+        self.ends = ends or PauseEnds(db, self.poster, spend.ledger, budget)
 
     def register(self, app: AsyncApp) -> None:
         @app.action(CONTINUE_CHEAPER)
@@ -113,6 +121,9 @@ class BudgetClicks:
             pause = await session.get(BudgetPause, click.pause_id)
         if pause is None or pause.channel_id != click.channel:
             await self._tell(click, NOT_OURS)
+            return
+        if await self.ends.ended(pause, click.card_ts):
+            await self._tell(click, RESET)
             return
         if click.user != pause.requester:
             await self._tell(click, only_requester(pause.requester))
