@@ -1,8 +1,8 @@
 """A paused turn ends with its window (issue 29), through the front door: once the budget's
 window resets, the pause is abandoned (by the sweeper's pass, or at the first click), its card
 says the budget reset and to ask again, and neither button resumes anything; a raise approved
-after the reset resumes nothing and never claims it did, even when a reload removed the
-budget."""
+after the reset resumes nothing and never claims it did. And a pause whose budget a reload
+removed: Continue goes on without it, on the usual model."""
 
 from __future__ import annotations
 
@@ -41,6 +41,7 @@ from tests.spend_front import (
     pause_cards,
     pauses,
     policy,
+    resumed,
     spend_of,
     spend_running,
 )
@@ -191,6 +192,40 @@ def raised_summary_of(slack: FakeSlack) -> str:
     """The owner's card once the raise ran: what it says of the outcome."""
     found = [c for c in slack.cards("DBOB") if "has since reset" in shows(c)]
     return shows(found[-1]) if found else ""
+
+
+@pytest.mark.parametrize(
+    "left",
+    [
+        policy(),  # no budget at all
+        policy(budget("workspace: true", tokens=100_000).replace("name: demo", "name: all")),
+    ],
+    ids=["no-budgets", "another-budget"],
+)
+async def test_continue_after_a_reload_removed_the_budget_goes_on_without_it(
+    spend_bot: RunningBot,
+    fake_slack: FakeSlack,
+    fake_model: FakeOpenAI,
+    tmp_path: Path,
+    left: str,
+) -> None:
+    """The budget that paused the turn is gone: nothing waits to be raised, no cheaper model is
+    named. Continue resumes the turn on the usual model (the budgets still in force count its
+    calls), and the card says why; it never tells Alice to ask an owner to raise it."""
+    bot = spend_bot
+    card = await paused(bot, fake_slack)
+    (tmp_path / "policy.yaml").write_text(left)
+    assert await bot.countersign.reload_policy()
+    assert await bot.click(card, CONTINUE_CHEAPER, "UALICE", "C1") == 200
+    await resumed(bot, fake_model, 2)
+    assert [r.body["model"] for r in fake_model.requests] == ["fake-model", "fake-model"]
+    assert not any("raise" in t for t in fake_slack.ephemerals_for("UALICE"))
+    [shown] = pause_cards(fake_slack)
+    assert "The budget demo is no longer in the policy" in shown.text
+    assert "chosen by <@UALICE>" in shown.text
+    assert buttons(shown) == []
+    [pause] = await pauses(bot)
+    assert (pause.state, pause.model, pause.decided_by) == ("resumed", None, "UALICE")
 
 
 async def test_a_removed_budgets_pause_still_ends_with_its_window(

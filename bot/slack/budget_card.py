@@ -61,20 +61,24 @@ def pause_card(standing: Standing, pause_id: int, requester: str) -> list[dict[s
     return [b.to_dict() for b in blocks]
 
 
-def chosen_text(reached: str, model: str, user: str) -> str:
-    return f"{reached}\nContinuing on {escape(model)}, chosen by <@{user}>."
+def chosen_line(model: str | None, user: str, budget: str) -> str:
+    """Who chose to go on, and on what: the cheaper model, or (`model` None: the budget left
+    the policy) the usual one."""
+    if model is None:
+        return f"{gone_text(budget)}: continuing, chosen by <@{user}>."
+    return f"Continuing on {escape(model)}, chosen by <@{user}>."
 
 
-def chosen_card(reached: str, model: str, user: str) -> list[dict[str, Any]]:
-    """The card once someone chose the cheaper model: what was reached, who chose what; no
-    buttons."""
+def chosen_text(reached: str, line: str) -> str:
+    return f"{reached}\n{line}"
+
+
+def chosen_card(reached: str, line: str) -> list[dict[str, Any]]:
+    """The card once someone chose to go on (`chosen_line`): what was reached, who chose
+    what; no buttons."""
     blocks: list[Block] = [
         SectionBlock(text=MarkdownTextObject(text=f":money_with_wings: {reached}")),
-        ContextBlock(
-            elements=[
-                MarkdownTextObject(text=f"Continuing on {escape(model)}, chosen by <@{user}>.")
-            ]
-        ),
+        ContextBlock(elements=[MarkdownTextObject(text=line)]),
     ]
     return [b.to_dict() for b in blocks]
 
@@ -97,3 +101,8 @@ def reset_card(budget: str) -> list[dict[str, Any]]:
         ContextBlock(elements=[MarkdownTextObject(text=RESET)]),
     ]
     return [b.to_dict() for b in blocks]
+
+
+def gone_text(budget: str) -> str:
+    """What a card says once its budget left the policy in force and the request continued."""
+    return f"The budget {escape(budget)} is no longer in the policy, so it no longer limits this"
