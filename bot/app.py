@@ -40,7 +40,6 @@ from bot.policy.source import PolicySource
 from bot.slack import feedback
 from bot.slack.agent_threads import AgentThreads
 from bot.slack.bolt_app import bolt_app
-from bot.slack.budget_clicks import BudgetClicks
 from bot.slack.budgets import WorkspaceBudgets
 from bot.slack.card_publisher import CardPublisher
 from bot.slack.commands import Records
@@ -193,9 +192,9 @@ class Countersign:
         listeners.register(bolt, conversations, tasks, stopper, welcome)
         records.register(bolt)
         interactions.register(bolt)
-        BudgetClicks(db, conversations.spending, resumer.kick, tasks, slack, budget).register(bolt)
         ShowAll(approvals, registry, records.access, cards, tasks).register(bolt)
         feedback.register(bolt, db, cards.tell, tasks, records.access)
+        spend_wiring.pause_buttons(bolt, conversations.spending, cards, sweeper, resumer.kick)
         spend_wiring.budget_raises(
             settings, bolt, conversations.spending, door, approvals, cards, registry, tasks
         )

@@ -1,6 +1,7 @@
 """The composition root's spend pieces (issue 29): the one ledger, made once the policy has a
-budget; the sweeper's job that frees holds of calls cut off by a crash; "Ask to raise"; the
-usage views; and the ledger's close at shutdown."""
+budget; the sweeper's job that frees holds of calls cut off by a crash; the pause card's
+buttons and the sweeper's job that ends pauses whose window reset; "Ask to raise"; the usage
+views; and the ledger's close at shutdown."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from slack_bolt.async_app import AsyncApp
 
 from bot.approvals.policy import GroupMembers
 from bot.approvals.service import ApprovalsService
+from bot.approvals.sweeper import Sweeper
 from bot.config import Settings
 from bot.conversation.spending import SpendGate
 from bot.conversation.turn import Conversations
@@ -20,8 +22,10 @@ from bot.db.models import Proposal
 from bot.db.session import Database
 from bot.policy.one_door import OneDoor
 from bot.policy.source import PolicySource
+from bot.slack.budget_clicks import BudgetClicks
 from bot.slack.budget_notices import SoftNotices
 from bot.slack.card_publisher import CardPublisher
+from bot.slack.pause_ends import PauseEnds
 from bot.slack.raise_outcomes import RaiseOutcomes
 from bot.slack.raise_requests import RaiseRequests
 from bot.slack.usage import UsageViews
@@ -106,6 +110,21 @@ async def close_spend(conversations: Conversations) -> None:
         log.warning("spend ledger not closed cleanly: %s", type(exc).__name__)
 
 
+def pause_buttons(
+    bolt: AsyncApp,
+    spending: SpendGate,
+    cards: CardPublisher,
+    sweeper: Sweeper,
+    kick: Callable[[], None],
+) -> None:
+    """ "Continue on a cheaper model" (`kick`: the resume worker), and the sweeper's pass that
+    abandons pauses whose window reset and says so on their cards."""
+    ends = PauseEnds(cards.approvals.db, cards.poster, spending.ledger, cards.budget)
+    sweeper.jobs.append(ends.sweep)
+    db, tasks = cards.approvals.db, cards.tasks
+    BudgetClicks(db, spending, kick, tasks, cards.slack, cards.budget, ends).register(bolt)
+
+
 def budget_raises(
     settings: Settings,
     bolt: AsyncApp,
@@ -119,6 +138,7 @@ def budget_raises(
     """ "Ask to raise" (issue 29): the form and its proposal, and the pause card following
     the raise's outcome (after the App Home's own follower)."""
     registry.add(raise_tool(spending.ledger))  # internal: never offered to the model
+    ends = PauseEnds(approvals.db, cards.poster, spending.ledger, cards.budget)
     requests = RaiseRequests(
         approvals.db,
         spending.ledger,
@@ -129,9 +149,10 @@ def budget_raises(
         cards.groups,
         tasks,
         timedelta(minutes=settings.proposal_expiry_minutes),
+        ends,
     )
     requests.register(bolt)
-    outcomes = RaiseOutcomes(approvals.db, cards.poster, spending.ledger, tasks, cards.budget)
+    outcomes = RaiseOutcomes(approvals.db, cards.poster, spending.ledger, tasks, cards.budget, ends)
     before = cards.on_change
 
     def changed(proposal: Proposal, approvers: list[str]) -> None:

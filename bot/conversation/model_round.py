@@ -128,6 +128,7 @@ class ModelRounds:
                 turn_key=run.turn_key or f"conversation:{conversation.id}",
                 budget=standing.name,
                 window_key=standing.window_key,
+                resets_at=standing.resets_at,
                 state="paused",
             )
             session.add(pause)

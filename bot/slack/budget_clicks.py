@@ -5,6 +5,11 @@ to `resumed` by compare-and-set with its resume request (`bot.spend.pauses.resum
 a double click, two replicas or a click after a raise resumed it resume the turn once, and the
 second click is told it was already handled. The card is then updated in place to say who chose
 what. "Ask to raise" is `bot.slack.raise_requests`.
+
+A pause whose window reset is over (`bot.slack.pause_ends`): the click changes nothing and
+says so. A pause whose budget left the policy in force (a reload) has nothing to wait for:
+Continue resumes it on the usual model, whose calls every budget still in force counts (one
+that has no room pauses it again, with its own card).
 """
 
 from __future__ import annotations
@@ -24,18 +29,22 @@ from bot.poster import NOTHING_PRIVATE, poster_of
 from bot.slack.budget_card import (
     CONTINUE_CHEAPER,
     REACHED,
+    RESET,
     chosen_card,
+    chosen_line,
     chosen_text,
 )
 from bot.slack.card_publisher import CardEdit
 from bot.slack.edit_budget import EditBudget
+from bot.slack.pause_ends import PauseEnds
 from bot.slack.payloads import BadPayload, _dict, _str, _user, button_value, whole_number
-from bot.spend.pauses import resume_paused
+from bot.spend.pauses import PAUSED, resume_paused
 from bot.spend.windows import sentence
 from bot.tasks import TaskGroup
 from bot.text import escape
 
 if TYPE_CHECKING:
+    from bot.spend.budget_model import Budget
     from bot.spend.ledger import Spend
 
 log = logging.getLogger(__name__)
@@ -88,14 +97,17 @@ class BudgetClicks:
         tasks: TaskGroup,
         slack: AsyncWebClient,
         budget: EditBudget | None = None,
+        ends: PauseEnds | None = None,
     ) -> None:
-        """`budget`: the workspace's `chat.update` budget, which the card's edit waits for."""
+        """`budget`: the workspace's `chat.update` budget, which the card's edit waits for;
+        `ends`: how a pause whose window reset is ended (made here if not given)."""
         self.db = db
         self.spend = spend
         self.kick = kick  # the resume worker: a resumed pause waits in its outbox
         self.tasks = tasks
         self.poster = poster_of(slack)
         self.budget = budget
+        self.ends = ends or PauseEnds(db, self.poster, spend.ledger, budget)
 
     def register(self, app: AsyncApp) -> None:
         @app.action(CONTINUE_CHEAPER)
@@ -114,12 +126,19 @@ class BudgetClicks:
         if pause is None or pause.channel_id != click.channel:
             await self._tell(click, NOT_OURS)
             return
+        if await self.ends.ended(pause, click.card_ts):
+            await self._tell(click, RESET)
+            return
         if click.user != pause.requester:
             await self._tell(click, only_requester(pause.requester))
             return
-        model = self._fallback(pause.budget)
-        if model is None:
-            await self._tell(click, ALREADY if pause.state != "paused" else NO_FALLBACK)
+        if pause.state != PAUSED:
+            await self._tell(click, ALREADY)
+            return
+        budget = self._budget(pause.budget)
+        model = budget.fallback_model if budget is not None else None
+        if budget is not None and model is None:
+            await self._tell(click, NO_FALLBACK)
             return
         async with self.db.transaction() as session:
             resumed = await resume_paused(
@@ -131,18 +150,18 @@ class BudgetClicks:
         self.kick()
         await self._chosen(resumed, model, click.user)
 
-    def _fallback(self, budget: str) -> str | None:
-        """The budget's cheaper model in the policy in force now (a reload may drop it)."""
+    def _budget(self, name: str) -> Budget | None:
+        """The budget in the policy in force now (a reload may change or drop it)."""
         spend = self.spend.ledger()
         if spend is None:
             return None
-        found = next((b for b in spend.budgets()[0] if b.name == budget), None)
-        return found.fallback_model if found is not None else None
+        return next((b for b in spend.budgets()[0] if b.name == name), None)
 
-    async def _chosen(self, pause: BudgetPause, model: str, user: str) -> None:
+    async def _chosen(self, pause: BudgetPause, model: str | None, user: str) -> None:
         if pause.card_ts is None:
             return
         reached = f"{REACHED}: {escape(pause.budget)}"
+        line = chosen_line(model, user, pause.budget)
         try:
             spend = self.spend.ledger()
             if spend is not None:
@@ -157,9 +176,9 @@ class BudgetClicks:
             await self.poster.update(
                 pause.channel_id,
                 pause.card_ts,
-                chosen_text(reached, model, user),
+                chosen_text(reached, line),
                 carries=NOTHING_PRIVATE,
-                blocks=chosen_card(reached, model, user),
+                blocks=chosen_card(reached, line),
             )
         except Exception as exc:  # the turn resumes all the same
             log.warning("could not update the pause card of %s: %s", pause.id, exc)

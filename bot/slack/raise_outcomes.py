@@ -3,7 +3,9 @@ $24.00 today by <@U…>" and keeps no buttons (the turn resumes); declined (with
 expired or failed, it says so and keeps its buttons, so the person may continue on the
 cheaper model or ask again. Told by the card publisher whenever a raise's card changed
 (`CardPublisher.on_change`); the pause card's text is made from the pause and its raise, so
-telling it twice shows the same."""
+telling it twice shows the same. A pause whose window reset before its raise settled is
+abandoned (`bot.slack.pause_ends`), whatever the raise's outcome: its card says the budget
+reset and to ask again, never that the raise resumed anything."""
 
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ from bot.poster import NOTHING_PRIVATE, Poster
 from bot.slack.budget_card import REACHED, pause_card
 from bot.slack.card_publisher import CardEdit
 from bot.slack.edit_budget import EditBudget
-from bot.spend.pauses import PAUSED
+from bot.slack.pause_ends import PauseEnds
+from bot.spend.pauses import ABANDONED, PAUSED
 from bot.spend.raise_action import RAISE_TOOL, RaiseArguments
 from bot.spend.standing import Standing
 from bot.spend.windows import sentence
@@ -93,6 +96,7 @@ class RaiseOutcomes:
         ledger: Callable[[], Spend | None],
         tasks: TaskGroup,
         budget: EditBudget | None = None,
+        ends: PauseEnds | None = None,
     ) -> None:
         """`budget`: the workspace's `chat.update` budget, which the card's edit waits for."""
         self.db = db
@@ -100,6 +104,7 @@ class RaiseOutcomes:
         self.budget = budget
         self.ledger = ledger  # `SpendGate.ledger`
         self.tasks = tasks
+        self.ends = ends or PauseEnds(db, poster, ledger, budget)
 
     def changed(self, proposal: Proposal, _approvers: list[str]) -> None:
         """A card changed (`CardPublisher.on_change`): a settled raise updates its pause card."""
@@ -114,6 +119,8 @@ class RaiseOutcomes:
             )
         if proposal is None or pause is None or not pause.card_ts:
             return
+        if pause.state == ABANDONED or await self.ends.ended(pause):
+            return  # its window reset: the card says so (made by whoever abandoned it)
         succeeded = State(proposal.state) is State.SUCCEEDED
         if succeeded and pause.model is not None:
             return  # it had resumed on the cheaper model: the card says so already

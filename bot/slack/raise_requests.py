@@ -4,7 +4,8 @@ like every write (the budget's owners approve, `bot.policy.raises`) and shown on
 card made by the card machinery every write uses.
 
 Only the paused turn's requester or an owner of the budget may ask; anyone else is told so,
-privately, and nothing opens. One raise waits per pause at a time."""
+privately, and nothing opens. One raise waits per pause at a time. A pause whose window reset
+is over (`bot.slack.pause_ends`): nothing opens, and the clicker is told to ask again."""
 
 from __future__ import annotations
 
@@ -29,7 +30,9 @@ from bot.db.session import Database
 from bot.durations import parse_duration
 from bot.policy.deciders import is_approver
 from bot.policy.one_door import SLACK_FAILURES
+from bot.slack.budget_card import RESET
 from bot.slack.card_publisher import CardPublisher
+from bot.slack.pause_ends import PauseEnds
 from bot.slack.payloads import BadPayload, button_value, clicker, whole_number
 from bot.slack.raise_form import ASK_RAISE, RAISE_MODAL, REASON, Asked, raise_modal, read_raise
 from bot.spend.pauses import PAUSED
@@ -70,6 +73,7 @@ class RaiseRequests:
     groups: GroupMembers
     tasks: TaskGroup
     expiry: timedelta  # `PROPOSAL_EXPIRY_MINUTES`, where the policy sets no timeout
+    ends: PauseEnds | None = None  # ends a pause whose window reset
 
     # -- who may ask --------------------------------------------------------------------------
     async def _pause(self, pause_id: int) -> BudgetPause | None:
@@ -81,6 +85,8 @@ class RaiseRequests:
     ) -> tuple[str, None] | tuple[None, Standing]:
         """Why `user` may not ask to raise this pause's budget, or the budget's standing."""
         spend = self.ledger()
+        if pause is not None and self.ends is not None and await self.ends.ended(pause):
+            return RESET, None
         if pause is None or pause.state != PAUSED:
             return NOT_PAUSED, None
         if spend is None:

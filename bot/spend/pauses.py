@@ -1,14 +1,23 @@
 """Turns paused at a budget's limit, and their one way back: `resume_paused` moves a pause
 from `paused` to `resumed` (compare-and-set) and puts the turn in the resume outbox
 (`ResumeRequest`, kind `budget:<pause id>`) in the same transaction, so whoever acts first
-(the requester choosing the cheaper model, an approved raise) resumes it, and only once."""
+(the requester choosing the cheaper model, an approved raise) resumes it, and only once.
+
+A pause lives as long as the window it stopped in: once that window resets (`window_reset`)
+nobody may resume it (a turn from last week would answer a question nobody waits for, and a
+raise of last week's limit frees nothing), and `abandon_paused` ends it, by the same
+compare-and-set, so a resume and an abandonment racing at midnight end it once."""
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.db.models import BudgetPause, Message, ResumeRequest, utcnow
+from bot.spend.budget_model import Budget
+from bot.spend.windows import window_named
 
 PAUSED, RESUMED, ABANDONED = "paused", "resumed", "abandoned"
 KIND = "budget:"  # ResumeRequest.kind of a budget pause: "budget:<pause id>"
@@ -71,3 +80,36 @@ async def resume_paused(
         )
     )
     return pause
+
+
+def window_reset(pause: BudgetPause, now: datetime, budgets: list[Budget], timezone: str) -> bool:
+    """Whether the window the pause stopped in has reset by `now`: when the pause keeps it,
+    its own `resets_at`; a pause stored before that was kept reads its budget's window in the
+    policy in force (none there: not known to have reset). A turn window never resets."""
+    resets = pause.resets_at
+    if resets is None:
+        budget = next((b for b in budgets if b.name == pause.budget), None)
+        if budget is not None:
+            resets = window_named(budget, timezone, pause.window_key).resets_at
+    return resets is not None and resets <= now
+
+
+async def abandon_paused(
+    session: AsyncSession, pause_id: int, note: str, card_ts: str | None = None
+) -> BudgetPause | None:
+    """End a paused turn without resuming it (compare-and-set, as `resume_paused`); None if
+    it was no longer paused. `card_ts`: the card a click came from, kept where none is
+    recorded yet."""
+    result = await session.execute(
+        update(BudgetPause)
+        .where(BudgetPause.id == pause_id, BudgetPause.state == PAUSED)
+        .values(
+            state=ABANDONED,
+            note=note,
+            version=BudgetPause.version + 1,
+            card_ts=func.coalesce(BudgetPause.card_ts, card_ts),
+        )
+    )
+    if getattr(result, "rowcount", 0) != 1:
+        return None
+    return await session.get(BudgetPause, pause_id)

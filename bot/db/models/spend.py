@@ -24,8 +24,9 @@ from bot.db.models.base import Base, UTCDateTime, utcnow
 class BudgetPause(Base):
     """A turn that stopped before a model call because a budget had no room: its card, and
     how it ends. `state`: paused -> resumed (a raise was approved, or the person chose the
-    cheaper model: `model` names it) | abandoned (the window reset, or nobody acted). Moves
-    are compare-and-set on `state` and `version`, so a turn resumes once."""
+    cheaper model: `model` names it) | abandoned (the window reset: `resets_at` passed, seen
+    by the sweeper or at a click, bot/slack/pause_ends.py). Moves are compare-and-set on
+    `state` and `version`, so a turn resumes once and never after its window."""
 
     __tablename__ = "budget_pauses"
     __table_args__ = (Index("ix_budget_pauses_budget", "budget", "window_key", "state"),)
@@ -41,6 +42,10 @@ class BudgetPause(Base):
     turn_key: Mapped[str] = mapped_column(String(128))
     budget: Mapped[str] = mapped_column(String(100))  # the budget's name
     window_key: Mapped[str] = mapped_column(String(128))
+    # When that window resets, as it was when the turn paused (a reload may change or drop the
+    # budget, not the window it stopped in); None for a turn window, and for pauses stored
+    # before it was kept (their budget's window is read then).
+    resets_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     card_ts: Mapped[str | None] = mapped_column(String(32))  # the pause card's message
     state: Mapped[str] = mapped_column(String(16), default="paused")
     model: Mapped[str | None] = mapped_column(String(200))  # set when continued on a cheaper one

@@ -4,7 +4,11 @@ It is internal: never offered to the model (a model's call naming it is refused 
 tool); the bot proposes it from the raise form (`bot.slack.raise_requests`), and the one door
 routes it to the budget's owners (`bot.policy.raises`). Approved, it raises the window's
 limits to what the card showed, under the proposal's idempotency key (a retry adds nothing
-twice), and resumes the turn that paused at the limit (`bot.spend.pauses.resume_paused`)."""
+twice), and resumes the turn that paused at the limit (`bot.spend.pauses.resume_paused`).
+
+Approved after that window reset, it still raises the window it names (what was approved),
+but resumes nothing: the pause ended with its window (`bot.spend.pauses.window_reset`), and
+its outcome says so instead of "the paused reply continues"."""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 
 from bot.db.models import BudgetPause, Proposal
-from bot.spend.pauses import resume_paused
+from bot.spend.pauses import resume_paused, window_reset
 from bot.spend.raise_action import (
     RAISE_PACK,
     RAISE_TOOL,
@@ -36,12 +40,24 @@ GONE = "the budget {name} is no longer in the policy in force; nothing was raise
 
 def raised_to(arguments: RaiseArguments, window: str) -> str:
     """What the raise makes of the window's limits, in words: "$24.00 today"."""
+    return f"{_limits(arguments)} {when(window)}"
+
+
+def _limits(arguments: RaiseArguments) -> str:
     parts = []
     if arguments.usd is not None:
         parts.append(money(nano_of(arguments.usd)))
     if arguments.tokens is not None:
         parts.append(tokens_text(arguments.tokens))
-    return f"{' and '.join(parts)} {when(window)}"
+    return " and ".join(parts)
+
+
+def too_late(arguments: RaiseArguments) -> str:
+    """The outcome of a raise approved after its window reset."""
+    return (
+        f"Raised to {_limits(arguments)} for {arguments.window}, a window that has since "
+        "reset; the paused reply ended with it, so nothing continues."
+    )
 
 
 def limit_changes(arguments: RaiseArguments, standing: Standing) -> list[Change]:
@@ -90,14 +106,21 @@ def raise_tool(ledger: Callable[[], Spend | None]) -> Tool[RaiseArguments]:
             raise ToolError("a raise runs only once it is approved")
         # "to", not "add": computed under the window's lock, so two raises approved at once
         # end at the higher, never their sum; applied once under the proposal's key.
-        await spend_of(arguments).raise_to(
+        spend = spend_of(arguments)
+        await spend.raise_to(
             arguments.budget,
             arguments.window,
             arguments.usd,
             arguments.tokens,
             key=ctx.idempotency_key,
         )
-        resumed = await resume_asker(ctx)
+        now = spend.current_time()
+        if standing.resets_at is not None and standing.resets_at <= now:
+            return Outcome(
+                {"status": "raised", "budget": arguments.budget, "resumed": False},
+                too_late(arguments),
+            )
+        resumed = await resume_asker(ctx, lambda p: window_reset(p, now, *spend.budgets()))
         said = f"Raised to {raised_to(arguments, standing.window)}"
         return Outcome(
             {"status": "raised", "budget": arguments.budget, "resumed": resumed},
@@ -117,19 +140,20 @@ def raise_tool(ledger: Callable[[], Spend | None]) -> Tool[RaiseArguments]:
     )
 
 
-async def resume_asker(ctx: ToolContext) -> bool:
+async def resume_asker(ctx: ToolContext, reset: Callable[[BudgetPause], bool]) -> bool:
     """Resume the turn paused at the limit that asked for this raise (once: whoever resumes
-    it first wins), as decided by the raise's approver."""
+    it first wins), as decided by the raise's approver; not if its window `reset` (the pause
+    is over: the pause card's follower ends it, `bot.slack.raise_outcomes`)."""
     async with ctx.db.transaction() as session:
         proposal = await session.scalar(
             select(Proposal).where(Proposal.idempotency_key == ctx.idempotency_key)
         )
         if proposal is None:
             return False
-        pause_id = await session.scalar(
-            select(BudgetPause.id).where(BudgetPause.raise_proposal_id == proposal.id)
+        pause = await session.scalar(
+            select(BudgetPause).where(BudgetPause.raise_proposal_id == proposal.id)
         )
-        if pause_id is None:
+        if pause is None or reset(pause):
             return False
         approver = proposal.decided_by or proposal.requester
-        return await resume_paused(session, pause_id, model=None, decided_by=approver) is not None
+        return await resume_paused(session, pause.id, model=None, decided_by=approver) is not None
