@@ -196,6 +196,7 @@ class OneDoorBot:
         self.seen_calls = 0
         self.triggers.clear()
         self.model.plans.clear()
+        self.model.follow_ups.clear()
         self.model.requests.clear()
         self.model.played.clear()
         slack.users.clear()
@@ -309,6 +310,16 @@ class OneDoorBot:
             ts = await self.bot.say(self.slack, channel, said, user=requester)
         else:
             ts = await self.bot.mention(channel, said, self.slack, user=requester, thread_ts=thread)
+        await self.settle()
+        return ts
+
+    async def ask_only(
+        self, key: str, requester: str, channel: str, thread: str | None, words: str
+    ) -> str:
+        """The requester says `job:KEY words` to the bot (KEY's plan, already made, answers);
+        the ts of their message."""
+        said = f"job:{key} {words}"
+        ts = await self.bot.mention(channel, said, self.slack, user=requester, thread_ts=thread)
         await self.settle()
         return ts
 

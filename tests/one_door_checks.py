@@ -16,6 +16,7 @@ from typing import Any
 
 from bot.spend.standing import nano_of
 from tests.one_door_bot import OneDoorBot, Snapshot
+from tests.one_door_continues import adopt
 from tests.one_door_findings import Figures, Finding, kind_of, violation_class
 from tests.one_door_policy import RAISE, Policy
 from tests.one_door_raises import BASE_NANO, raised_nano
@@ -46,6 +47,7 @@ class Observer:
         self.expect: list[tuple[str, str]] = []  # (call, why) that must write this step
         self.pending_grants: list[tuple[Call, str, str, int]] = []  # made in this step
         self.findings: list[Finding] = []  # found by a step itself (a raise asked)
+        self.planned: dict[str, Call] = {}  # writes turns will ask for (one_door_continues)
         figures.sequences += 1
 
     # -- the story ------------------------------------------------------------------------
@@ -89,7 +91,7 @@ class Observer:
 
     def check(self) -> None:
         snapshot = self.bot.run(self.bot.snapshot())
-        found: list[Finding] = []
+        found: list[Finding] = adopt(self, snapshot)  # before the writes: they may have run
         wrote: set[str] = set()
         for task_id, row in sorted(snapshot.tasks.items()):
             old = self.before.tasks.get(task_id)

@@ -25,11 +25,15 @@ SHOWN_IN_CHANNEL = (
 class ScriptedModel(FakeOpenAI):
     """A model that answers each job by the tag in the request's last message: a mention
     holding `job:KEY` gets KEY's first tool calls (a read of #exec, or the write); the result of
-    that read gets the write; anything else (a resume after the write) a short text."""
+    that read gets the write; a prompt holding the result of KEY's write, settled, once, the
+    write that `follow_ups` plans for KEY's turn when it resumes (tests/one_door_continues.py:
+    other turns of the thread may have written since); anything else (a resume after the
+    write) a short text."""
 
     def __init__(self) -> None:
         super().__init__(default=Script(text="ok"))
         self.plans: dict[str, list[Script]] = {}
+        self.follow_ups: dict[str, Script] = {}  # KEY -> what its turn asks for next
 
     def plan(self, key: str, *scripts: Script) -> None:
         self.plans[key] = list(scripts)
@@ -48,6 +52,11 @@ class ScriptedModel(FakeOpenAI):
                 after = self.plans.get(called[2:], [])
                 if len(after) > 1:
                     return after[1]
+        for message in reversed(messages):  # a turn resumed: the newest write settled
+            called = str(message.get("tool_call_id", ""))
+            settled = "pending_approval" not in str(message.get("content", ""))
+            if message.get("role") == "tool" and settled and called[2:] in self.follow_ups:
+                return self.follow_ups.pop(called[2:])
         return self.default
 
 

@@ -17,6 +17,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 from tests.one_door_bot import SECRET, OneDoorBot
 from tests.one_door_checks import Observer, key_of, shown
+from tests.one_door_continues import continue_cheaper
 from tests.one_door_findings import Figures, Finding
 from tests.one_door_policy import RAISE, decide_raise, may_ask_raise
 from tests.one_door_raises import ask_raise
@@ -29,6 +30,7 @@ from tests.one_door_steps import (
     Ask,
     AskRaise,
     Click,
+    Continue,
     Edit,
     Propose,
     Reload,
@@ -127,6 +129,8 @@ def one_door_machine(
                 self.ask_raise(step)
             elif isinstance(step, ApproveRaise):
                 self.approve_raise(step)
+            elif isinstance(step, Continue):
+                continue_cheaper(self, step)
             elif isinstance(step, Restart):
                 if self.restarted:
                     self.say("(the bot restarted once already in this sequence)")

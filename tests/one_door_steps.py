@@ -307,6 +307,20 @@ class ApproveRaise:
     back: int = 0
 
 
+@dataclass(frozen=True)
+class Continue:
+    """In the thread of a waiting proposal (`back`: which), `pauser` (another person than its
+    requester) asks a question (`writes`: for a write) and their turn pauses at a budget of
+    theirs; someone (by role: the pauser, the waiting proposal's requester, its approver)
+    clicks "Continue on a cheaper model" on the pause's card. The turn whose proposal waits
+    asks for one more write once it is settled (tests/one_door_continues.py)."""
+
+    pauser: str
+    who: str
+    writes: bool = False
+    back: int = 0
+
+
 PEOPLE_CLICKING = ("UBOB", "UCAROL", "UALICE", "UDANA", "UGUEST", "UMALLORY")
 MOVERS = ("UCAROL", "UBOB", "UGUEST", "UDANA")
 BUTTONS = ("channel", "approve", "thread", "me")  # a grant first: it approves, and leaves one
@@ -333,6 +347,14 @@ raise_asks = st.builds(
     AskRaise, st.sampled_from(["UALICE", "UDANA", "UCAROL"]), st.sampled_from(ASKERS)
 )
 raise_approvals = st.builds(ApproveRaise, st.sampled_from(ROLES), backs)
+CONTINUERS = ("the pauser", "the pauser", "the waiting requester", "an approver")
+continues = st.builds(
+    Continue,
+    st.sampled_from(["UDANA", "UCAROL", "UALICE"]),
+    st.sampled_from(CONTINUERS),
+    st.booleans(),
+    backs,
+)
 # Reloads that move who decides a raise: its owners, a rule naming it.
 raise_owners = st.builds(Reload, st.sampled_from([*OWNER_CHANGES, *RAISE_RULES]))
 edits = st.builds(
@@ -344,11 +366,17 @@ edits = st.builds(
 )
 
 
+def copies(strategy: st.SearchStrategy[Any], n: int) -> list[st.SearchStrategy[Any]]:
+    """`n` strategies drawing as `strategy` does, told apart by `st.one_of`."""
+    return [strategy, *(strategy.map(lambda value: value) for _ in range(n - 1))]
+
+
 def steps(restarts: bool, raises: bool = False) -> st.SearchStrategy[Any]:
     """One step. Approving comes first and most often (most writes wait for a click), then
     what changes the answer under a card: reloads, edits, new requests. `raises`: budget
-    raises asked and approved among them, often (issue 29; without, the draws are those the
-    fixed seeds of the first functions were chosen for)."""
+    raises asked and approved among them, often (issue 29), and turns paused at a budget
+    continued on its cheaper model (without, the draws are those the fixed seeds of the first
+    functions were chosen for)."""
     kinds: list[st.SearchStrategy[Any]] = [
         approves,
         reloads,
@@ -373,7 +401,10 @@ def steps(restarts: bool, raises: bool = False) -> st.SearchStrategy[Any]:
         reloads,
     ]
     if raises:
-        kinds[0:0] = [raise_approvals, raise_asks, raise_owners, raise_approvals]
+        # `one_of` counts a strategy given twice once (by identity): a step taken often is
+        # given as copies of it. Continuing after a pause takes three more steps to matter
+        # (the waiting proposal settled, its turn's next write decided).
+        kinds[0:0] = [raise_approvals, *copies(continues, 3), raise_asks, raise_owners]
     if restarts:
         kinds.append(st.just(Restart()))
     return st.one_of(kinds)

@@ -5,14 +5,17 @@ edits, grants of each scope, clicks by anyone, user-group and membership changes
 ticks, retries, outages and restarts (tests/one_door_machine.py).
 
 Invariant: every write that ran was allowed, at its execution start, by the reference model for
-exactly the arguments sent; every message posted was readable by everyone who can see where it
+exactly the arguments sent, and who asked for it (a turn's write is its requester's, also after
+the turn resumed); every message posted was readable by everyone who can see where it
 was posted; and the writes the reference says must happen do happen.
 
-Three test functions of 24 sequences each (pytest-xdist may run them apart), each on one bot
+Four test functions of 24 sequences each (pytest-xdist may run them apart), each on one bot
 reused across its sequences; the seeds are fixed, so CI runs the same sequences every time, and
 each function checks that its sequences took every kind of step (a propose, an approve, a click,
 an edit, a reload, a toggle, a tick, an approve during an outage, a retry; a restart in the
-third). `--hypothesis-profile=nightly` runs 200 sequences each (docs/testing.md).
+third; raises asked and approved, and turns continued on a budget's cheaper model, in the
+fourth: tests/one_door_continues.py). `--hypothesis-profile=nightly` runs 200 sequences each
+(docs/testing.md).
 Each distinct violation is its own exception class: hypothesis reports each one, shrunk to its
 shortest sequence, told step by step. A longer run:
 `uv run python -m bench.one_door --sequences 2000` (figures in docs/benchmarks.md).
@@ -37,10 +40,10 @@ from tests.one_door_findings import Figures
 from tests.one_door_machine import one_door_machine
 from tests.one_door_policy import Policy
 from tests.one_door_policy import decide as reference_decide
-from tests.one_door_steps import INITIAL, Approve, Ask, Propose, amended
+from tests.one_door_steps import INITIAL, Approve, Ask, Click, Continue, Propose, amended
 from tests.one_door_world import PUBLIC, World
 
-RAISE_KINDS = {"AskRaise", "ApproveRaise"}
+RAISE_KINDS = {"AskRaise", "ApproveRaise", "Continue"}
 # Per test function: 72 in the suite, enough for every kind of step in each function's fixed
 # sequences (asserted below); the nightly profile runs 600, the benchmark thousands.
 SEQUENCES = 200 if settings.get_current_profile_name() == "nightly" else 24
@@ -115,7 +118,10 @@ def test_one_door_budget_raises(door: OneDoorBot) -> None:
     """Issue 29: budget raises asked by anyone (the paused turn's requester, an owner, a
     stranger, the guest), approved by random actors (owners, non-owners, the asker, after a
     reload changing the owners or a rule naming raises), among the other steps: a raise runs
-    only when the reference allows it, and never past the limit its card showed."""
+    only when the reference allows it, and never past the limit its card showed. And turns
+    paused at a budget in the thread of another person's waiting proposal, continued on its
+    cheaper model (or refused, clicked by someone else): each turn's next write is filed as
+    its own requester's and decided as the reference says (f4a1ee3)."""
     figures = run(door, 4, restarts=False, raises=True)
     assert figures.writes_judged > 0
     assert figures.liveness_expected > 0
@@ -159,6 +165,57 @@ def test_one_door_after_untrusted_input(door: OneDoorBot) -> None:
         sequence.teardown()
     assert figures.liveness_met == figures.liveness_expected
     assert figures.liveness_expected >= 3  # the allows that must run did
+
+
+# Turns continued on a cheaper model beside a turn waiting in the same thread, told step by
+# step: Dana's turn pauses in Alice's thread and she continues it; Alice's proposal approved,
+# her turn goes on as hers, and its next write is Alice's (under four-eyes her own approval
+# must not run it; when the requester decides, Dana's click must not); a Continue clicked by
+# someone else than the pauser leaves the turn paused.
+CONTINUED: list[tuple[list[str], list[object]]] = [
+    (
+        ["Alice approves too", "four-eyes on"],
+        [
+            Continue("UDANA", "the pauser", writes=True),
+            Approve("another approver", "approve", back=1),
+            Approve("the requester", "approve"),
+        ],
+    ),
+    (
+        ["nobody named: the requester decides"],
+        [
+            Continue("UDANA", "the pauser"),
+            Approve("the requester", "approve"),
+            Click("UDANA", "approve", stale=False),
+        ],
+    ),
+    (
+        [],
+        [
+            Continue("UCAROL", "the waiting requester", writes=True),
+            Continue("UDANA", "an approver", writes=True, back=1),
+            Approve("an approver", "approve", back=1),
+        ],
+    ),
+]
+
+
+def test_one_door_turns_continued_on_a_cheaper_model(door: OneDoorBot) -> None:
+    """The four-eyes and requester rules hold a resumed turn's next write to its own
+    requester (the attribution finding, a turn's write filed as another person's, is counted
+    without failing the sequence, so that the invariant itself is seen to fail first; none
+    may be found at all)."""
+    figures = Figures()
+    machine = one_door_machine(door, figures, lambda f: "filed as" not in f.kind, raises=True)
+    for changes, steps in CONTINUED:
+        sequence: Any = machine()
+        sequence.start(changes, Ask())
+        for step in steps:
+            sequence.step(step)
+        sequence.teardown()
+    assert not figures.findings, sorted(figures.findings)
+    assert figures.liveness_met == figures.liveness_expected
+    assert figures.operations["Continue"] == 4
 
 
 # Reads and open-world tools beside writes, after no input, a member's message or a tool
