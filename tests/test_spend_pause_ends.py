@@ -6,6 +6,7 @@ removed: Continue goes on without it, on the usual model."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from copy import deepcopy
 from datetime import UTC, datetime, timedelta
@@ -45,6 +46,7 @@ from tests.spend_front import (
     spend_of,
     spend_running,
 )
+from tests.test_budget_bypass import spend_the_edits
 
 
 @pytest.fixture
@@ -246,3 +248,55 @@ async def test_a_removed_budgets_pause_still_ends_with_its_window(
     [pause] = await pauses(bot)
     assert pause.state == "abandoned"
     assert says_reset(pause_cards(fake_slack)[0])
+
+
+async def test_a_reset_card_slack_refused_is_shown_at_the_next_click(
+    spend_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """Slack refused the sweep's edit (an outage, a 429 past the client's retries): the pause
+    ended all the same, but its card still shows both buttons. A click on them (only that
+    stale card has them) shows the reset card, so the buttons do not stay forever."""
+    bot = spend_bot
+    card = await paused(bot, fake_slack)
+    spend_of(bot).now = tomorrow()
+    fake_slack.fail_methods["chat.update"] = "internal_error"
+    await bot.countersign.sweeper.sweep()
+    await bot.idle()
+    assert [p.state for p in await pauses(bot)] == ["abandoned"]
+    assert buttons(pause_cards(fake_slack)[0]) == [CONTINUE_CHEAPER, ASK_RAISE]
+    del fake_slack.fail_methods["chat.update"]
+    assert await bot.click(card, CONTINUE_CHEAPER, "UALICE", "C1") == 200
+    await bot.idle()
+    assert fake_slack.ephemerals_for("UALICE") == [RESET]
+    [shown] = pause_cards(fake_slack)
+    assert says_reset(shown)
+    assert buttons(shown) == []
+    assert len(fake_model.requests) == 1
+    assert await outbox(bot) == []
+
+
+async def test_the_sweep_does_not_wait_a_minute_for_the_edit_budget(
+    spend_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """The minute's chat.update budget spent by other cards (or 60 pauses ending at midnight):
+    the sweeper's pass, which a start-up awaits and every other job of the sweeper follows,
+    leaves the card edits it gets no slot for to a later pass instead of waiting the window
+    out. The pause meanwhile resumes nothing: a click still ends it."""
+    bot = spend_bot
+    card = await paused(bot, fake_slack)
+    spend_of(bot).now = tomorrow()
+    await spend_the_edits(bot, fake_slack)
+    before = len(fake_slack.calls_to("chat.update"))
+    started = asyncio.get_running_loop().time()
+    await asyncio.wait_for(bot.countersign.sweeper.sweep(), 15)
+    assert asyncio.get_running_loop().time() - started < 10
+    assert fake_slack.calls_to("chat.update")[before:] == []
+    assert await bot.click(card, CONTINUE_CHEAPER, "UALICE", "C1") == 200
+    for _ in range(100):
+        if [p.state for p in await pauses(bot)] == ["abandoned"]:
+            break
+        await asyncio.sleep(0.05)
+    assert [p.state for p in await pauses(bot)] == ["abandoned"]
+    assert len(fake_model.requests) == 1
+    assert await outbox(bot) == []
+    await bot.countersign.budget.stop()  # the click's card edit waits: stop it

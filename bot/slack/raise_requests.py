@@ -81,11 +81,12 @@ class RaiseRequests:
             return await session.get(BudgetPause, pause_id)
 
     async def _refusal(
-        self, pause: BudgetPause | None, user: str
+        self, pause: BudgetPause | None, user: str, card_ts: str | None = None
     ) -> tuple[str, None] | tuple[None, Standing]:
-        """Why `user` may not ask to raise this pause's budget, or the budget's standing."""
+        """Why `user` may not ask to raise this pause's budget, or the budget's standing.
+        `card_ts`: the card clicked (`PauseEnds.ended`)."""
         spend = self.ledger()
-        if pause is not None and self.ends is not None and await self.ends.ended(pause):
+        if pause is not None and self.ends is not None and await self.ends.ended(pause, card_ts):
             return RESET, None
         if pause is None or pause.state != PAUSED:
             return NOT_PAUSED, None
@@ -113,12 +114,14 @@ class RaiseRequests:
             return
         channel = str((body.get("channel") or {}).get("id") or "")
         thread_ts = (body.get("message") or {}).get("thread_ts")
+        card_ts = (body.get("message") or {}).get("ts")
         pause = await self._pause(pause_id)
         if pause is None or pause.channel_id != channel:  # a pause's button is on its card
             if channel:
                 await self.cards.tell(channel, user, NOT_OURS, thread_ts)
             return
-        refusal, standing = await self._refusal(pause, user)
+        clicked = card_ts if isinstance(card_ts, str) and 0 < len(card_ts) <= 32 else None
+        refusal, standing = await self._refusal(pause, user, clicked)
         if refusal is not None or standing is None:
             await self.cards.tell(channel, user, refusal or NOT_PAUSED, thread_ts)
             return
