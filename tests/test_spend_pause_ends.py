@@ -300,3 +300,25 @@ async def test_the_sweep_does_not_wait_a_minute_for_the_edit_budget(
     assert len(fake_model.requests) == 1
     assert await outbox(bot) == []
     await bot.countersign.budget.stop()  # the click's card edit waits: stop it
+
+
+async def test_a_form_sent_after_the_reset_is_answered_within_slacks_three_seconds(
+    spend_bot: RunningBot, fake_slack: FakeSlack, fake_model: FakeOpenAI
+) -> None:
+    """The raise form opened before the reset, sent after it, while other cards spent the
+    minute's edits: Slack waits 3 s for the form's answer. The answer says the budget reset;
+    it does not wait for the card's edit first (the sweep ends the pause and edits it)."""
+    bot = spend_bot
+    card = await paused(bot, fake_slack)
+    assert await bot.click(card, ASK_RAISE, "UALICE", "C1") == 200
+    await bot.idle()
+    view = fake_slack.views[-1]["view"]
+    spend_of(bot).now = tomorrow()
+    await spend_the_edits(bot, fake_slack)
+    started = asyncio.get_running_loop().time()
+    status, body = await asyncio.wait_for(bot.submit_view(view, "UALICE", {}), 15)
+    assert asyncio.get_running_loop().time() - started < 3
+    assert status == 200
+    assert RESET[:100] in body
+    assert await raises(bot) == []
+    await bot.countersign.budget.stop()

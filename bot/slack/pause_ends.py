@@ -66,6 +66,12 @@ class PauseEnds:
         budgets, timezone = spend.budgets()
         return window_reset(pause, spend.current_time(), budgets, timezone)
 
+    def over(self, pause: BudgetPause) -> bool:
+        """Whether the pause is over (`ended` would say so), changing nothing and calling
+        nobody: for an answer Slack waits at most 3 s for (the raise form's), which must not
+        wait for the card's edit. The sweep, or the next click, ends it."""
+        return pause.state == ABANDONED or (pause.state == PAUSED and self.reset(pause))
+
     async def ended(self, pause: BudgetPause, card_ts: str | None = None) -> bool:
         """Whether the pause is over because its window reset: abandoned before, or now (and
         then its card says so). `card_ts`: the card a click came from. A click on a pause

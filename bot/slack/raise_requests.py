@@ -81,12 +81,14 @@ class RaiseRequests:
             return await session.get(BudgetPause, pause_id)
 
     async def _refusal(
-        self, pause: BudgetPause | None, user: str, card_ts: str | None = None
+        self, pause: BudgetPause | None, user: str, card_ts: str | None = None, end: bool = True
     ) -> tuple[str, None] | tuple[None, Standing]:
         """Why `user` may not ask to raise this pause's budget, or the budget's standing.
-        `card_ts`: the card clicked (`PauseEnds.ended`)."""
+        `card_ts`: the card clicked (`PauseEnds.ended`). `end`: a pause whose window reset is
+        ended here, and its card edited; not for the form's answer, which Slack waits 3 s for
+        (`PauseEnds.over`)."""
         spend = self.ledger()
-        if pause is not None and self.ends is not None and await self.ends.ended(pause, card_ts):
+        if pause is not None and self.ends is not None and await self._over(pause, card_ts, end):
             return RESET, None
         if pause is None or pause.state != PAUSED:
             return NOT_PAUSED, None
@@ -104,6 +106,10 @@ class RaiseRequests:
             log.warning("budget owners' groups unreadable: %s", type(exc).__name__)
             return UNCHECKED, None
         return NOT_YOURS.format(requester=pause.requester), None
+
+    async def _over(self, pause: BudgetPause, card_ts: str | None, end: bool) -> bool:
+        assert self.ends is not None
+        return await self.ends.ended(pause, card_ts) if end else self.ends.over(pause)
 
     # -- the button ---------------------------------------------------------------------------
     async def open_form(self, body: dict[str, Any], client: Any) -> None:
@@ -141,7 +147,7 @@ class RaiseRequests:
             return
         values = _typed(view)
         pause = await self._pause(pause_id)
-        refusal, standing = await self._refusal(pause, user)
+        refusal, standing = await self._refusal(pause, user, end=False)
         if refusal is not None or standing is None or pause is None:
             await ack(response_action="errors", errors={REASON: (refusal or NOT_PAUSED)[:150]})
             return
