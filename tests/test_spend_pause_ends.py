@@ -322,3 +322,30 @@ async def test_a_form_sent_after_the_reset_is_answered_within_slacks_three_secon
     assert RESET[:100] in body
     assert await raises(bot) == []
     await bot.countersign.budget.stop()
+
+
+async def test_a_weekly_raise_approved_after_the_reset_names_its_week_in_words(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str, tmp_path: Path
+) -> None:
+    """The outcome of a raise approved after its window reset names that window as people
+    say it ("the week of 23 Nov 2026"), never by the ledger's key ("2026-W48"): it is shown
+    on the owners' card and kept as the raise's result."""
+    path = tmp_path / "policy.yaml"
+    path.write_text(policy(budget("user: UALICE", window="week", extra=CHEAPER)))
+    async with spend_running(fake_slack, fake_model, sqlite_url, path) as bot:
+        card = await paused(bot, fake_slack)
+        [pause] = await pauses(bot)
+        assert "-W" in pause.window_key
+        status, _ = await ask_to_raise(bot, fake_slack, card, "UALICE", {"tokens": "20000"})
+        assert status == 200
+        bob = await card_in(fake_slack, "DBOB")
+        spend_of(bot).now = lambda: datetime.now(UTC) + timedelta(days=8)
+        assert await bot.click(bob, cards.APPROVE, "UBOB", "DBOB") == 200
+        await bot.idle()
+        await until_applied(bot, 1)
+        await wait_until(lambda: bool(raised_summary_of(fake_slack)), timeout=10)
+        [raised] = await raises(bot)
+        assert raised.result_summary is not None
+        assert "the week of " in raised.result_summary
+        assert pause.window_key not in raised.result_summary
+        assert "for the week of " in raised_summary_of(fake_slack)  # the card's outcome line

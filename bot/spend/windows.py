@@ -100,6 +100,26 @@ def sentence(standing: Standing) -> str:
     return f"{said}; {resets}" if resets else said
 
 
+def window_words(window: str, key: str) -> str:
+    """A past window as people name it, from its key (`window_at`): "28 Nov 2026", "the week
+    of 23 Nov 2026", "November 2026"; a key that does not read so (a turn's): "its window".
+    Never the key itself ("2026-W48")."""
+    try:
+        if window == "day":
+            day = date.fromisoformat(key)
+            return f"{day.day} {day:%b %Y}"
+        if window == "week":
+            iso_year, iso_week = key.split("-W")
+            monday = date.fromisocalendar(int(iso_year), int(iso_week), 1)
+            return f"the week of {monday.day} {monday:%b %Y}"
+        if window == "month":
+            year, month = (int(part) for part in key.split("-"))
+            return f"{date(year, month, 1):%B %Y}"
+    except ValueError:
+        pass
+    return "its window"
+
+
 def window_named(budget: Budget, file_timezone: str, key: str) -> WindowAt:
     """The window of `budget` that `key` names (as `window_at` wrote it); an unreadable key
     gets no reset time."""

@@ -28,7 +28,7 @@ from bot.spend.raise_action import (
     when,
 )
 from bot.spend.standing import Standing, nano_of
-from bot.spend.windows import money
+from bot.spend.windows import money, window_words
 from bot.tools.registry import Change, Outcome, Preview, Tool, ToolContext, ToolError
 
 if TYPE_CHECKING:
@@ -52,11 +52,12 @@ def _limits(arguments: RaiseArguments) -> str:
     return " and ".join(parts)
 
 
-def too_late(arguments: RaiseArguments) -> str:
-    """The outcome of a raise approved after its window reset."""
+def too_late(arguments: RaiseArguments, window: str) -> str:
+    """The outcome of a raise approved after its window reset (`window`: the budget's kind of
+    window), which it names in words, not by its key."""
     return (
-        f"Raised to {_limits(arguments)} for {arguments.window}, a window that has since "
-        "reset; the paused reply ended with it, so nothing continues."
+        f"Raised to {_limits(arguments)} for {window_words(window, arguments.window)}, a window "
+        "that has since reset; the paused reply ended with it, so nothing continues."
     )
 
 
@@ -118,7 +119,7 @@ def raise_tool(ledger: Callable[[], Spend | None]) -> Tool[RaiseArguments]:
         if standing.resets_at is not None and standing.resets_at <= now:
             return Outcome(
                 {"status": "raised", "budget": arguments.budget, "resumed": False},
-                too_late(arguments),
+                too_late(arguments, standing.window),
             )
         resumed = await resume_asker(ctx, lambda p: window_reset(p, now, *spend.budgets()))
         said = f"Raised to {raised_to(arguments, standing.window)}"
