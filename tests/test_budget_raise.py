@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from copy import deepcopy
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -71,6 +71,9 @@ async def test_an_owner_approves_and_the_paused_turn_resumes_once(
     bob = await card_in(fake_slack, "DBOB")
     assert fake_slack.cards("DCAT")
     assert "Limit today" in shows(bob)
+    day = datetime.now(UTC).date()
+    assert f"{day.day} {day:%b %Y}" in shows(bob)  # the window in words beside its key
+    assert "*USD*" in shows(bob)  # the money limit's label, not its argument's name "usd"
     assert "$12.00" in shows(bob)
     assert "$24.00" in shows(bob)
     assert "launch day" in shows(bob)

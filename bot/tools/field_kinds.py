@@ -32,7 +32,15 @@ class Kind(StrEnum):
 
 _USER_PATTERN = re.compile(r"^\^\[?[UW]")
 _CHANNEL_PATTERN = re.compile(r"^\^\[?[CG]")
-_ACRONYMS = {"id": "ID", "ids": "IDs", "url": "URL", "urls": "URLs", "api": "API", "sha": "SHA"}
+_ACRONYMS = {
+    "id": "ID",
+    "ids": "IDs",
+    "url": "URL",
+    "urls": "URLs",
+    "api": "API",
+    "sha": "SHA",
+    "usd": "USD",
+}
 LONG_TEXT = 150  # a string that may be longer than this is edited in a multi-line box
 
 

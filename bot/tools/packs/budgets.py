@@ -66,7 +66,8 @@ def limit_changes(arguments: RaiseArguments, standing: Standing) -> list[Change]
     is what was approved; the old one is only said (it may move before the run, and raising
     to the approved limit is still what the approvers saw), so `old_value` is the new one."""
     words = when(standing.window)
-    found = []
+    # The window is sent as its key ("2026-W48"); the card says which window that is.
+    found = [Change("Window", None, window_words(standing.window, arguments.window))]
     if arguments.usd is not None:
         new = money(nano_of(arguments.usd))
         old = limit_money(standing.limit_nano)
