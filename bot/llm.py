@@ -13,8 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2
@@ -25,64 +24,25 @@ from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 from bot.config import Settings
 from bot.deadlines import Deadline
 from bot.metrics import MODEL_ERRORS, MODEL_FIRST_TOKEN
+from bot.model_chunks import DEADLINE as DEADLINE
+from bot.model_chunks import LENGTH as LENGTH
+from bot.model_chunks import ChunkReader, usage_of
+from bot.model_chunks import Completed as Completed
+from bot.model_chunks import Finished as Finished
+from bot.model_chunks import StreamEvent as StreamEvent
+from bot.model_chunks import TextDelta as TextDelta
+from bot.model_chunks import Usage as Usage
 from bot.model_errors import ImagesRefused as ImagesRefused
 from bot.model_errors import LLMError as LLMError
 from bot.model_errors import explain, refuses_images, wants_completion_tokens
 from bot.tool_call_fragments import ToolCall as ToolCall
-from bot.tool_call_fragments import ToolCallAccumulator
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class TextDelta:
-    text: str
-
-
-@dataclass(frozen=True)
-class Usage:
-    """What the server reported a call used. `prompt_tokens` counts the cached ones too;
-    `cached_tokens` are those of them it read from its prompt cache (OpenAI's
-    `prompt_tokens_details.cached_tokens`; 0 where a server does not say)."""
-
-    prompt_tokens: int
-    completion_tokens: int
-    cached_tokens: int = 0
-
-
-@dataclass(frozen=True)
-class Completed:
-    """One non-streamed answer: its text and the usage the server reported (None: none)."""
-
-    text: str
-    usage: Usage | None
-
-
-# How a stream may end short of its answer: the server's finish reason when `max_tokens` was
-# reached, and this side's own when `MODEL_DEADLINE_SECONDS` passed (no server sends it).
-LENGTH = "length"
-DEADLINE = "deadline"
-
 # Once the answer's finish reason came, a server sends its usage and `[DONE]` at once; one that
 # never ends the stream (nor closes it) is waited for this long, then the answer, whole, is kept.
 AFTER_FINISH_SECONDS = 2.0
-
-
-@dataclass(frozen=True)
-class Finished:
-    finish_reason: str
-    tool_calls: list[ToolCall]
-    usage: Usage | None
-    model: str | None = None  # the model asked (its price is the answer's)
-
-    @property
-    def cut(self) -> bool:
-        """The answer was cut short (by the token cap or the deadline): its words are all there
-        is, and it has no tool calls (one cut mid-arguments is never run)."""
-        return self.finish_reason in (LENGTH, DEADLINE)
-
-
-StreamEvent = TextDelta | Finished
 
 
 def make_client(settings: Settings) -> AsyncOpenAI:
@@ -136,9 +96,7 @@ class LLM:
         Past the deadline the stream is closed (its connection with it) and the answer ends
         as it stands: `Finished(DEADLINE)`. The deadline cuts only the server's side (the
         request, each next chunk), never the consumer's, which runs at each `yield`."""
-        accumulator = ToolCallAccumulator()
-        finish_reason: str | None = None
-        usage: Usage | None = None
+        reader = ChunkReader()
         body: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
@@ -155,34 +113,12 @@ class LLM:
             stream = await deadline.read(self._open(body))
             async with stream:
                 chunks = stream.__aiter__()
-                while True:
-                    try:
-                        if finish_reason is None:
-                            chunk = await deadline.read(anext(chunks))
-                        else:
-                            async with asyncio.timeout(AFTER_FINISH_SECONDS):
-                                chunk = await deadline.read(anext(chunks))
-                    except StopAsyncIteration:
-                        break
-                    except Exception as exc:
-                        if finish_reason is None:
-                            raise
-                        # The answer is whole: a stream that hangs or breaks after it loses
-                        # nothing (at worst the usage, which the budget then counts itself).
-                        log.info("model stream did not end after its answer: %r", exc)
-                        break
+                while (chunk := await _next(chunks, deadline, reader.finish_reason)) is not _END:
                     if first:
                         MODEL_FIRST_TOKEN.observe(time.monotonic() - started)
                         first = False
-                    if not isinstance(chunk, dict):
-                        raise ValueError("a streamed chunk is not an object")
-                    choice = _first_choice(chunk)
-                    for event in self._read_delta(choice, accumulator):
+                    for event in reader.read(chunk):
                         yield event
-                    if choice.get("finish_reason"):
-                        finish_reason = str(choice["finish_reason"])
-                    if isinstance(chunk.get("usage"), dict):
-                        usage = _usage(chunk["usage"])
         except Exception as exc:  # any failure, a malformed chunk included, is the model's
             if not (isinstance(exc, TimeoutError) and deadline.expired):
                 MODEL_ERRORS.inc()
@@ -192,18 +128,19 @@ class LLM:
             timed_out = True  # and the stream is closed: `async with` left it
         finally:
             deadline.close()
+        usage = reader.usage
         if timed_out:
             log.info("model request cut at its deadline (%.0f s)", self.deadline or 0)
             yield Finished(DEADLINE, [], usage, self.model)
             return
-        if finish_reason is None:
+        if reader.finish_reason is None:
             MODEL_ERRORS.inc()
             raise LLMError("the model's answer was cut off before it finished")
-        if finish_reason == LENGTH:  # a call cut at the cap may hold half its arguments
+        if reader.finish_reason == LENGTH:  # a call cut at the cap may hold half its arguments
             log.info("model answer cut at max_tokens (%s)", self.max_tokens)
             yield Finished(LENGTH, [], usage, self.model)
             return
-        yield Finished(finish_reason, accumulator.calls(), usage, self.model)
+        yield Finished(reader.finish_reason, reader.calls.calls(), usage, self.model)
 
     async def complete(
         self, messages: list[ChatCompletionMessageParam], max_tokens: int
@@ -229,7 +166,7 @@ class LLM:
         usage = None
         if reported is not None:
             try:
-                usage = _usage(reported.model_dump())
+                usage = usage_of(reported.model_dump())
             except ValueError:  # a server's odd usage: the call is counted here instead
                 usage = None
         return Completed(response.choices[0].message.content, usage)
@@ -273,40 +210,24 @@ class LLM:
         self.cap_name = "max_completion_tokens"
         return True
 
-    @staticmethod
-    def _read_delta(
-        choice: dict[str, Any], accumulator: ToolCallAccumulator
-    ) -> Iterable[TextDelta]:
-        delta = choice.get("delta")
-        if delta is None:
-            return ()
-        if not isinstance(delta, dict):
-            raise ValueError("a streamed delta is not an object")
-        if delta.get("tool_calls"):
-            if not isinstance(delta["tool_calls"], list):
-                raise ValueError("tool_calls is not a list")
-            accumulator.add(delta["tool_calls"])
-        content = delta.get("content")
-        if content is not None and not isinstance(content, str):
-            raise ValueError("a streamed content is not text")
-        return (TextDelta(content),) if content else ()
+
+_END = object()  # the stream ended
 
 
-def _first_choice(chunk: dict[str, Any]) -> dict[str, Any]:
-    choices = chunk.get("choices")
-    if not choices:
-        return {}
-    if not isinstance(choices, list) or not isinstance(choices[0], dict):
-        raise ValueError("choices is not a list of objects")
-    return choices[0]
-
-
-def _usage(usage: dict[str, Any]) -> Usage:
-    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    if not isinstance(prompt, int) or not isinstance(completion, int):
-        raise ValueError("usage without token counts")
-    details = usage.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    if not isinstance(cached, int) or isinstance(cached, bool):
-        cached = 0  # absent, null, or not a count: nothing is priced as cached
-    return Usage(prompt, completion, min(max(cached, 0), prompt))
+async def _next(chunks: AsyncIterator[object], deadline: Deadline, finished: str | None) -> object:
+    """The stream's next chunk, within the deadline; `_END` once it ends. After the answer's
+    finish reason (`finished`) it is waited for `AFTER_FINISH_SECONDS` at most, and a stream
+    that hangs or breaks then ends the answer as it stands: it is whole (at worst its usage is
+    lost, which the budget then counts itself)."""
+    try:
+        if finished is None:
+            return await deadline.read(anext(chunks))
+        async with asyncio.timeout(AFTER_FINISH_SECONDS):
+            return await deadline.read(anext(chunks))
+    except StopAsyncIteration:
+        return _END
+    except Exception as exc:
+        if finished is None:
+            raise
+        log.info("model stream did not end after its answer: %r", exc)
+        return _END
