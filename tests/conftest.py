@@ -14,14 +14,17 @@ from pathlib import Path
 import pytest
 from alembic import command
 from hypothesis import settings
+from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import create_engine
 
 from bot.app import Countersign
 from bot.db.migrate import alembic_config, upgrade_to_head
 from bot.db.session import Database
 from bot.server import run_socket_mode
+from bot.slack.budgets import Limits, WorkspaceBudgets
+from bot.slack.web_client import web_client
 from tests.fakes.openai import FakeOpenAI, Script
-from tests.fakes.slack import APP_TOKEN, FakeSlack, wait_until
+from tests.fakes.slack import APP_TOKEN, BOT_TOKEN, FakeSlack, wait_until
 from tests.harness import RunningBot, make_settings, start_bot, stop_bot
 from tests.pg import (
     create_database,
@@ -30,6 +33,7 @@ from tests.pg import (
     pooled_database,
     temporary_database,
 )
+from tests.spend_front import alices_budget, spend_running
 
 POSTGRES_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -212,3 +216,34 @@ async def socket_bot(
     yield runner
     stop.set()
     await asyncio.wait_for(runner, 30)
+
+
+# The Slack side's budgets and a budgeted client over loopback (tests of the budgets).
+@pytest.fixture
+async def budgets() -> AsyncIterator[WorkspaceBudgets]:
+    found = WorkspaceBudgets(Limits())
+    yield found
+    await found.stop()
+
+
+@pytest.fixture
+async def client(fake_slack: FakeSlack, budgets: WorkspaceBudgets) -> AsyncIterator[AsyncWebClient]:
+    found = web_client(BOT_TOKEN, fake_slack.api_url, budgets)
+    yield found
+    assert found.session is not None
+    await found.session.close()
+
+
+# A bot with Alice's small budget (tests of the pause and its card); a module may give its own
+# `policy_path`.
+@pytest.fixture
+def policy_path(tmp_path: Path) -> Path:
+    return alices_budget(tmp_path)
+
+
+@pytest.fixture
+async def spend_bot(
+    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str, policy_path: Path
+) -> AsyncIterator[RunningBot]:
+    async with spend_running(fake_slack, fake_model, sqlite_url, policy_path) as bot:
+        yield bot

@@ -9,7 +9,6 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
@@ -18,29 +17,13 @@ from bot.conversation.live_replies import CUT_OFF, LiveReplies
 from bot.db.models import LiveReply, utcnow
 from bot.db.session import Database
 from bot.slack.budget_card import CONTINUE_CHEAPER
-from bot.slack.budgets import Limits, WorkspaceBudgets
+from bot.slack.budgets import WorkspaceBudgets
 from bot.slack.card_publisher import CardEdit
 from bot.slack.native_reply import CURSOR
-from bot.slack.web_client import web_client
 from tests.fakes.openai import FakeOpenAI
-from tests.fakes.slack import BOT_TOKEN, FakeSlack, wait_until
+from tests.fakes.slack import FakeSlack, wait_until
 from tests.harness import RunningBot
-from tests.spend_front import alices_budget, ask, pause_cards, spend_running
-
-
-@pytest.fixture
-async def budgets() -> AsyncIterator[WorkspaceBudgets]:
-    found = WorkspaceBudgets(Limits())
-    yield found
-    await found.stop()
-
-
-@pytest.fixture
-async def client(fake_slack: FakeSlack, budgets: WorkspaceBudgets) -> AsyncIterator[AsyncWebClient]:
-    found = web_client(BOT_TOKEN, fake_slack.api_url, budgets)
-    yield found
-    assert found.session is not None
-    await found.session.close()
+from tests.spend_front import ask, pause_cards
 
 
 @pytest.fixture
@@ -114,19 +97,6 @@ async def test_a_native_stream_a_crash_cut_off_is_stopped_within_the_stops_budge
     assert await budgets.streams.stops.free() == 19
     assert await budgets.edits.window.free() == 48
     assert budgets.streams.open_streams == 0
-
-
-@pytest.fixture
-def policy_path(tmp_path: Path) -> Path:
-    return alices_budget(tmp_path)
-
-
-@pytest.fixture
-async def spend_bot(
-    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str, policy_path: Path
-) -> AsyncIterator[RunningBot]:
-    async with spend_running(fake_slack, fake_model, sqlite_url, policy_path) as bot:
-        yield bot
 
 
 async def spend_the_edits(bot: RunningBot, slack: FakeSlack) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 
 import pytest
 from redis.asyncio import Redis
@@ -23,21 +22,6 @@ from tests.fakes.openai import FakeOpenAI, Script
 from tests.fakes.slack import BOT_TOKEN, FakeSlack, Limit
 from tests.harness import make_settings, start_bot, stop_bot
 from tests.test_replicas import REDIS_URL
-
-
-@pytest.fixture
-async def budgets() -> AsyncIterator[WorkspaceBudgets]:
-    found = WorkspaceBudgets(Limits())
-    yield found
-    await found.stop()
-
-
-@pytest.fixture
-async def client(fake_slack: FakeSlack, budgets: WorkspaceBudgets) -> AsyncIterator[AsyncWebClient]:
-    found = web_client(BOT_TOKEN, fake_slack.api_url, budgets)
-    yield found
-    assert found.session is not None
-    await found.session.close()
 
 
 def refused(slack: FakeSlack) -> list[str]:

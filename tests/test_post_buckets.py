@@ -45,13 +45,6 @@ async def test_the_fake_allows_a_burst_of_three_then_one_a_second(fake_slack: Fa
         assert (await raw_post(session, fake_slack))[0] == 429  # one token, not a new burst
 
 
-@pytest.fixture
-async def budgets() -> AsyncIterator[WorkspaceBudgets]:
-    found = WorkspaceBudgets(Limits())
-    yield found
-    await found.stop()
-
-
 async def post_all(clients: list[AsyncWebClient], count: int) -> None:
     await asyncio.gather(
         *[

@@ -4,7 +4,6 @@ requester, from where it stopped), and a resumed turn that meets another limit."
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,6 @@ from tests.harness import RunningBot
 from tests.spend_front import (
     BIG,
     CHEAPER,
-    alices_budget,
     ask,
     budget,
     buttons,
@@ -32,19 +30,6 @@ from tests.spend_front import (
     standing,
 )
 from tests.test_approvals_flow import CREATE, call, proposals
-
-
-@pytest.fixture
-def policy_path(tmp_path: Path) -> Path:
-    return alices_budget(tmp_path)
-
-
-@pytest.fixture
-async def spend_bot(
-    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str, policy_path: Path
-) -> AsyncIterator[RunningBot]:
-    async with spend_running(fake_slack, fake_model, sqlite_url, policy_path) as bot:
-        yield bot
 
 
 async def test_a_spent_budget_pauses_the_turn_with_a_card_and_asks_no_model(

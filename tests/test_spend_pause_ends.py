@@ -7,7 +7,7 @@ removed: Continue goes on without it, on the usual model."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from copy import deepcopy
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -34,7 +34,6 @@ from tests.raise_helpers import (
 from tests.raise_helpers import ask as ask_to_raise
 from tests.spend_front import (
     CHEAPER,
-    alices_budget,
     ask,
     budget,
     buttons,
@@ -47,14 +46,6 @@ from tests.spend_front import (
     spend_running,
 )
 from tests.test_budget_bypass import spend_the_edits
-
-
-@pytest.fixture
-async def spend_bot(
-    fake_slack: FakeSlack, fake_model: FakeOpenAI, sqlite_url: str, tmp_path: Path
-) -> AsyncIterator[RunningBot]:
-    async with spend_running(fake_slack, fake_model, sqlite_url, alices_budget(tmp_path)) as bot:
-        yield bot
 
 
 def tomorrow() -> Callable[[], datetime]:
