@@ -11,6 +11,7 @@ compare-and-set, so a resume and an abandonment racing at midnight end it once."
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -47,21 +48,9 @@ async def resume_paused(
     `card_ts` is the card a click came from: the turn records its card's ts after posting it
     (with other turns' writes), so a quick click can arrive first; the card is known all the
     same, and kept where none is recorded yet."""
-    result = await session.execute(
-        update(BudgetPause)
-        .where(BudgetPause.id == pause_id, BudgetPause.state == PAUSED)
-        .values(
-            state=RESUMED,
-            model=model,
-            decided_by=decided_by,
-            resumed_at=utcnow(),
-            version=BudgetPause.version + 1,
-            card_ts=func.coalesce(BudgetPause.card_ts, card_ts),
-        )
+    pause = await _move(
+        session, pause_id, RESUMED, card_ts, model=model, decided_by=decided_by, resumed_at=utcnow()
     )
-    if getattr(result, "rowcount", 0) != 1:
-        return None
-    pause = await session.get(BudgetPause, pause_id)
     if pause is None or pause.conversation_id is None:
         return None  # the conversation was forgotten meanwhile
     anchor = await session.scalar(  # the outbox names a message of the turn: its latest
@@ -100,14 +89,23 @@ async def abandon_paused(
     """End a paused turn without resuming it (compare-and-set, as `resume_paused`); None if
     it was no longer paused. `card_ts`: the card a click came from, kept where none is
     recorded yet."""
+    return await _move(session, pause_id, ABANDONED, card_ts, note=note)
+
+
+async def _move(
+    session: AsyncSession, pause_id: int, state: str, card_ts: str | None, **values: Any
+) -> BudgetPause | None:
+    """A paused turn moved to `state` with `values` (compare-and-set on `paused`, the version
+    bumped, the click's card kept where none is recorded yet); None if it was no longer
+    paused."""
     result = await session.execute(
         update(BudgetPause)
         .where(BudgetPause.id == pause_id, BudgetPause.state == PAUSED)
         .values(
-            state=ABANDONED,
-            note=note,
+            state=state,
             version=BudgetPause.version + 1,
             card_ts=func.coalesce(BudgetPause.card_ts, card_ts),
+            **values,
         )
     )
     if getattr(result, "rowcount", 0) != 1:
