@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from slack_sdk.errors import SlackApiError
@@ -180,28 +179,26 @@ class LiveReplies:
         outlet = poster_of(slack).reply(channel, None)
         carries = audience.channel(channel)
 
-        async def slot(take: Callable[[], Awaitable[None]]) -> None:
+        async def edit_slot() -> None:
             if budgets is not None:
-                await asyncio.wait_for(take(), RECOVERY_PATIENCE_SECONDS)
+                await asyncio.wait_for(
+                    budgets.edits.acquire(_Finishing()), RECOVERY_PATIENCE_SECONDS
+                )
 
-        def edit() -> Awaitable[None]:
-            assert budgets is not None
-            return budgets.edits.acquire(_Finishing())
+        async def stop_slot() -> None:
+            if budgets is not None:
+                budgets.streams.hold()  # its stop_permit releases it again
+                await asyncio.wait_for(budgets.streams.stop_permit(), RECOVERY_PATIENCE_SECONDS)
 
-        def stop() -> Awaitable[None]:
-            assert budgets is not None
-            budgets.streams.hold()  # its stop_permit releases it again
-            return budgets.streams.stop_permit()
-
-        await slot(edit)
+        await edit_slot()
         try:
             await outlet.update(ts, text, carries=carries)
         except SlackApiError as exc:
             if slack_error(exc) != "streaming_state_conflict":
                 raise
-            await slot(stop)
+            await stop_slot()
             await outlet.stop_stream(ts, carries=NOTHING_PRIVATE)
-            await slot(edit)
+            await edit_slot()
             await outlet.update(ts, text, carries=carries)
 
     async def recover(self, slack: AsyncWebClient, budgets: WorkspaceBudgets | None = None) -> int:
